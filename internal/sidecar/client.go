@@ -1,0 +1,203 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// DefaultMaxMessageSize is the largest gRPC message either side accepts unless
+// configured otherwise: 64 MiB, well above gRPC's own 4 MiB default, so that a
+// reconcile carrying a few hundred children still fits.
+const DefaultMaxMessageSize = 64 << 20
+
+// Options configure a Client.
+type Options struct {
+	// Address is the sidecar's endpoint; see Target for the accepted forms.
+	// Defaults to DefaultAddress.
+	Address string
+
+	// MaxMessageSize bounds every message sent or received, in bytes.
+	// Defaults to DefaultMaxMessageSize.
+	MaxMessageSize int
+
+	// DescribeTimeout is the deadline of the Describe call. Defaults to 10s.
+	DescribeTimeout time.Duration
+
+	// ReconcileTimeout is the deadline of each Reconcile call. Defaults to 30s.
+	ReconcileTimeout time.Duration
+
+	// CheckTimeout is the deadline of each health check made for readiness.
+	// Defaults to 1s.
+	CheckTimeout time.Duration
+
+	// DialOptions are appended to the client's own, for tests and TLS.
+	DialOptions []grpc.DialOption
+}
+
+func (o *Options) defaults() {
+	if o.Address == "" {
+		o.Address = DefaultAddress
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.DescribeTimeout <= 0 {
+		o.DescribeTimeout = 10 * time.Second
+	}
+	if o.ReconcileTimeout <= 0 {
+		o.ReconcileTimeout = 30 * time.Second
+	}
+	if o.CheckTimeout <= 0 {
+		o.CheckTimeout = time.Second
+	}
+}
+
+// Client is the host's connection to its sidecar. It is safe for concurrent
+// use; one Client serves every controller of the host.
+type Client struct {
+	opts   Options
+	conn   *grpc.ClientConn
+	svc    polyopv1alpha1.SidecarServiceClient
+	health healthpb.HealthClient
+}
+
+// New creates a Client for the sidecar at opts.Address. It does not connect:
+// gRPC connects lazily and reconnects on its own after the sidecar restarts.
+func New(opts Options) (*Client, error) {
+	opts.defaults()
+	target, err := Target(opts.Address)
+	if err != nil {
+		return nil, err
+	}
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(opts.MaxMessageSize),
+			grpc.MaxCallSendMsgSize(opts.MaxMessageSize),
+		),
+		grpc.WithChainUnaryInterceptor(observeCall),
+	}, opts.DialOptions...)
+	conn, err := grpc.NewClient(target, dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar at %s: %w", opts.Address, err)
+	}
+	return &Client{
+		opts:   opts,
+		conn:   conn,
+		svc:    polyopv1alpha1.NewSidecarServiceClient(conn),
+		health: healthpb.NewHealthClient(conn),
+	}, nil
+}
+
+// Address is the sidecar's address, as configured.
+func (c *Client) Address() string { return c.opts.Address }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Check asks the sidecar's health service whether it is serving, within
+// Options.CheckTimeout. It is the host's readiness check: it has the signature
+// of controller-runtime's healthz.Checker.
+func (c *Client) Check(_ *http.Request) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CheckTimeout)
+	defer cancel()
+	return c.check(ctx)
+}
+
+func (c *Client) check(ctx context.Context) error {
+	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return fmt.Errorf("sidecar at %s is unreachable: %w", c.opts.Address, err)
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("sidecar at %s reports %s", c.opts.Address, resp.GetStatus())
+	}
+	return nil
+}
+
+// WaitReady blocks until the sidecar's health service reports SERVING, the
+// timeout passes, or ctx is done. It logs while it waits, so that a host
+// started before its sidecar says what it is waiting for.
+func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	delay := 50 * time.Millisecond
+	lastLog := time.Time{}
+	for {
+		attemptCtx, attemptCancel := context.WithTimeout(ctx, c.opts.CheckTimeout)
+		err := c.check(attemptCtx)
+		attemptCancel()
+		if err == nil {
+			log.Info("sidecar is ready", "address", c.opts.Address, "waited", time.Since(start).Round(time.Millisecond).String())
+			return nil
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			log.Info("waiting for the sidecar", "address", c.opts.Address, "reason", err.Error())
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("sidecar at %s did not become ready within %s: %w", c.opts.Address, timeout, err)
+			}
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// Describe asks the sidecar what it implements and validates the answer. A
+// protocol version other than ProtocolVersion is an error that names both.
+func (c *Client) Describe(ctx context.Context, hostVersion string) (*Description, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DescribeTimeout)
+	defer cancel()
+	resp, err := c.svc.Describe(ctx, &polyopv1alpha1.DescribeRequest{
+		ProtocolVersion: ProtocolVersion,
+		HostVersion:     hostVersion,
+	})
+	if err != nil {
+		switch status.Code(err) {
+		case codes.Unimplemented:
+			return nil, fmt.Errorf("sidecar at %s does not implement %s (it may speak another protocol version than %s): %w",
+				c.opts.Address, polyopv1alpha1.SidecarService_ServiceDesc.ServiceName, ProtocolVersion, err)
+		case codes.FailedPrecondition:
+			return nil, fmt.Errorf("sidecar at %s refused the host's protocol version %s: %s",
+				c.opts.Address, ProtocolVersion, status.Convert(err).Message())
+		}
+		return nil, fmt.Errorf("describe call to sidecar at %s: %w", c.opts.Address, err)
+	}
+	return NewDescription(resp)
+}
+
+// Reconcile sends one ReconcileRequest, with Options.ReconcileTimeout as its
+// deadline (or ctx's, when earlier).
+func (c *Client) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
+	defer cancel()
+	return c.svc.Reconcile(ctx, req)
+}
+
+// IsUnavailable reports whether err means the sidecar could not be reached at
+// all (as opposed to a sidecar that answered with an error): the connection is
+// down, or the call ran out of time.
+func IsUnavailable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
