@@ -77,6 +77,8 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 			bad(p+".name", "required")
 		case len(validation.IsDNS1123Subdomain(ctrl.Name)) > 0:
 			bad(p+".name", "%q is not a valid controller name: %v", ctrl.Name, validation.IsDNS1123Subdomain(ctrl.Name))
+		case len(ctrl.Name) > 63:
+			bad(p+".name", "%q is longer than 63 characters", ctrl.Name)
 		case seen[ctrl.Name]:
 			bad(p+".name", "duplicate controller name %q", ctrl.Name)
 		}

@@ -1,0 +1,171 @@
+package sidecar
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// fakeSidecar is a minimal SidecarService whose Describe answer a test sets.
+type fakeSidecar struct {
+	polyopv1alpha1.UnimplementedSidecarServiceServer
+	describe func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error)
+}
+
+func (f *fakeSidecar) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+	return f.describe(req)
+}
+
+// serve serves svc (and health, unless svc is nil) on a fresh unix socket and
+// returns its address.
+func serve(t *testing.T, svc polyopv1alpha1.SidecarServiceServer, register bool) (string, *health.Server) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "po-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	if register {
+		polyopv1alpha1.RegisterSidecarServiceServer(srv, svc)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return "unix://" + sock, hs
+}
+
+func TestDescribeErrors(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		describe func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error)
+		register bool
+		want     string
+	}{
+		"if the sidecar does not serve the v1alpha1 service, the error says it may speak another version": {
+			want: "may speak another protocol version than v1alpha1",
+		},
+		"if the sidecar refuses the host's version, its message is passed on": {
+			register: true,
+			describe: func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+				return nil, status.Error(codes.FailedPrecondition, "I only speak v2")
+			},
+			want: "refused the host's protocol version v1alpha1: I only speak v2",
+		},
+		"if the sidecar answers another protocol version, both are named": {
+			register: true,
+			describe: func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+				return &polyopv1alpha1.DescribeResponse{ProtocolVersion: "v2"}, nil
+			},
+			want: "the sidecar speaks v2, this host speaks v1alpha1",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			addr, _ := serve(t, &fakeSidecar{describe: tc.describe}, tc.register)
+			c, err := New(Options{Address: addr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, err = c.Describe(context.Background(), "test")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Describe error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDescribeSendsTheHostsVersion(t *testing.T) {
+	t.Parallel()
+	var got *polyopv1alpha1.DescribeRequest
+	addr, _ := serve(t, &fakeSidecar{describe: func(r *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+		got = r
+		return &polyopv1alpha1.DescribeResponse{
+			ProtocolVersion: ProtocolVersion,
+			Name:            "s",
+			Controllers: []*polyopv1alpha1.ControllerDescription{{
+				Name: "c", ForKind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+			}},
+		}, nil
+	}}, true)
+	c, err := New(Options{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d, err := c.Describe(context.Background(), "1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetProtocolVersion() != ProtocolVersion || got.GetHostVersion() != "1.2.3" {
+		t.Errorf("the sidecar got %v", got)
+	}
+	if d.Name != "s" || len(d.Controllers) != 1 {
+		t.Errorf("description = %+v", d)
+	}
+}
+
+func TestWaitReady(t *testing.T) {
+	t.Parallel()
+	t.Run("if the sidecar becomes SERVING, WaitReady returns", func(t *testing.T) {
+		t.Parallel()
+		addr, hs := serve(t, nil, false)
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		c, err := New(Options{Address: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Check(nil); err == nil || !strings.Contains(err.Error(), "NOT_SERVING") {
+			t.Errorf("Check = %v, want NOT_SERVING", err)
+		}
+		time.AfterFunc(200*time.Millisecond, func() { hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) })
+		if err := c.WaitReady(context.Background(), 10*time.Second, logr.Discard()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Check(nil); err != nil {
+			t.Errorf("Check = %v after SERVING", err)
+		}
+	})
+	t.Run("if nothing listens, WaitReady gives up naming the address and the timeout", func(t *testing.T) {
+		t.Parallel()
+		c, err := New(Options{Address: "unix:///nonexistent/polyop.sock"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		err = c.WaitReady(context.Background(), 300*time.Millisecond, logr.Discard())
+		if err == nil || !contains(err.Error(), "unix:///nonexistent/polyop.sock", "did not become ready within 300ms") {
+			t.Errorf("WaitReady = %v", err)
+		}
+	})
+}
+
+func contains(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,151 @@
+package sidecar
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+func validResponse() *polyopv1alpha1.DescribeResponse {
+	return &polyopv1alpha1.DescribeResponse{
+		ProtocolVersion: ProtocolVersion,
+		Name:            "widgets",
+		Controllers: []*polyopv1alpha1.ControllerDescription{{
+			Name:    "widget",
+			ForKind: &polyopv1alpha1.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+			Predicates: &polyopv1alpha1.Predicates{
+				UpdateFilters: []polyopv1alpha1.UpdateFilter{
+					polyopv1alpha1.UpdateFilter_UPDATE_FILTER_GENERATION_CHANGED,
+					polyopv1alpha1.UpdateFilter_UPDATE_FILTER_GENERATION_CHANGED,
+				},
+				LabelSelector: "app=web",
+			},
+			Namespaces: []string{"a", "b"},
+		}},
+	}
+}
+
+func TestNewDescription(t *testing.T) {
+	t.Parallel()
+	d, err := NewDescription(validResponse())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := d.Controllers[0]
+	if want := (schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}); c.GVK != want {
+		t.Errorf("GVK = %v, want %v", c.GVK, want)
+	}
+	if c.MaxConcurrentReconciles != 1 {
+		t.Errorf("MaxConcurrentReconciles = %d, want the default 1", c.MaxConcurrentReconciles)
+	}
+	if len(c.UpdateFilters) != 1 {
+		t.Errorf("UpdateFilters = %v, want the duplicate folded", c.UpdateFilters)
+	}
+	if c.LabelSelector.String() != "app=web" {
+		t.Errorf("LabelSelector = %q", c.LabelSelector)
+	}
+}
+
+func TestNewDescriptionRejects(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		change func(*polyopv1alpha1.DescribeResponse)
+		want   string
+	}{
+		"if the protocol version differs, both versions are named": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.ProtocolVersion = "v2" },
+			want:   "the sidecar speaks v2, this host speaks v1alpha1",
+		},
+		"if no protocol version is given, it says so": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.ProtocolVersion = "" },
+			want:   "the sidecar speaks (none)",
+		},
+		"if the name is missing": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Name = "" },
+			want:   "name: required",
+		},
+		"if there are no controllers": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers = nil },
+			want:   "declares no controllers",
+		},
+		"if two controllers share a name": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers = append(r.Controllers, r.Controllers[0]) },
+			want:   `controllers[1].name: duplicate controller name "widget"`,
+		},
+		"if the kind is missing": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].ForKind.Kind = "" },
+			want:   "controllers[0].for_kind.kind: required",
+		},
+		"if an update filter is unknown": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Controllers[0].Predicates.UpdateFilters = []polyopv1alpha1.UpdateFilter{42}
+			},
+			want: "controllers[0].predicates.update_filters[0]: unknown update filter 42",
+		},
+		"if the label selector does not parse": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].Predicates.LabelSelector = "a in (" },
+			want:   "controllers[0].predicates.label_selector",
+		},
+		"if a namespace is not a valid name": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].Namespaces = []string{"Not_Valid"} },
+			want:   "controllers[0].namespaces[0]",
+		},
+		"if max_concurrent_reconciles is negative": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].MaxConcurrentReconciles = -1 },
+			want:   "controllers[0].max_concurrent_reconciles: must not be negative",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := validResponse()
+			tc.change(r)
+			_, err := NewDescription(r)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNarrow(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		declared, host, want []string
+		wantErr              bool
+	}{
+		"if the host sets no namespaces, the declared ones stay":      {declared: []string{"a"}, want: []string{"a"}},
+		"if the sidecar declares none, the host's apply":              {host: []string{"a"}, want: []string{"a"}},
+		"if both declare namespaces, only the common ones stay":       {declared: []string{"a", "b"}, host: []string{"b", "c"}, want: []string{"b"}},
+		"if nothing is common, it is an error rather than a widening": {declared: []string{"a"}, host: []string{"c"}, wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := &Description{Controllers: []Controller{{Name: "c", Namespaces: tc.declared, LabelSelector: labels.Everything()}}}
+			err := d.Narrow(tc.host, nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Narrow error = %v, wantErr %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && strings.Join(d.Controllers[0].Namespaces, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("namespaces = %v, want %v", d.Controllers[0].Namespaces, tc.want)
+			}
+		})
+	}
+
+	t.Run("a host label selector is added to the declared one", func(t *testing.T) {
+		t.Parallel()
+		declared, _ := labels.Parse("app=web")
+		host, _ := labels.Parse("shard=1")
+		d := &Description{Controllers: []Controller{{Name: "c", LabelSelector: declared}}}
+		if err := d.Narrow(nil, host); err != nil {
+			t.Fatal(err)
+		}
+		sel := d.Controllers[0].LabelSelector
+		if !sel.Matches(labels.Set{"app": "web", "shard": "1"}) || sel.Matches(labels.Set{"app": "web"}) {
+			t.Errorf("selector %q does not require both", sel)
+		}
+	})
+}

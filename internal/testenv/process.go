@@ -1,0 +1,176 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var (
+	buildMu  sync.Mutex
+	built    = map[string]string{}
+	buildDir string
+)
+
+// Build compiles the main package pkg (relative to the repository root, e.g.
+// "./cmd/host") once per process and returns the binary's path.
+func Build(pkg string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if path, ok := built[pkg]; ok {
+		return path, nil
+	}
+	if buildDir == "" {
+		dir, err := os.MkdirTemp("", "polyop-bin-")
+		if err != nil {
+			return "", err
+		}
+		buildDir = dir
+	}
+	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	built[pkg] = out
+	return out, nil
+}
+
+// CleanBuilds removes the binaries Build made.
+func CleanBuilds() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}
+
+// Logger receives a process's output, line by line (a *testing.T fits).
+type Logger interface {
+	Logf(format string, args ...any)
+}
+
+// Process is a running child process whose output is kept and mirrored.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+// StartProcess starts bin with args. Each line of its output is kept (see
+// Output) and passed to log with name as a prefix, if log is not nil.
+func StartProcess(log Logger, name, bin string, args ...string) (*Process, error) {
+	p := &Process{Name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	r, w := io.Pipe()
+	p.cmd.Stdout = w
+	p.cmd.Stderr = w
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.out.WriteString(line + "\n")
+			p.mu.Unlock()
+			if log != nil {
+				log.Logf("[%s] %s", name, line)
+			}
+		}
+	}()
+	go func() {
+		p.err = p.cmd.Wait()
+		_ = w.Close()
+		<-scanned // every line is logged before Wait returns
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Output is everything the process has printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait waits for the process to exit, at most timeout, and returns its exit
+// code (-1 when it was killed by a signal).
+func (p *Process) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("%s did not exit within %s", p.Name, timeout)
+	}
+	var exitErr *exec.ExitError
+	if errors.As(p.err, &exitErr) {
+		return exitErr.ExitCode(), nil
+	}
+	return 0, p.err
+}
+
+// Stop sends SIGTERM and waits up to 10s, then kills the process.
+func (p *Process) Stop() {
+	if p.Exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if _, err := p.Wait(10 * time.Second); err != nil {
+		p.Kill()
+	}
+}
+
+// Kill kills the process at once (SIGKILL) and waits for it.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// WaitForOutput waits until the process's output contains s.
+func (p *Process) WaitForOutput(ctx context.Context, s string) error {
+	for {
+		if strings.Contains(p.Output(), s) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s never printed %q: %w", p.Name, s, ctx.Err())
+		case <-p.done:
+			if strings.Contains(p.Output(), s) {
+				return nil
+			}
+			return fmt.Errorf("%s exited without printing %q", p.Name, s)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
