@@ -93,9 +93,15 @@ type DescribeRequest struct {
 	// gRPC status FAILED_PRECONDITION; the host then stops with that message.
 	ProtocolVersion string `protobuf:"bytes,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// The host's own version, for the sidecar's logs. Informational only.
-	HostVersion   string `protobuf:"bytes,2,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HostVersion string `protobuf:"bytes,2,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
+	// Where the host serves its ClusterService for this sidecar, in the same
+	// address forms as the host's --sidecar-address flag (for example
+	// "unix:///var/run/polyop/cluster.sock"). Empty when the host serves none. The
+	// host also sets it in the sidecar container's POLYOP_CLUSTER_ADDRESS
+	// environment variable in the manifests it generates.
+	ClusterAddress string `protobuf:"bytes,3,opt,name=cluster_address,json=clusterAddress,proto3" json:"cluster_address,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DescribeRequest) Reset() {
@@ -142,6 +148,13 @@ func (x *DescribeRequest) GetHostVersion() string {
 	return ""
 }
 
+func (x *DescribeRequest) GetClusterAddress() string {
+	if x != nil {
+		return x.ClusterAddress
+	}
+	return ""
+}
+
 // DescribeResponse is the sidecar's self-description: everything the host
 // builds is derived from it. Host flags may narrow what is declared here (fewer
 // namespaces, a stricter label selector), never widen it.
@@ -154,8 +167,13 @@ type DescribeResponse struct {
 	// host's logs, metrics and, unless a host flag overrides it, the leader
 	// election lease name. Lower-case letters, digits and '-'.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// The controllers the sidecar implements. At least one is required.
-	Controllers   []*ControllerDescription `protobuf:"bytes,3,rep,name=controllers,proto3" json:"controllers,omitempty"`
+	// The controllers the sidecar implements. A sidecar declares at least one
+	// controller or one webhook.
+	Controllers []*ControllerDescription `protobuf:"bytes,3,rep,name=controllers,proto3" json:"controllers,omitempty"`
+	// The admission webhooks the sidecar implements, one per kind and version.
+	Webhooks []*WebhookDescription `protobuf:"bytes,4,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
+	// The kinds whose versions the sidecar converts (CRD conversion webhooks).
+	Conversions   []*ConversionDescription `protobuf:"bytes,5,rep,name=conversions,proto3" json:"conversions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -211,6 +229,20 @@ func (x *DescribeResponse) GetControllers() []*ControllerDescription {
 	return nil
 }
 
+func (x *DescribeResponse) GetWebhooks() []*WebhookDescription {
+	if x != nil {
+		return x.Webhooks
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetConversions() []*ConversionDescription {
+	if x != nil {
+		return x.Conversions
+	}
+	return nil
+}
+
 // ControllerDescription declares one controller, as a
 // ctrl.NewControllerManagedBy(mgr).For(kind) would in controller-runtime.
 type ControllerDescription struct {
@@ -232,8 +264,21 @@ type ControllerDescription struct {
 	// How many objects this controller reconciles at once. Zero means 1, as in
 	// controller-runtime.
 	MaxConcurrentReconciles int32 `protobuf:"varint,5,opt,name=max_concurrent_reconciles,json=maxConcurrentReconciles,proto3" json:"max_concurrent_reconciles,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// The kinds of the children this controller owns, as Owns(kind) in
+	// controller-runtime: an event on a child whose controller owner reference
+	// points at a reconciled object enqueues that object. The desired children a
+	// ReconcileResponse returns must be of these kinds.
+	Owns []*OwnedKind `protobuf:"bytes,6,rep,name=owns,proto3" json:"owns,omitempty"`
+	// Other kinds whose events enqueue reconciled objects, mapped without code in
+	// the host, as Watches(kind, handler) in controller-runtime.
+	Watches []*Watch `protobuf:"bytes,7,rep,name=watches,proto3" json:"watches,omitempty"`
+	// A finalizer the host adds to every reconciled object before its first
+	// reconcile (for example "example.com/cleanup"). When such an object is being
+	// deleted, the host calls Finalize instead of Reconcile and removes the
+	// finalizer only after Finalize reports success. Empty: no finalizer.
+	Finalizer     string `protobuf:"bytes,8,opt,name=finalizer,proto3" json:"finalizer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ControllerDescription) Reset() {
@@ -301,6 +346,204 @@ func (x *ControllerDescription) GetMaxConcurrentReconciles() int32 {
 	return 0
 }
 
+func (x *ControllerDescription) GetOwns() []*OwnedKind {
+	if x != nil {
+		return x.Owns
+	}
+	return nil
+}
+
+func (x *ControllerDescription) GetWatches() []*Watch {
+	if x != nil {
+		return x.Watches
+	}
+	return nil
+}
+
+func (x *ControllerDescription) GetFinalizer() string {
+	if x != nil {
+		return x.Finalizer
+	}
+	return ""
+}
+
+// OwnedKind declares a kind of child a controller owns.
+type OwnedKind struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The child kind.
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Send the observed children of this kind (those whose controller owner
+	// reference points at the reconciled object) in ReconcileRequest.children,
+	// read from the host's cache.
+	SendObserved  bool `protobuf:"varint,2,opt,name=send_observed,json=sendObserved,proto3" json:"send_observed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnedKind) Reset() {
+	*x = OwnedKind{}
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedKind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedKind) ProtoMessage() {}
+
+func (x *OwnedKind) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedKind.ProtoReflect.Descriptor instead.
+func (*OwnedKind) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *OwnedKind) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *OwnedKind) GetSendObserved() bool {
+	if x != nil {
+		return x.SendObserved
+	}
+	return false
+}
+
+// Watch maps events on objects of another kind to the reconciled objects they
+// concern. The reconciled object is always in the watched object's namespace
+// (or cluster-scoped, for a cluster-scoped reconciled kind).
+type Watch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The watched kind.
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// How a watched object names the reconciled objects it concerns.
+	//
+	// Types that are valid to be assigned to Mapping:
+	//
+	//	*Watch_Label
+	//	*Watch_Annotation
+	//	*Watch_FieldPath
+	Mapping       isWatch_Mapping `protobuf_oneof:"mapping"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Watch) Reset() {
+	*x = Watch{}
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Watch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Watch) ProtoMessage() {}
+
+func (x *Watch) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Watch.ProtoReflect.Descriptor instead.
+func (*Watch) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Watch) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Watch) GetMapping() isWatch_Mapping {
+	if x != nil {
+		return x.Mapping
+	}
+	return nil
+}
+
+func (x *Watch) GetLabel() string {
+	if x != nil {
+		if x, ok := x.Mapping.(*Watch_Label); ok {
+			return x.Label
+		}
+	}
+	return ""
+}
+
+func (x *Watch) GetAnnotation() string {
+	if x != nil {
+		if x, ok := x.Mapping.(*Watch_Annotation); ok {
+			return x.Annotation
+		}
+	}
+	return ""
+}
+
+func (x *Watch) GetFieldPath() string {
+	if x != nil {
+		if x, ok := x.Mapping.(*Watch_FieldPath); ok {
+			return x.FieldPath
+		}
+	}
+	return ""
+}
+
+type isWatch_Mapping interface {
+	isWatch_Mapping()
+}
+
+type Watch_Label struct {
+	// The watched object carries this label; its value is the name of the
+	// reconciled object to enqueue.
+	Label string `protobuf:"bytes,2,opt,name=label,proto3,oneof"`
+}
+
+type Watch_Annotation struct {
+	// The watched object carries this annotation; its value is the name of the
+	// reconciled object to enqueue.
+	Annotation string `protobuf:"bytes,3,opt,name=annotation,proto3,oneof"`
+}
+
+type Watch_FieldPath struct {
+	// A field of the reconciled kind, as a dot-separated path (for example
+	// "spec.configMapName"), holding the name of a watched object: an event on
+	// the watched object enqueues every reconciled object whose field holds its
+	// name. The host keeps a cache index on the field, so this costs no scan.
+	FieldPath string `protobuf:"bytes,4,opt,name=field_path,json=fieldPath,proto3,oneof"`
+}
+
+func (*Watch_Label) isWatch_Mapping() {}
+
+func (*Watch_Annotation) isWatch_Mapping() {}
+
+func (*Watch_FieldPath) isWatch_Mapping() {}
+
 // Predicates filter the events on the reconciled kind before they reach the
 // workqueue, like controller-runtime's predicate package. Creates and deletes
 // always pass; the filters below apply to updates, except label_selector,
@@ -323,7 +566,7 @@ type Predicates struct {
 
 func (x *Predicates) Reset() {
 	*x = Predicates{}
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +578,7 @@ func (x *Predicates) String() string {
 func (*Predicates) ProtoMessage() {}
 
 func (x *Predicates) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +591,7 @@ func (x *Predicates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Predicates.ProtoReflect.Descriptor instead.
 func (*Predicates) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{3}
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Predicates) GetUpdateFilters() []UpdateFilter {
@@ -369,14 +612,17 @@ var File_polyop_v1alpha1_describe_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\n" +
-	"\x1epolyop/v1alpha1/describe.proto\x12\x0fpolyop.v1alpha1\x1a\x1bpolyop/v1alpha1/types.proto\"_\n" +
+	"\x1epolyop/v1alpha1/describe.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/admission.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\x88\x01\n" +
 	"\x0fDescribeRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12!\n" +
-	"\fhost_version\x18\x02 \x01(\tR\vhostVersion\"\x9b\x01\n" +
+	"\fhost_version\x18\x02 \x01(\tR\vhostVersion\x12'\n" +
+	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\xa6\x02\n" +
 	"\x10DescribeResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12H\n" +
-	"\vcontrollers\x18\x03 \x03(\v2&.polyop.v1alpha1.ControllerDescriptionR\vcontrollers\"\x82\x02\n" +
+	"\vcontrollers\x18\x03 \x03(\v2&.polyop.v1alpha1.ControllerDescriptionR\vcontrollers\x12?\n" +
+	"\bwebhooks\x18\x04 \x03(\v2#.polyop.v1alpha1.WebhookDescriptionR\bwebhooks\x12H\n" +
+	"\vconversions\x18\x05 \x03(\v2&.polyop.v1alpha1.ConversionDescriptionR\vconversions\"\x82\x03\n" +
 	"\x15ControllerDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\bfor_kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\aforKind\x12;\n" +
@@ -386,7 +632,22 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\n" +
 	"namespaces\x18\x04 \x03(\tR\n" +
 	"namespaces\x12:\n" +
-	"\x19max_concurrent_reconciles\x18\x05 \x01(\x05R\x17maxConcurrentReconciles\"y\n" +
+	"\x19max_concurrent_reconciles\x18\x05 \x01(\x05R\x17maxConcurrentReconciles\x12.\n" +
+	"\x04owns\x18\x06 \x03(\v2\x1a.polyop.v1alpha1.OwnedKindR\x04owns\x120\n" +
+	"\awatches\x18\a \x03(\v2\x16.polyop.v1alpha1.WatchR\awatches\x12\x1c\n" +
+	"\tfinalizer\x18\b \x01(\tR\tfinalizer\"g\n" +
+	"\tOwnedKind\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12#\n" +
+	"\rsend_observed\x18\x02 \x01(\bR\fsendObserved\"\xa4\x01\n" +
+	"\x05Watch\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x16\n" +
+	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x12 \n" +
+	"\n" +
+	"annotation\x18\x03 \x01(\tH\x00R\n" +
+	"annotation\x12\x1f\n" +
+	"\n" +
+	"field_path\x18\x04 \x01(\tH\x00R\tfieldPathB\t\n" +
+	"\amapping\"y\n" +
 	"\n" +
 	"Predicates\x12D\n" +
 	"\x0eupdate_filters\x18\x01 \x03(\x0e2\x1d.polyop.v1alpha1.UpdateFilterR\rupdateFilters\x12%\n" +
@@ -412,25 +673,35 @@ func file_polyop_v1alpha1_describe_proto_rawDescGZIP() []byte {
 }
 
 var file_polyop_v1alpha1_describe_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_polyop_v1alpha1_describe_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_polyop_v1alpha1_describe_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_polyop_v1alpha1_describe_proto_goTypes = []any{
 	(UpdateFilter)(0),             // 0: polyop.v1alpha1.UpdateFilter
 	(*DescribeRequest)(nil),       // 1: polyop.v1alpha1.DescribeRequest
 	(*DescribeResponse)(nil),      // 2: polyop.v1alpha1.DescribeResponse
 	(*ControllerDescription)(nil), // 3: polyop.v1alpha1.ControllerDescription
-	(*Predicates)(nil),            // 4: polyop.v1alpha1.Predicates
-	(*GroupVersionKind)(nil),      // 5: polyop.v1alpha1.GroupVersionKind
+	(*OwnedKind)(nil),             // 4: polyop.v1alpha1.OwnedKind
+	(*Watch)(nil),                 // 5: polyop.v1alpha1.Watch
+	(*Predicates)(nil),            // 6: polyop.v1alpha1.Predicates
+	(*WebhookDescription)(nil),    // 7: polyop.v1alpha1.WebhookDescription
+	(*ConversionDescription)(nil), // 8: polyop.v1alpha1.ConversionDescription
+	(*GroupVersionKind)(nil),      // 9: polyop.v1alpha1.GroupVersionKind
 }
 var file_polyop_v1alpha1_describe_proto_depIdxs = []int32{
-	3, // 0: polyop.v1alpha1.DescribeResponse.controllers:type_name -> polyop.v1alpha1.ControllerDescription
-	5, // 1: polyop.v1alpha1.ControllerDescription.for_kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	4, // 2: polyop.v1alpha1.ControllerDescription.predicates:type_name -> polyop.v1alpha1.Predicates
-	0, // 3: polyop.v1alpha1.Predicates.update_filters:type_name -> polyop.v1alpha1.UpdateFilter
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3,  // 0: polyop.v1alpha1.DescribeResponse.controllers:type_name -> polyop.v1alpha1.ControllerDescription
+	7,  // 1: polyop.v1alpha1.DescribeResponse.webhooks:type_name -> polyop.v1alpha1.WebhookDescription
+	8,  // 2: polyop.v1alpha1.DescribeResponse.conversions:type_name -> polyop.v1alpha1.ConversionDescription
+	9,  // 3: polyop.v1alpha1.ControllerDescription.for_kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	6,  // 4: polyop.v1alpha1.ControllerDescription.predicates:type_name -> polyop.v1alpha1.Predicates
+	4,  // 5: polyop.v1alpha1.ControllerDescription.owns:type_name -> polyop.v1alpha1.OwnedKind
+	5,  // 6: polyop.v1alpha1.ControllerDescription.watches:type_name -> polyop.v1alpha1.Watch
+	9,  // 7: polyop.v1alpha1.OwnedKind.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	9,  // 8: polyop.v1alpha1.Watch.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	0,  // 9: polyop.v1alpha1.Predicates.update_filters:type_name -> polyop.v1alpha1.UpdateFilter
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_describe_proto_init() }
@@ -438,14 +709,20 @@ func file_polyop_v1alpha1_describe_proto_init() {
 	if File_polyop_v1alpha1_describe_proto != nil {
 		return
 	}
+	file_polyop_v1alpha1_admission_proto_init()
 	file_polyop_v1alpha1_types_proto_init()
+	file_polyop_v1alpha1_describe_proto_msgTypes[4].OneofWrappers = []any{
+		(*Watch_Label)(nil),
+		(*Watch_Annotation)(nil),
+		(*Watch_FieldPath)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_describe_proto_rawDesc), len(file_polyop_v1alpha1_describe_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -90,7 +90,11 @@ type ReconcileRequest struct {
 	Object []byte `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
 	// How many times in a row this key has failed and been retried, 0 on a first
 	// attempt. Resets after a success.
-	Retries       int32 `protobuf:"varint,5,opt,name=retries,proto3" json:"retries,omitempty"`
+	Retries int32 `protobuf:"varint,5,opt,name=retries,proto3" json:"retries,omitempty"`
+	// The observed children, as JSON, from the host's cache: the objects of the
+	// owned kinds declared with send_observed whose controller owner reference
+	// points at this object.
+	Children      [][]byte `protobuf:"bytes,6,rep,name=children,proto3" json:"children,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +164,13 @@ func (x *ReconcileRequest) GetRetries() int32 {
 	return 0
 }
 
+func (x *ReconcileRequest) GetChildren() [][]byte {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
 // ReconcileResponse carries the sidecar's decision for one object.
 type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -180,9 +191,20 @@ type ReconcileResponse struct {
 	Status []byte `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	// Events to record on the object, in order. Ignored when the object no longer
 	// exists.
-	Events        []*Event `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Events []*Event `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
+	// The desired children, as JSON objects of the owned kinds (apiVersion, kind,
+	// metadata.name and what the controller manages; the namespace defaults to the
+	// object's). The host applies each with server-side apply under a field
+	// manager of the controller's own, and sets this object as the child's
+	// controller owner. Ignored when the object no longer exists.
+	DesiredChildren [][]byte `protobuf:"bytes,6,rep,name=desired_children,json=desiredChildren,proto3" json:"desired_children,omitempty"`
+	// desired_children is the complete set: the host deletes the children of the
+	// owned kinds that point at this object as their controller and are not in
+	// it. When false (the default), nothing is deleted, so a partial or failed
+	// answer never removes a child.
+	ChildrenComplete bool `protobuf:"varint,7,opt,name=children_complete,json=childrenComplete,proto3" json:"children_complete,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReconcileResponse) Reset() {
@@ -250,6 +272,171 @@ func (x *ReconcileResponse) GetEvents() []*Event {
 	return nil
 }
 
+func (x *ReconcileResponse) GetDesiredChildren() [][]byte {
+	if x != nil {
+		return x.DesiredChildren
+	}
+	return nil
+}
+
+func (x *ReconcileResponse) GetChildrenComplete() bool {
+	if x != nil {
+		return x.ChildrenComplete
+	}
+	return false
+}
+
+// FinalizeRequest asks the sidecar to clean up after an object that is being
+// deleted and carries the controller's finalizer.
+type FinalizeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of the controller, as declared in ControllerDescription.name.
+	Controller string `protobuf:"bytes,1,opt,name=controller,proto3" json:"controller,omitempty"`
+	// The kind of the object.
+	Kind *GroupVersionKind `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The object's namespace and name.
+	Key *ObjectKey `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The object as the host's cache holds it, as JSON, with
+	// metadata.deletionTimestamp set.
+	Object []byte `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
+	// How many times in a row finalizing this object has failed.
+	Retries       int32 `protobuf:"varint,5,opt,name=retries,proto3" json:"retries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeRequest) Reset() {
+	*x = FinalizeRequest{}
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeRequest) ProtoMessage() {}
+
+func (x *FinalizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeRequest.ProtoReflect.Descriptor instead.
+func (*FinalizeRequest) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FinalizeRequest) GetController() string {
+	if x != nil {
+		return x.Controller
+	}
+	return ""
+}
+
+func (x *FinalizeRequest) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *FinalizeRequest) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *FinalizeRequest) GetObject() []byte {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *FinalizeRequest) GetRetries() int32 {
+	if x != nil {
+		return x.Retries
+	}
+	return 0
+}
+
+// FinalizeResponse reports whether clean-up is done. The host removes the
+// finalizer when the response has no error and no requeue_after.
+type FinalizeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Clean-up is not finished (it waits on something outside): call Finalize
+	// again after this duration, and keep the finalizer meanwhile.
+	RequeueAfter *durationpb.Duration `protobuf:"bytes,1,opt,name=requeue_after,json=requeueAfter,proto3" json:"requeue_after,omitempty"`
+	// Clean-up failed; the finalizer stays and the host retries with backoff
+	// (or not, for a terminal error).
+	Error *ReconcileError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// Events to record on the object.
+	Events        []*Event `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeResponse) Reset() {
+	*x = FinalizeResponse{}
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeResponse) ProtoMessage() {}
+
+func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeResponse.ProtoReflect.Descriptor instead.
+func (*FinalizeResponse) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FinalizeResponse) GetRequeueAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RequeueAfter
+	}
+	return nil
+}
+
+func (x *FinalizeResponse) GetError() *ReconcileError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *FinalizeResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // ReconcileError reports a failed reconcile.
 type ReconcileError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -265,7 +452,7 @@ type ReconcileError struct {
 
 func (x *ReconcileError) Reset() {
 	*x = ReconcileError{}
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +464,7 @@ func (x *ReconcileError) String() string {
 func (*ReconcileError) ProtoMessage() {}
 
 func (x *ReconcileError) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +477,7 @@ func (x *ReconcileError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileError.ProtoReflect.Descriptor instead.
 func (*ReconcileError) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{2}
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReconcileError) GetMessage() string {
@@ -326,7 +513,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +525,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +538,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{3}
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Event) GetType() EventType {
@@ -386,7 +573,7 @@ var File_polyop_v1alpha1_reconcile_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\n" +
-	"\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xc9\x01\n" +
+	"\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xe5\x01\n" +
 	"\x10ReconcileRequest\x12\x1e\n" +
 	"\n" +
 	"controller\x18\x01 \x01(\tR\n" +
@@ -394,13 +581,28 @@ const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
 	"\x03key\x18\x03 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n" +
 	"\x06object\x18\x04 \x01(\fR\x06object\x12\x18\n" +
-	"\aretries\x18\x05 \x01(\x05R\aretries\"\xec\x01\n" +
+	"\aretries\x18\x05 \x01(\x05R\aretries\x12\x1a\n" +
+	"\bchildren\x18\x06 \x03(\fR\bchildren\"\xc4\x02\n" +
 	"\x11ReconcileResponse\x12>\n" +
 	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x12\x18\n" +
 	"\arequeue\x18\x02 \x01(\bR\arequeue\x125\n" +
 	"\x05error\x18\x03 \x01(\v2\x1f.polyop.v1alpha1.ReconcileErrorR\x05error\x12\x16\n" +
 	"\x06status\x18\x04 \x01(\fR\x06status\x12.\n" +
-	"\x06events\x18\x05 \x03(\v2\x16.polyop.v1alpha1.EventR\x06events\"F\n" +
+	"\x06events\x18\x05 \x03(\v2\x16.polyop.v1alpha1.EventR\x06events\x12)\n" +
+	"\x10desired_children\x18\x06 \x03(\fR\x0fdesiredChildren\x12+\n" +
+	"\x11children_complete\x18\a \x01(\bR\x10childrenComplete\"\xc8\x01\n" +
+	"\x0fFinalizeRequest\x12\x1e\n" +
+	"\n" +
+	"controller\x18\x01 \x01(\tR\n" +
+	"controller\x125\n" +
+	"\x04kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
+	"\x03key\x18\x03 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n" +
+	"\x06object\x18\x04 \x01(\fR\x06object\x12\x18\n" +
+	"\aretries\x18\x05 \x01(\x05R\aretries\"\xb9\x01\n" +
+	"\x10FinalizeResponse\x12>\n" +
+	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x125\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.polyop.v1alpha1.ReconcileErrorR\x05error\x12.\n" +
+	"\x06events\x18\x03 \x03(\v2\x16.polyop.v1alpha1.EventR\x06events\"F\n" +
 	"\x0eReconcileError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1a\n" +
 	"\bterminal\x18\x02 \x01(\bR\bterminal\"\x81\x01\n" +
@@ -428,29 +630,36 @@ func file_polyop_v1alpha1_reconcile_proto_rawDescGZIP() []byte {
 }
 
 var file_polyop_v1alpha1_reconcile_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_polyop_v1alpha1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_polyop_v1alpha1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_polyop_v1alpha1_reconcile_proto_goTypes = []any{
 	(EventType)(0),              // 0: polyop.v1alpha1.EventType
 	(*ReconcileRequest)(nil),    // 1: polyop.v1alpha1.ReconcileRequest
 	(*ReconcileResponse)(nil),   // 2: polyop.v1alpha1.ReconcileResponse
-	(*ReconcileError)(nil),      // 3: polyop.v1alpha1.ReconcileError
-	(*Event)(nil),               // 4: polyop.v1alpha1.Event
-	(*GroupVersionKind)(nil),    // 5: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),           // 6: polyop.v1alpha1.ObjectKey
-	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
+	(*FinalizeRequest)(nil),     // 3: polyop.v1alpha1.FinalizeRequest
+	(*FinalizeResponse)(nil),    // 4: polyop.v1alpha1.FinalizeResponse
+	(*ReconcileError)(nil),      // 5: polyop.v1alpha1.ReconcileError
+	(*Event)(nil),               // 6: polyop.v1alpha1.Event
+	(*GroupVersionKind)(nil),    // 7: polyop.v1alpha1.GroupVersionKind
+	(*ObjectKey)(nil),           // 8: polyop.v1alpha1.ObjectKey
+	(*durationpb.Duration)(nil), // 9: google.protobuf.Duration
 }
 var file_polyop_v1alpha1_reconcile_proto_depIdxs = []int32{
-	5, // 0: polyop.v1alpha1.ReconcileRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	6, // 1: polyop.v1alpha1.ReconcileRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	7, // 2: polyop.v1alpha1.ReconcileResponse.requeue_after:type_name -> google.protobuf.Duration
-	3, // 3: polyop.v1alpha1.ReconcileResponse.error:type_name -> polyop.v1alpha1.ReconcileError
-	4, // 4: polyop.v1alpha1.ReconcileResponse.events:type_name -> polyop.v1alpha1.Event
-	0, // 5: polyop.v1alpha1.Event.type:type_name -> polyop.v1alpha1.EventType
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7,  // 0: polyop.v1alpha1.ReconcileRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	8,  // 1: polyop.v1alpha1.ReconcileRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	9,  // 2: polyop.v1alpha1.ReconcileResponse.requeue_after:type_name -> google.protobuf.Duration
+	5,  // 3: polyop.v1alpha1.ReconcileResponse.error:type_name -> polyop.v1alpha1.ReconcileError
+	6,  // 4: polyop.v1alpha1.ReconcileResponse.events:type_name -> polyop.v1alpha1.Event
+	7,  // 5: polyop.v1alpha1.FinalizeRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	8,  // 6: polyop.v1alpha1.FinalizeRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	9,  // 7: polyop.v1alpha1.FinalizeResponse.requeue_after:type_name -> google.protobuf.Duration
+	5,  // 8: polyop.v1alpha1.FinalizeResponse.error:type_name -> polyop.v1alpha1.ReconcileError
+	6,  // 9: polyop.v1alpha1.FinalizeResponse.events:type_name -> polyop.v1alpha1.Event
+	0,  // 10: polyop.v1alpha1.Event.type:type_name -> polyop.v1alpha1.EventType
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_reconcile_proto_init() }
@@ -465,7 +674,7 @@ func file_polyop_v1alpha1_reconcile_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_reconcile_proto_rawDesc), len(file_polyop_v1alpha1_reconcile_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

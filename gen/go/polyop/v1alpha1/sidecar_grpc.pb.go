@@ -37,6 +37,10 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	SidecarService_Describe_FullMethodName  = "/polyop.v1alpha1.SidecarService/Describe"
 	SidecarService_Reconcile_FullMethodName = "/polyop.v1alpha1.SidecarService/Reconcile"
+	SidecarService_Finalize_FullMethodName  = "/polyop.v1alpha1.SidecarService/Finalize"
+	SidecarService_Default_FullMethodName   = "/polyop.v1alpha1.SidecarService/Default"
+	SidecarService_Validate_FullMethodName  = "/polyop.v1alpha1.SidecarService/Validate"
+	SidecarService_Convert_FullMethodName   = "/polyop.v1alpha1.SidecarService/Convert"
 )
 
 // SidecarServiceClient is the client API for SidecarService service.
@@ -66,6 +70,20 @@ type SidecarServiceClient interface {
 	// record. It must be idempotent: the host may call it any number of times for
 	// the same object and resource version.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
+	// Finalize asks the sidecar to clean up after an object being deleted that
+	// carries its controller's finalizer. The host removes the finalizer once
+	// Finalize succeeds. Only called for controllers that declare a finalizer.
+	Finalize(ctx context.Context, in *FinalizeRequest, opts ...grpc.CallOption) (*FinalizeResponse, error)
+	// Default is a mutating admission webhook: it answers the object with its
+	// defaults set. Only called for kinds with a WebhookDescription whose default
+	// is set. Its deadline is below the webhook's timeout.
+	Default(ctx context.Context, in *DefaultRequest, opts ...grpc.CallOption) (*DefaultResponse, error)
+	// Validate is a validating admission webhook: it allows or denies a request.
+	// Only called for kinds with a WebhookDescription whose validate is set.
+	Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
+	// Convert converts objects between the versions of a kind declared in a
+	// ConversionDescription.
+	Convert(ctx context.Context, in *ConvertRequest, opts ...grpc.CallOption) (*ConvertResponse, error)
 }
 
 type sidecarServiceClient struct {
@@ -90,6 +108,46 @@ func (c *sidecarServiceClient) Reconcile(ctx context.Context, in *ReconcileReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReconcileResponse)
 	err := c.cc.Invoke(ctx, SidecarService_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sidecarServiceClient) Finalize(ctx context.Context, in *FinalizeRequest, opts ...grpc.CallOption) (*FinalizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinalizeResponse)
+	err := c.cc.Invoke(ctx, SidecarService_Finalize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sidecarServiceClient) Default(ctx context.Context, in *DefaultRequest, opts ...grpc.CallOption) (*DefaultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DefaultResponse)
+	err := c.cc.Invoke(ctx, SidecarService_Default_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sidecarServiceClient) Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateResponse)
+	err := c.cc.Invoke(ctx, SidecarService_Validate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sidecarServiceClient) Convert(ctx context.Context, in *ConvertRequest, opts ...grpc.CallOption) (*ConvertResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConvertResponse)
+	err := c.cc.Invoke(ctx, SidecarService_Convert_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +181,20 @@ type SidecarServiceServer interface {
 	// record. It must be idempotent: the host may call it any number of times for
 	// the same object and resource version.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
+	// Finalize asks the sidecar to clean up after an object being deleted that
+	// carries its controller's finalizer. The host removes the finalizer once
+	// Finalize succeeds. Only called for controllers that declare a finalizer.
+	Finalize(context.Context, *FinalizeRequest) (*FinalizeResponse, error)
+	// Default is a mutating admission webhook: it answers the object with its
+	// defaults set. Only called for kinds with a WebhookDescription whose default
+	// is set. Its deadline is below the webhook's timeout.
+	Default(context.Context, *DefaultRequest) (*DefaultResponse, error)
+	// Validate is a validating admission webhook: it allows or denies a request.
+	// Only called for kinds with a WebhookDescription whose validate is set.
+	Validate(context.Context, *ValidateRequest) (*ValidateResponse, error)
+	// Convert converts objects between the versions of a kind declared in a
+	// ConversionDescription.
+	Convert(context.Context, *ConvertRequest) (*ConvertResponse, error)
 	mustEmbedUnimplementedSidecarServiceServer()
 }
 
@@ -138,6 +210,18 @@ func (UnimplementedSidecarServiceServer) Describe(context.Context, *DescribeRequ
 }
 func (UnimplementedSidecarServiceServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
+}
+func (UnimplementedSidecarServiceServer) Finalize(context.Context, *FinalizeRequest) (*FinalizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Finalize not implemented")
+}
+func (UnimplementedSidecarServiceServer) Default(context.Context, *DefaultRequest) (*DefaultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Default not implemented")
+}
+func (UnimplementedSidecarServiceServer) Validate(context.Context, *ValidateRequest) (*ValidateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Validate not implemented")
+}
+func (UnimplementedSidecarServiceServer) Convert(context.Context, *ConvertRequest) (*ConvertResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Convert not implemented")
 }
 func (UnimplementedSidecarServiceServer) mustEmbedUnimplementedSidecarServiceServer() {}
 func (UnimplementedSidecarServiceServer) testEmbeddedByValue()                        {}
@@ -196,6 +280,78 @@ func _SidecarService_Reconcile_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SidecarService_Finalize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinalizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SidecarServiceServer).Finalize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SidecarService_Finalize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SidecarServiceServer).Finalize(ctx, req.(*FinalizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SidecarService_Default_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DefaultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SidecarServiceServer).Default(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SidecarService_Default_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SidecarServiceServer).Default(ctx, req.(*DefaultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SidecarService_Validate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SidecarServiceServer).Validate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SidecarService_Validate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SidecarServiceServer).Validate(ctx, req.(*ValidateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SidecarService_Convert_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConvertRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SidecarServiceServer).Convert(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SidecarService_Convert_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SidecarServiceServer).Convert(ctx, req.(*ConvertRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SidecarService_ServiceDesc is the grpc.ServiceDesc for SidecarService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +366,22 @@ var SidecarService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reconcile",
 			Handler:    _SidecarService_Reconcile_Handler,
+		},
+		{
+			MethodName: "Finalize",
+			Handler:    _SidecarService_Finalize_Handler,
+		},
+		{
+			MethodName: "Default",
+			Handler:    _SidecarService_Default_Handler,
+		},
+		{
+			MethodName: "Validate",
+			Handler:    _SidecarService_Validate_Handler,
+		},
+		{
+			MethodName: "Convert",
+			Handler:    _SidecarService_Convert_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
