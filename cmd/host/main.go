@@ -35,11 +35,15 @@ func main() {
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		ctrl.Log.Error(err, "unable to load a kubeconfig")
-		os.Exit(1)
+		fail(fmt.Errorf("loading a kubeconfig: %w", err))
 	}
 	if err := host.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
-		ctrl.Log.Error(err, "host stopped")
-		os.Exit(1)
+		fail(err)
 	}
+}
+
+// fail reports why the host stops, once, plainly, and exits non-zero.
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "polyop host: %v\n", err)
+	os.Exit(1)
 }

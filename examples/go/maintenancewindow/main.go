@@ -1,0 +1,56 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
+	"github.com/polyop/polyop/examples/go/maintenancewindow/internal/controller"
+	"github.com/polyop/polyop/sdk/go/sidecar"
+)
+
+// name is the sidecar's name, as the host sees it.
+const name = "maintenancewindow"
+
+func main() {
+	address := flag.String("address", "unix:///var/run/polyop/sidecar.sock",
+		"Where to serve the sidecar API: unix:///abs/path.sock, unix:rel/path.sock, tcp://host:port or host:port.")
+	opts := sidecar.Options{Name: name}
+	opts.BindFlags(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	srv, err := newServer(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := srv.Serve(ctrl.SetupSignalHandler(), *address); err != nil {
+		ctrl.Log.Error(err, "Serving the sidecar")
+		os.Exit(1)
+	}
+}
+
+// newServer returns the sidecar with its controller registered.
+func newServer(opts sidecar.Options) (*sidecar.Server, error) {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	opts.Scheme = scheme
+	srv, err := sidecar.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := (&controller.MaintenanceWindowReconciler{}).SetupWithServer(srv); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}

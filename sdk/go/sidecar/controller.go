@@ -1,0 +1,154 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	sigsjson "sigs.k8s.io/json"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// typedController reconciles the objects of one controller, decoded into T.
+type typedController[T client.Object] struct {
+	name       string
+	gvk        schema.GroupVersionKind
+	elem       reflect.Type // the struct T points to
+	reconciler Reconciler[T]
+	deletion   DeletionReconciler // nil unless the reconciler implements it
+}
+
+func (c *typedController[T]) reconcile(ctx context.Context, req Request, data []byte) (*polyopv1alpha1.ReconcileResponse, error) {
+	log := logf.FromContext(ctx)
+	if len(data) == 0 {
+		if c.deletion == nil {
+			log.V(1).Info("The object is gone and the reconciler does not implement DeletionReconciler; nothing to do")
+			return &polyopv1alpha1.ReconcileResponse{}, nil
+		}
+		result, panicked, err := callSafely(log, func() (Result, error) {
+			return c.deletion.ReconcileDeleted(ctx, req)
+		})
+		return decision(log, result, panicked, err), nil
+	}
+
+	obj, err := c.decode(data)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "controller %q: decoding %s %s: %v", c.name, req.Kind.Kind, req.NamespacedName, err)
+	}
+	if obj.GetName() != req.Name || obj.GetNamespace() != req.Namespace {
+		return nil, status.Errorf(codes.InvalidArgument, "controller %q: the object is %s %s/%s, but the request is for %s",
+			c.name, req.Kind.Kind, obj.GetNamespace(), obj.GetName(), req.NamespacedName)
+	}
+
+	events := &eventCollector{}
+	ctx = context.WithValue(ctx, recorderKey{}, events)
+	result, panicked, err := callSafely(log, func() (Result, error) {
+		return c.reconciler.Reconcile(ctx, obj)
+	})
+	resp := decision(log, result, panicked, err)
+	// After a panic the object is in whatever state the reconciler left it:
+	// its status is not worth writing.
+	if !panicked {
+		st, err := statusOf(obj)
+		if err != nil {
+			log.Error(err, "Encoding the status")
+			if resp.Error == nil {
+				resp.Error = &polyopv1alpha1.ReconcileError{Message: "encoding the status: " + err.Error()}
+			}
+		}
+		resp.Status = st
+	}
+	resp.Events = events.collected()
+	return resp, nil
+}
+
+// decode decodes the API server's JSON into a fresh T, case-sensitively as the
+// API server does, and sets its apiVersion and kind if the JSON had none.
+func (c *typedController[T]) decode(data []byte) (T, error) {
+	obj := reflect.New(c.elem).Interface().(T)
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, obj); err != nil {
+		var zero T
+		return zero, err
+	}
+	if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind == "" || gvk.Version == "" {
+		obj.GetObjectKind().SetGroupVersionKind(c.gvk)
+	}
+	return obj, nil
+}
+
+// callSafely calls fn, turning a panic into an error, as controller-runtime
+// does with RecoverPanic.
+func callSafely(log logr.Logger, fn func() (Result, error)) (result Result, panicked bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = true
+			err = fmt.Errorf("panic: %v [recovered]", r)
+			log.Error(err, "Observed a panic in the reconciler", "stack", string(debug.Stack()))
+		}
+	}()
+	result, err = fn()
+	return result, false, err
+}
+
+// decision turns a reconciler's outcome into a response.
+func decision(log logr.Logger, result Result, panicked bool, err error) *polyopv1alpha1.ReconcileResponse {
+	resp := &polyopv1alpha1.ReconcileResponse{}
+	if result.RequeueAfter > 0 {
+		resp.RequeueAfter = durationpb.New(result.RequeueAfter)
+	}
+	resp.Requeue = result.Requeue //nolint:staticcheck // The wire keeps controller-runtime's deprecated Requeue.
+	if err != nil {
+		terminal := errors.Is(err, reconcile.TerminalError(nil))
+		resp.Error = &polyopv1alpha1.ReconcileError{Message: errorMessage(err, terminal), Terminal: terminal}
+		if !panicked {
+			log.Error(err, "Reconciler error", "terminal", terminal)
+		}
+	}
+	return resp
+}
+
+var terminalErrorType = reflect.TypeOf(reconcile.TerminalError(nil))
+
+// errorMessage is the message the host sees. The terminal flag already says
+// that an error is terminal, so an error that is nothing but a TerminalError
+// is reported by the message of the error it wraps: the host wraps it in a
+// TerminalError of its own, and the log should not say "terminal error" twice.
+func errorMessage(err error, terminal bool) string {
+	if terminal && reflect.TypeOf(err) == terminalErrorType {
+		if inner := errors.Unwrap(err); inner != nil {
+			return inner.Error()
+		}
+	}
+	return err.Error()
+}
+
+// statusOf returns the JSON of obj's top-level "status" field, or nil when it
+// has none.
+func statusOf(obj client.Object) ([]byte, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var top struct {
+		Status json.RawMessage `json:"status"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &top); err != nil {
+		return nil, err
+	}
+	if len(top.Status) == 0 || string(top.Status) == "null" {
+		return nil, nil
+	}
+	return top.Status, nil
+}

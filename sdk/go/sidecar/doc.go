@@ -1,0 +1,52 @@
+// Package sidecar serves a polyop sidecar written in Go: typed reconcilers,
+// registered with a builder in controller-runtime's style, behind the
+// polyop.v1alpha1.SidecarService gRPC API that the polyop host calls.
+//
+// The host owns the cache, the workqueues, leader election and the writes to
+// the API server. For every object its workqueue hands out, it sends the object
+// as JSON to the sidecar; this package decodes it into the Go type the
+// controller was built for, calls the Reconciler, and answers with the
+// decision (requeue, error), the object's status and the events the reconciler
+// recorded. The host writes the status and records the events.
+//
+// A sidecar is a Server with one or more controllers:
+//
+//	srv, err := sidecar.New(sidecar.Options{Name: "maintenance-operator", Scheme: scheme})
+//	if err != nil {
+//		return err
+//	}
+//	err = sidecar.NewControllerManagedBy[*v1.MaintenanceWindow](srv).
+//		WithUpdateFilters(sidecar.GenerationChanged).
+//		Complete(&MaintenanceWindowReconciler{})
+//	if err != nil {
+//		return err
+//	}
+//	return srv.Serve(ctx, "unix:///var/run/polyop/sidecar.sock")
+//
+// The builder's type parameter is the reconciled type, as in controller-runtime's
+// builder.TypedControllerManagedBy: Go methods cannot take type parameters, so
+// the type is named once, at the start, and every later step (For, Complete) is
+// checked against it by the compiler. For is optional for types registered in
+// the scheme; it is needed for *unstructured.Unstructured, whose prototype
+// carries the apiVersion and kind.
+//
+// What the host learns through Describe is built from these registrations and
+// nothing else: the controller's name, the kind (from the scheme), the update
+// filters, the label selector, the namespaces and the concurrency.
+//
+// Inside Reconcile:
+//   - the object is a fresh instance decoded from the host's JSON;
+//     modify its status in place, and it is sent back when Reconcile returns,
+//     also when Reconcile returns an error;
+//   - return TerminalError(err) for an error that retrying cannot fix;
+//   - RequestFromContext(ctx) gives the controller, kind, key and retry count;
+//   - log.FromContext(ctx) (sigs.k8s.io/controller-runtime/pkg/log) gives a
+//     logger with the controller, kind, namespace and name;
+//   - Recorder(ctx) records Kubernetes events on the object.
+//
+// A reconciler that also implements DeletionReconciler is called when the host
+// reports that the object is gone.
+//
+// Package sidecartest (sdk/go/sidecartest) calls a Server's reconcilers
+// without a host, through the same code path.
+package sidecar

@@ -1,0 +1,94 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Listen opens a listener on a sidecar address, in the form the host's
+// --sidecar-address flag takes:
+//
+//	unix:///var/run/polyop/sidecar.sock   a unix socket at an absolute path
+//	unix:sidecar.sock                     a unix socket at a path relative to the working directory
+//	tcp://127.0.0.1:9443                  a TCP address
+//	127.0.0.1:9443                        a TCP address
+//
+// For a unix socket, Listen creates the socket's directory and removes a stale
+// socket left by a process that is gone. It refuses to remove anything else:
+// a file that is not a socket, or a socket another process still serves on.
+func Listen(address string) (net.Listener, error) {
+	network, addr, err := parseAddress(address)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if err := prepareSocket(addr); err != nil {
+			return nil, fmt.Errorf("sidecar: listening on %s: %w", address, err)
+		}
+	}
+	lis, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar: listening on %s: %w", address, err)
+	}
+	return lis, nil
+}
+
+// parseAddress splits a sidecar address into a network and an address for
+// net.Listen.
+func parseAddress(address string) (network, addr string, err error) {
+	switch {
+	case address == "":
+		return "", "", errors.New("sidecar: the address is empty")
+	case strings.HasPrefix(address, "unix://"):
+		path := strings.TrimPrefix(address, "unix://")
+		if !strings.HasPrefix(path, "/") {
+			return "", "", fmt.Errorf("sidecar: address %q: unix:// takes an absolute path (unix:///path/to.sock); use unix:%s for a relative one", address, path)
+		}
+		return "unix", path, nil
+	case strings.HasPrefix(address, "unix:"):
+		path := strings.TrimPrefix(address, "unix:")
+		if path == "" {
+			return "", "", fmt.Errorf("sidecar: address %q has no socket path", address)
+		}
+		return "unix", path, nil
+	case strings.HasPrefix(address, "tcp://"):
+		address = strings.TrimPrefix(address, "tcp://")
+	case strings.Contains(address, "://"):
+		return "", "", fmt.Errorf("sidecar: address %q: the scheme must be unix or tcp", address)
+	}
+	if _, _, err := net.SplitHostPort(address); err != nil {
+		return "", "", fmt.Errorf("sidecar: address %q is neither unix:PATH nor [tcp://]HOST:PORT: %w", address, err)
+	}
+	return "tcp", address, nil
+}
+
+// prepareSocket creates the socket's directory and removes a stale socket.
+func prepareSocket(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("creating the socket's directory: %w", err)
+	}
+	info, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if info.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket; refusing to remove it", path)
+	}
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		_ = conn.Close()
+		return fmt.Errorf("another process is serving on %s", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the stale socket: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// Serve listens on address (see Listen) and serves the sidecar there until ctx
+// is done; then it stops gracefully and returns nil.
+func (s *Server) Serve(ctx context.Context, address string) error {
+	lis, err := Listen(address)
+	if err != nil {
+		return err
+	}
+	return s.ServeListener(ctx, lis)
+}
+
+// ServeListener serves the sidecar on lis until ctx is done, then stops
+// gracefully and returns nil. It closes lis.
+//
+// Next to polyop.v1alpha1.SidecarService it serves grpc.health.v1.Health,
+// which reports SERVING (for the service "" and for SidecarService) while the
+// server serves and NOT_SERVING once it stops. When ctx is done the server
+// reports NOT_SERVING, ends health Watch streams, refuses new calls and waits
+// for the calls in flight, at most Options.GracefulShutdownTimeout; then it
+// closes the connections that remain.
+//
+// A Server serves once, and needs at least one controller.
+func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
+	names, err := s.startServing()
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+
+	gs := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.opts.MaxMessageSize),
+		grpc.MaxSendMsgSize(s.opts.MaxMessageSize),
+	}, s.opts.ServerOptions...)...)
+	polyopv1alpha1.RegisterSidecarServiceServer(gs, s)
+	hs := newHealthService()
+	healthpb.RegisterHealthServer(gs, hs)
+
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(polyopv1alpha1.SidecarService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("Serving", "address", lis.Addr().String(), "protocolVersion", ProtocolVersion, "controllers", names)
+
+	select {
+	case err := <-served:
+		hs.shutdown()
+		gs.Stop()
+		if err == nil {
+			err = errors.New("stopped unexpectedly")
+		}
+		return fmt.Errorf("sidecar: serving on %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	s.log.Info("Stopping: waiting for the calls in flight", "timeout", s.opts.GracefulShutdownTimeout)
+	hs.shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	timeout := time.NewTimer(s.opts.GracefulShutdownTimeout)
+	defer timeout.Stop()
+	select {
+	case <-stopped:
+	case <-timeout.C:
+		s.log.Info("Calls still in flight after the graceful shutdown timeout; closing their connections")
+		gs.Stop()
+		<-stopped
+	}
+	<-served
+	s.log.Info("Stopped")
+	return nil
+}
+
+func (s *Server) startServing() ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.serving {
+		return nil, errors.New("sidecar: the server is already serving")
+	}
+	if len(s.order) == 0 {
+		return nil, errors.New("sidecar: no controllers are registered: register at least one with NewControllerManagedBy before serving")
+	}
+	s.serving = true
+	return append([]string(nil), s.order...), nil
+}
+
+// healthService is grpc's health server, except that Watch streams end when
+// the Server stops, with a last NOT_SERVING: a graceful stop then waits for
+// the calls that carry work, not for watchers that never hang up.
+type healthService struct {
+	*health.Server
+	stopping chan struct{}
+}
+
+func newHealthService() *healthService {
+	return &healthService{Server: health.NewServer(), stopping: make(chan struct{})}
+}
+
+// shutdown reports NOT_SERVING for every service and ends the Watch streams.
+func (h *healthService) shutdown() {
+	h.Shutdown()
+	close(h.stopping)
+}
+
+func (h *healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	watched := make(chan error, 1)
+	go func() { watched <- h.Server.Watch(req, &watchStream{Health_WatchServer: stream, ctx: ctx}) }()
+	select {
+	case err := <-watched:
+		return err
+	case <-h.stopping:
+		cancel()
+		<-watched
+		_ = stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING})
+		return status.Error(codes.Unavailable, "the sidecar is stopping")
+	}
+}
+
+// watchStream is a Watch stream with a context of its own.
+type watchStream struct {
+	healthpb.Health_WatchServer
+	ctx context.Context
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }

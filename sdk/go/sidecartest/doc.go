@@ -1,0 +1,22 @@
+// Package sidecartest calls the reconcilers of a sidecar.Server without a
+// host, for unit tests.
+//
+// A Harness builds the request the host would send (the object as JSON, with
+// its apiVersion and kind), passes it and the response through the protobuf
+// wire encoding, and calls the Server's Reconcile in process: the code path is
+// the one a real host exercises, minus the network.
+//
+//	srv, _ := sidecar.New(sidecar.Options{Name: "test", Scheme: scheme})
+//	_ = (&controller.Reconciler{}).SetupWithServer(srv)
+//	h := sidecartest.New(t, srv)
+//
+//	res := h.Reconcile(t.Context(), "maintenancewindow", window)
+//	if res.Err != nil {
+//		t.Fatalf("reconcile failed: %s", res.Err.Message)
+//	}
+//	var got v1.MaintenanceWindow
+//	res.Status(&got) // the object with the status the host would write
+//
+// The Harness fails the test (t.Fatal) on anything the host would treat as a
+// broken sidecar, such as a gRPC error; Harness.Call returns those instead.
+package sidecartest

@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
+)
+
+var windowGVK = schema.GroupVersionKind{Group: "examples.polyop.dev", Version: "v1", Kind: "MaintenanceWindow"}
+
+// fixture is one test's namespace, socket and call log. Each test gets a
+// namespace of its own and a host that watches only it, so tests do not see
+// each other's objects.
+type fixture struct {
+	t       *testing.T
+	ns      string
+	socket  string
+	callLog string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	// A short directory: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", "po-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	f := &fixture{
+		t:       t,
+		ns:      "e2e-" + rand.String(6),
+		socket:  filepath.Join(dir, "sidecar.sock"),
+		callLog: filepath.Join(dir, "calls.jsonl"),
+	}
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) address() string { return "unix://" + f.socket }
+
+// startTestSidecar starts test/testsidecar on the fixture's socket, logging
+// its calls to the fixture's call log.
+func (f *fixture) startTestSidecar(args ...string) *testenv.Process {
+	f.t.Helper()
+	args = append([]string{"--address", f.address(), "--log-file", f.callLog, "--update-filters", "generation"}, args...)
+	return f.start("sidecar", testSidecarBin, args...)
+}
+
+// startHost starts the host against the fixture's socket, watching only the
+// fixture's namespace.
+func (f *fixture) startHost(args ...string) *testenv.Process {
+	f.t.Helper()
+	args = append([]string{
+		"--kubeconfig", env.Kubeconfig,
+		"--sidecar-address", f.address(),
+		"--namespace", f.ns,
+		"--health-probe-bind-address", "0",
+		"--metrics-bind-address", "0",
+		"--zap-log-level", "debug",
+	}, args...)
+	return f.start("host", hostBin, args...)
+}
+
+func (f *fixture) start(name, bin string, args ...string) *testenv.Process {
+	f.t.Helper()
+	p, err := testenv.StartProcess(f.t, name, bin, args...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(p.Stop)
+	return p
+}
+
+// window builds a MaintenanceWindow in the fixture's namespace.
+func (f *fixture) window(name string, annotations map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(windowGVK)
+	u.SetNamespace(f.ns)
+	u.SetName(name)
+	u.SetAnnotations(annotations)
+	u.Object["spec"] = map[string]any{"start": "2026-01-01T00:00:00Z", "duration": "1h"}
+	return u
+}
+
+func (f *fixture) create(obj client.Object) {
+	f.t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		f.t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func (f *fixture) get(name string) *unstructured.Unstructured {
+	f.t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(windowGVK)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, u); err != nil {
+		f.t.Fatalf("getting %s: %v", name, err)
+	}
+	return u
+}
+
+// update reads name, applies change and writes it back, retrying conflicts.
+func (f *fixture) update(name string, change func(*unstructured.Unstructured), subresource bool) *unstructured.Unstructured {
+	f.t.Helper()
+	for {
+		u := f.get(name)
+		change(u)
+		var err error
+		if subresource {
+			err = k8s.Status().Update(context.Background(), u)
+		} else {
+			err = k8s.Update(context.Background(), u)
+		}
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			f.t.Fatalf("updating %s: %v", name, err)
+		}
+		return u
+	}
+}
+
+// call is one line of test/testsidecar's call log.
+type call struct {
+	Time            time.Time `json:"time"`
+	Namespace       string    `json:"namespace"`
+	Name            string    `json:"name"`
+	Exists          bool      `json:"exists"`
+	Generation      int64     `json:"generation"`
+	ResourceVersion string    `json:"resourceVersion"`
+	Retries         int       `json:"retries"`
+}
+
+// calls returns the Reconcile calls the sidecar logged for name.
+func (f *fixture) calls(name string) []call {
+	f.t.Helper()
+	file, err := os.Open(f.callLog)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer file.Close()
+	var out []call
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		var c call
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			// The sidecar may be writing this line right now.
+			continue
+		}
+		if c.Name == name && c.Namespace == f.ns {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// eventually polls cond until it holds or timeout passes; cond's message says
+// what was last seen.
+func (f *fixture) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s: not true within %s; last seen: %s", what, timeout, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// phase is the object's status.phase.
+func phase(u *unstructured.Unstructured) string {
+	p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	return p
+}
+
+// condition returns the status of a condition of u, or "" when absent.
+func condition(u *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+func (f *fixture) waitPhase(name, want string, timeout time.Duration) *unstructured.Unstructured {
+	f.t.Helper()
+	var u *unstructured.Unstructured
+	f.eventually(timeout, fmt.Sprintf("%s has phase %q", name, want), func() (bool, string) {
+		u = f.get(name)
+		return phase(u) == want, fmt.Sprintf("phase %q", phase(u))
+	})
+	return u
+}
+
+// freePort returns a loopback address with a port free right now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func contains(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,45 @@
+// Command testsidecar is a polyop sidecar that exists for the host's
+// end-to-end tests. It is built with the Go SDK and reconciles MaintenanceWindow
+// objects (examples.polyop.dev/v1), but its behaviour is driven by flags and by
+// annotations on each object, so that a test can make it fail, requeue, stall
+// or misdescribe itself on purpose.
+//
+// Annotations, read on every reconcile:
+//
+//	e2e.polyop.dev/fail-times: "N"        fail transiently ("injected failure") while the
+//	                                       request's retry count is below N, so that
+//	                                       attempt N+1 succeeds
+//	e2e.polyop.dev/terminal: "message"    fail with a terminal error with that message
+//	e2e.polyop.dev/requeue-after: "500ms" ask to be reconciled again after that long
+//
+// Otherwise (and also with requeue-after) a reconcile sets status.phase to
+// "Reconciled", status.observedGeneration to the generation and the Ready
+// condition to True, and records one Normal "Reconciled" event when the
+// observed generation changes. An annotation whose value does not parse is a
+// terminal error naming it.
+//
+// Flags shape what the sidecar declares and how it behaves:
+//
+//	--address                     where to serve (default unix:///var/run/polyop/sidecar.sock)
+//	--name                        the sidecar's name (default testsidecar)
+//	--controller-name             the controller's name (default maintenancewindow)
+//	--protocol-version            the protocol version Describe answers, to test a mismatch
+//	--kind-override               the kind Describe declares, as group/version/Kind, to test
+//	                              a kind the API server does not serve
+//	--update-filters              comma-separated: generation, labels, annotations, deletion
+//	--label-selector              the controller's label selector
+//	--namespaces                  comma-separated namespaces the controller declares
+//	--max-concurrent-reconciles   the controller's concurrency (0: the host's default, 1)
+//	--delay                       how long each reconcile sleeps first, to test a slow sidecar
+//	--log-file                    append one JSON line per reconcile call to this file
+//	--max-message-size            the largest gRPC message
+//	--zap-*                       controller-runtime's logging flags
+//
+// Each line of --log-file is written, and flushed, when a call arrives:
+//
+//	{"time":"2026-03-10T12:00:00.123456789Z","namespace":"default","name":"w","exists":true,
+//	 "generation":2,"resourceVersion":"1234","retries":0}
+//
+// exists is false, and generation and resourceVersion are empty, when the host
+// reports that the object is gone.
+package main

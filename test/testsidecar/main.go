@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/sidecar"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsidecar:", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&cfg.zap)))
+	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
+		ctrl.Log.Error(err, "testsidecar failed")
+		os.Exit(1)
+	}
+}
+
+// config is the command line.
+type config struct {
+	address                 string
+	controllerName          string
+	protocolVersion         string
+	kindOverride            *polyopv1alpha1.GroupVersionKind
+	updateFilters           []sidecar.UpdateFilter
+	labelSelector           string
+	namespaces              []string
+	maxConcurrentReconciles int
+	delay                   time.Duration
+	logFile                 string
+	sidecar                 sidecar.Options
+	zap                     zap.Options
+}
+
+func parseFlags(args []string, output io.Writer) (config, error) {
+	cfg := config{sidecar: sidecar.Options{Name: "testsidecar"}}
+	var kindOverride, updateFilters, namespaces string
+	fs := flag.NewFlagSet("testsidecar", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&cfg.address, "address", "unix:///var/run/polyop/sidecar.sock", "Where to serve the sidecar API.")
+	fs.StringVar(&cfg.sidecar.Name, "name", cfg.sidecar.Name, "The sidecar's name.")
+	fs.StringVar(&cfg.controllerName, "controller-name", "maintenancewindow", "The controller's name.")
+	fs.StringVar(&cfg.protocolVersion, "protocol-version", "", "The protocol version Describe answers. Empty: the SDK's.")
+	fs.StringVar(&kindOverride, "kind-override", "", "The kind Describe declares, as group/version/Kind. Empty: MaintenanceWindow.")
+	fs.StringVar(&updateFilters, "update-filters", "", "Comma-separated update filters: generation, labels, annotations, deletion.")
+	fs.StringVar(&cfg.labelSelector, "label-selector", "", "The controller's label selector.")
+	fs.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces the controller declares. Empty: all.")
+	fs.IntVar(&cfg.maxConcurrentReconciles, "max-concurrent-reconciles", 0, "The controller's concurrency. 0: the host's default.")
+	fs.DurationVar(&cfg.delay, "delay", 0, "How long each reconcile sleeps first.")
+	fs.StringVar(&cfg.logFile, "log-file", "", "Append one JSON line per reconcile call to this file.")
+	cfg.sidecar.BindFlags(fs)
+	cfg.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	var err error
+	if cfg.kindOverride, err = parseKind(kindOverride); err != nil {
+		return config{}, err
+	}
+	if cfg.updateFilters, err = parseUpdateFilters(updateFilters); err != nil {
+		return config{}, err
+	}
+	cfg.namespaces = splitList(namespaces)
+	return cfg, nil
+}
+
+// parseKind parses group/version/Kind, or version/Kind for the core group;
+// empty is no override.
+func parseKind(s string) (*polyopv1alpha1.GroupVersionKind, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, "/")
+	if len(parts) == 2 {
+		parts = append([]string{""}, parts...)
+	}
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return nil, fmt.Errorf("--kind-override %q: want group/version/Kind, or version/Kind for the core group", s)
+	}
+	return &polyopv1alpha1.GroupVersionKind{Group: parts[0], Version: parts[1], Kind: parts[2]}, nil
+}
+
+var updateFilterNames = map[string]sidecar.UpdateFilter{
+	"generation":  sidecar.GenerationChanged,
+	"labels":      sidecar.LabelsChanged,
+	"annotations": sidecar.AnnotationsChanged,
+	"deletion":    sidecar.DeletionChanged,
+}
+
+func parseUpdateFilters(s string) ([]sidecar.UpdateFilter, error) {
+	var filters []sidecar.UpdateFilter
+	for _, name := range splitList(s) {
+		f, ok := updateFilterNames[name]
+		if !ok {
+			return nil, fmt.Errorf("--update-filters: unknown filter %q; want generation, labels, annotations or deletion", name)
+		}
+		filters = append(filters, f)
+	}
+	return filters, nil
+}
+
+func splitList(s string) []string {
+	var items []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
+}
+
+// run serves the sidecar until ctx is done.
+func run(ctx context.Context, cfg config) error {
+	srv, calls, err := newServer(cfg)
+	if err != nil {
+		return err
+	}
+	defer calls.Close()
+	return srv.Serve(ctx, cfg.address)
+}
+
+// newServer builds the sidecar and opens its call log, if any.
+func newServer(cfg config) (*sidecar.Server, *callLog, error) {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	opts := cfg.sidecar
+	opts.Scheme = scheme
+	opts.ServerOptions = append(opts.ServerOptions, grpc.ChainUnaryInterceptor(garbleStatus))
+	if cfg.protocolVersion != "" || cfg.kindOverride != nil {
+		opts.ServerOptions = append(opts.ServerOptions,
+			grpc.ChainUnaryInterceptor(overrideDescribe(cfg.protocolVersion, cfg.kindOverride)))
+	}
+	srv, err := sidecar.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	var calls *callLog
+	if cfg.logFile != "" {
+		if calls, err = openCallLog(cfg.logFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	err = sidecar.NewControllerManagedBy[*v1.MaintenanceWindow](srv).
+		Named(cfg.controllerName).
+		WithUpdateFilters(cfg.updateFilters...).
+		WithLabelSelector(cfg.labelSelector).
+		InNamespaces(cfg.namespaces...).
+		WithMaxConcurrentReconciles(cfg.maxConcurrentReconciles).
+		Complete(&reconciler{delay: cfg.delay, calls: calls})
+	if err != nil {
+		_ = calls.Close()
+		return nil, nil, err
+	}
+	return srv, calls, nil
+}
+
+// garbleStatus replaces the status of a Reconcile answer with JSON that is not
+// an object when the object carries the annotationBadStatus annotation, so
+// tests can see the host refuse a malformed answer.
+func garbleStatus(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	in, ok := req.(*polyopv1alpha1.ReconcileRequest)
+	out, isReconcile := resp.(*polyopv1alpha1.ReconcileResponse)
+	if err != nil || !ok || !isReconcile || len(in.GetObject()) == 0 {
+		return resp, err
+	}
+	var obj struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(in.GetObject(), &obj) == nil {
+		if _, bad := obj.Metadata.Annotations[annotationBadStatus]; bad {
+			out.Status = []byte(`["not", "an", "object"]`)
+		}
+	}
+	return out, nil
+}
+
+// overrideDescribe wraps the Server's Describe: it changes the protocol
+// version and the controllers' kind in the answer, when they are set.
+func overrideDescribe(protocolVersion string, kind *polyopv1alpha1.GroupVersionKind) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		described, ok := resp.(*polyopv1alpha1.DescribeResponse)
+		if err != nil || !ok || info.FullMethod != polyopv1alpha1.SidecarService_Describe_FullMethodName {
+			return resp, err
+		}
+		if protocolVersion != "" {
+			described.ProtocolVersion = protocolVersion
+		}
+		if kind != nil {
+			for _, c := range described.GetControllers() {
+				c.ForKind = &polyopv1alpha1.GroupVersionKind{Group: kind.GetGroup(), Version: kind.GetVersion(), Kind: kind.GetKind()}
+			}
+		}
+		return described, nil
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
+	"github.com/polyop/polyop/sdk/go/conditions"
+	"github.com/polyop/polyop/sdk/go/sidecar"
+)
+
+// The annotations that drive a reconcile.
+const (
+	annotationFailTimes    = "e2e.polyop.dev/fail-times"
+	annotationTerminal     = "e2e.polyop.dev/terminal"
+	annotationRequeueAfter = "e2e.polyop.dev/requeue-after"
+	// annotationBadStatus makes the answer's status a JSON array, which the
+	// host must refuse (see garbleStatus).
+	annotationBadStatus = "e2e.polyop.dev/bad-status"
+)
+
+// PhaseReconciled is the phase of a window this sidecar reconciled.
+const PhaseReconciled v1.MaintenanceWindowPhase = "Reconciled"
+
+// reconciler does what each object's annotations tell it to.
+type reconciler struct {
+	// delay is how long each reconcile sleeps first.
+	delay time.Duration
+	// calls records every call; nil records nothing.
+	calls *callLog
+}
+
+var (
+	_ sidecar.Reconciler[*v1.MaintenanceWindow] = (*reconciler)(nil)
+	_ sidecar.DeletionReconciler                = (*reconciler)(nil)
+)
+
+func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (sidecar.Result, error) {
+	req, _ := sidecar.RequestFromContext(ctx)
+	if err := r.calls.record(call{
+		Namespace:       mw.Namespace,
+		Name:            mw.Name,
+		Exists:          true,
+		Generation:      mw.Generation,
+		ResourceVersion: mw.ResourceVersion,
+		Retries:         req.Retries,
+	}); err != nil {
+		return sidecar.Result{}, err
+	}
+	if err := sleep(ctx, r.delay); err != nil {
+		return sidecar.Result{}, err
+	}
+
+	annotations := mw.GetAnnotations()
+	if value, ok := annotations[annotationFailTimes]; ok {
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return sidecar.Result{}, sidecar.TerminalError(fmt.Errorf("annotation %s: %q is not a number", annotationFailTimes, value))
+		}
+		if req.Retries < n {
+			return sidecar.Result{}, errors.New("injected failure")
+		}
+	}
+	if message, ok := annotations[annotationTerminal]; ok {
+		return sidecar.Result{}, sidecar.TerminalError(errors.New(message))
+	}
+	var result sidecar.Result
+	if value, ok := annotations[annotationRequeueAfter]; ok {
+		d, err := time.ParseDuration(value)
+		if err != nil {
+			return sidecar.Result{}, sidecar.TerminalError(fmt.Errorf("annotation %s: %q is not a duration", annotationRequeueAfter, value))
+		}
+		result.RequeueAfter = d
+	}
+
+	if mw.Status.ObservedGeneration != mw.Generation {
+		sidecar.Recorder(ctx).Eventf(corev1.EventTypeNormal, "Reconciled", "Reconciled generation %d", mw.Generation)
+	}
+	mw.Status.Phase = PhaseReconciled
+	mw.Status.ObservedGeneration = mw.Generation
+	conditions.MarkTrue(&mw.Status.Conditions, conditions.Ready, "Reconciled", "Reconciled by testsidecar", mw.Generation)
+	return result, nil
+}
+
+func (r *reconciler) ReconcileDeleted(_ context.Context, req sidecar.Request) (sidecar.Result, error) {
+	return sidecar.Result{}, r.calls.record(call{
+		Namespace: req.Namespace,
+		Name:      req.Name,
+		Retries:   req.Retries,
+	})
+}
+
+// sleep waits for d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// call is one line of the call log.
+type call struct {
+	Time            string `json:"time"`
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	Exists          bool   `json:"exists"`
+	Generation      int64  `json:"generation,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	Retries         int    `json:"retries"`
+}
+
+// callLog appends one JSON line per call to a file. A nil *callLog records
+// nothing.
+type callLog struct {
+	mu   sync.Mutex
+	file *os.File
+	now  func() time.Time
+}
+
+func openCallLog(path string) (*callLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the log file: %w", err)
+	}
+	return &callLog{file: f, now: time.Now}, nil
+}
+
+// record appends c, stamped with the time, in a single write: the file is not
+// buffered, so a test tailing it sees whole lines at once.
+func (l *callLog) record(c call) error {
+	if l == nil {
+		return nil
+	}
+	c.Time = l.now().UTC().Format(time.RFC3339Nano)
+	line, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.file.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("writing the log file: %w", err)
+	}
+	return nil
+}
+
+func (l *callLog) Close() error {
+	if l == nil {
+		return nil
+	}
+	return l.file.Close()
+}
