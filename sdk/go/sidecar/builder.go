@@ -200,6 +200,7 @@ func (b *Builder[T]) complete(r Reconciler[T]) error {
 		name:       name,
 		gvk:        gvk,
 		elem:       typ.Elem(),
+		status:     statusFieldOf(typ.Elem()),
 		reconciler: r,
 	}
 	if d, ok := r.(DeletionReconciler); ok {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc/codes"
@@ -26,6 +28,7 @@ type typedController[T client.Object] struct {
 	name       string
 	gvk        schema.GroupVersionKind
 	elem       reflect.Type // the struct T points to
+	status     *statusField // T's status field; nil to look it up on each object
 	reconciler Reconciler[T]
 	deletion   DeletionReconciler // nil unless the reconciler implements it
 }
@@ -61,7 +64,7 @@ func (c *typedController[T]) reconcile(ctx context.Context, req Request, data []
 	// After a panic the object is in whatever state the reconciler left it:
 	// its status is not worth writing.
 	if !panicked {
-		st, err := statusOf(obj)
+		st, err := c.status.encode(obj)
 		if err != nil {
 			log.Error(err, "Encoding the status")
 			if resp.Error == nil {
@@ -134,9 +137,72 @@ func errorMessage(err error, terminal bool) string {
 	return err.Error()
 }
 
+// statusField is the field of a Go type that holds the object's "status",
+// found once, when the controller is built, so that each reconcile encodes the
+// status alone rather than the whole object.
+type statusField struct {
+	index   []int
+	omitted func(reflect.Value) bool // the JSON tag leaves the value out
+}
+
+// statusFieldOf finds the exported field of the struct type t whose JSON name
+// is "status", or returns nil when there is none (for example for
+// unstructured objects).
+func statusFieldOf(t reflect.Type) *statusField {
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "status" {
+			continue
+		}
+		omitempty := slices.Contains(strings.Split(opts, ","), "omitempty")
+		omitzero := slices.Contains(strings.Split(opts, ","), "omitzero")
+		return &statusField{index: f.Index, omitted: func(v reflect.Value) bool {
+			switch {
+			case (v.Kind() == reflect.Pointer || v.Kind() == reflect.Map || v.Kind() == reflect.Slice || v.Kind() == reflect.Interface) && v.IsNil():
+				return true
+			case omitzero && v.IsZero():
+				return true
+			case omitempty && (v.Kind() == reflect.Map || v.Kind() == reflect.Slice) && v.Len() == 0:
+				return true
+			}
+			return false
+		}}
+	}
+	return nil
+}
+
+// encode returns the JSON of obj's status, or nil when obj has none.
+func (f *statusField) encode(obj client.Object) ([]byte, error) {
+	if f == nil {
+		return statusOf(obj)
+	}
+	v := reflect.ValueOf(obj).Elem().FieldByIndex(f.index)
+	if f.omitted(v) {
+		return nil, nil
+	}
+	data, err := json.Marshal(v.Interface())
+	if err != nil || string(data) == "null" {
+		return nil, err
+	}
+	return data, nil
+}
+
 // statusOf returns the JSON of obj's top-level "status" field, or nil when it
 // has none.
 func statusOf(obj client.Object) ([]byte, error) {
+	if u, ok := obj.(interface{ UnstructuredContent() map[string]any }); ok {
+		st, found := u.UnstructuredContent()["status"]
+		if !found || st == nil {
+			return nil, nil
+		}
+		return json.Marshal(st)
+	}
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err

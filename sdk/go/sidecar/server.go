@@ -139,10 +139,9 @@ func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 func (s *Server) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 	s.mu.RLock()
 	c, ok := s.controllers[in.GetController()]
-	known := slices.Clone(s.order)
 	s.mu.RUnlock()
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "sidecar %q has no controller named %q; it has %q", s.opts.Name, in.GetController(), known)
+		return nil, status.Errorf(codes.NotFound, "sidecar %q has no controller named %q; it has %q", s.opts.Name, in.GetController(), s.controllerNames())
 	}
 	if in.GetKey().GetName() == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "controller %q: the request has no object name", in.GetController())

@@ -1,0 +1,203 @@
+package sidecar_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/sdk/go/conditions"
+	sdk "github.com/polyop/polyop/sdk/go/sidecar"
+)
+
+// BenchmarkHop measures one Reconcile round trip between the host and a Go
+// sidecar, for a MaintenanceWindow of about 4 KB reconciled by the example's
+// reconciler, against two baselines measured in the same run:
+//
+//   - health-check: a bare gRPC health check over the same connection, the
+//     cost of gRPC itself;
+//   - reconcile/in-process: the same host-side and sidecar-side work (the
+//     host's JSON encoding of the object and decoding of the status, the
+//     sidecar's decoding, reconciler and encoding) without gRPC.
+//
+// Each sub-benchmark reports ns/op (the mean), p50-ns and p99-ns.
+func BenchmarkHop(b *testing.B) {
+	obj := windowOf4KB(b)
+
+	inProcess := newExampleSidecar(b)
+	b.Run("reconcile/in-process", func(b *testing.B) {
+		runHop(b, func(ctx context.Context) error {
+			return hostSide(ctx, obj, inProcess.Reconcile)
+		})
+	})
+	for _, transport := range []string{"unix", "tcp"} {
+		client, sc := dial(b, newExampleSidecar(b), transport)
+		health := healthpb.NewHealthClient(client)
+		b.Run("health-check/"+transport, func(b *testing.B) {
+			runHop(b, func(ctx context.Context) error {
+				_, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+				return err
+			})
+		})
+		b.Run("reconcile/"+transport, func(b *testing.B) {
+			runHop(b, func(ctx context.Context) error {
+				return hostSide(ctx, obj, func(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+					return sc.Reconcile(ctx, req)
+				})
+			})
+		})
+	}
+}
+
+// runHop runs op b.N times and reports latency percentiles beside ns/op.
+func runHop(b *testing.B, op func(context.Context) error) {
+	ctx := context.Background()
+	durations := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if err := op(ctx); err != nil {
+			b.Fatal(err)
+		}
+		durations = append(durations, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(durations)
+	b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(durations[len(durations)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// hostSide does the host's share of one reconcile: encode the cached object,
+// make the call, decode the returned status.
+func hostSide(ctx context.Context, obj *unstructured.Unstructured, call func(context.Context, *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error)) error {
+	raw, err := obj.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	resp, err := call(ctx, &polyopv1alpha1.ReconcileRequest{
+		Controller: "maintenancewindow",
+		Kind:       &polyopv1alpha1.GroupVersionKind{Group: v1.GroupVersion.Group, Version: v1.GroupVersion.Version, Kind: "MaintenanceWindow"},
+		Key:        &polyopv1alpha1.ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName()},
+		Object:     raw,
+	})
+	if err != nil {
+		return err
+	}
+	if resp.GetError() != nil {
+		return fmt.Errorf("reconcile failed: %s", resp.GetError().GetMessage())
+	}
+	var status map[string]any
+	return utiljson.Unmarshal(resp.GetStatus(), &status)
+}
+
+func newExampleSidecar(b *testing.B) *sdk.Server {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
+	}
+	srv, err := sdk.New(sdk.Options{Name: "bench", Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = sdk.NewControllerManagedBy[*v1.MaintenanceWindow](srv).
+		Named("maintenancewindow").
+		Complete(sdk.ReconcilerFunc[*v1.MaintenanceWindow](func(_ context.Context, mw *v1.MaintenanceWindow) (sdk.Result, error) {
+			mw.Status.Phase = v1.PhaseActive
+			mw.Status.ObservedGeneration = mw.Generation
+			conditions.MarkTrue(&mw.Status.Conditions, conditions.Ready, "Scheduled", "the window is open", mw.Generation)
+			return sdk.Result{RequeueAfter: time.Hour}, nil
+		}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv
+}
+
+// dial serves srv on a fresh unix socket or TCP loopback port and returns a
+// raw gRPC connection and a host-side Client to it.
+func dial(b *testing.B, srv *sdk.Server, transport string) (*grpc.ClientConn, *sidecar.Client) {
+	var lis net.Listener
+	var err error
+	var address string
+	switch transport {
+	case "unix":
+		dir, derr := os.MkdirTemp("", "po-bench-")
+		if derr != nil {
+			b.Fatal(derr)
+		}
+		b.Cleanup(func() { _ = os.RemoveAll(dir) })
+		address = "unix://" + filepath.Join(dir, "s.sock")
+		lis, err = sdk.Listen(address)
+	default:
+		lis, err = net.Listen("tcp", "127.0.0.1:0")
+		address = "tcp://" + lis.Addr().String()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.ServeListener(ctx, lis) }()
+	b.Cleanup(func() { cancel(); <-done })
+
+	sc, err := sidecar.New(sidecar.Options{Address: address})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sc.Close() })
+	target, _ := sidecar.Target(address)
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	return conn, sc
+}
+
+// windowOf4KB is a MaintenanceWindow of about 4 KB of JSON, as the host's
+// cache would hold it: labels, annotations and a status.
+func windowOf4KB(b *testing.B) *unstructured.Unstructured {
+	mw := &v1.MaintenanceWindow{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "MaintenanceWindow"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "production", Name: "nightly-database-maintenance",
+			UID: "6f1c8a4e-2b7d-4f0e-9c3a-5d8e7f6a1b2c", ResourceVersion: "123456", Generation: 3,
+			CreationTimestamp: metav1.Now(),
+			Labels:            map[string]string{"app.kubernetes.io/name": "database", "app.kubernetes.io/part-of": "billing", "team": "storage"},
+			Annotations:       map[string]string{},
+		},
+		Spec: v1.MaintenanceWindowSpec{Start: "2026-01-01T02:00:00Z", Duration: "2h", Every: "24h"},
+	}
+	for i := 0; i < 30; i++ {
+		mw.Annotations[fmt.Sprintf("example.com/note-%02d", i)] = strings.Repeat("x", 90)
+	}
+	raw, err := utiljson.Marshal(mw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		b.Fatal(err)
+	}
+	if n := len(raw); n < 3500 || n > 5000 {
+		b.Fatalf("the object is %d bytes, want about 4 KB", n)
+	}
+	return u
+}
