@@ -5,14 +5,17 @@
 // Usage:
 //
 //	host [--sidecar-address unix:///var/run/polyop/sidecar.sock] [--kubeconfig …] [flags]
+//	host <command> [flags]
 //
-// Run host --help for every flag.
+// Run host --help for every flag, and host help for the commands.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -20,7 +23,34 @@ import (
 	"github.com/polyop/polyop/internal/host"
 )
 
+// command is a subcommand of the host: it prints something derived from the
+// sidecar's description instead of running the controllers.
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+// commands are the host's subcommands, by name.
+var commands = map[string]command{
+	"describe": {summary: "print the sidecar's description as JSON", run: runDescribe},
+}
+
 func main() {
+	if len(os.Args) > 1 {
+		if name := os.Args[1]; name == "help" {
+			usage()
+			return
+		} else if cmd, ok := commands[name]; ok {
+			if err := cmd.run(os.Args[2:]); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					return
+				}
+				fail(err)
+			}
+			return
+		}
+	}
+
 	opts := host.NewOptions()
 	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
@@ -39,6 +69,18 @@ func main() {
 	}
 	if err := host.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
 		fail(err)
+	}
+}
+
+func usage() {
+	fmt.Println("Usage: host [flags]            run the host (host --help lists the flags)")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Printf("       host %-14s %s (host %s --help)\n", name, commands[name].summary, name)
 	}
 }
 

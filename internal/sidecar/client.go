@@ -163,6 +163,16 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.
 // Describe asks the sidecar what it implements and validates the answer. A
 // protocol version other than ProtocolVersion is an error that names both.
 func (c *Client) Describe(ctx context.Context, hostVersion string) (*Description, error) {
+	resp, err := c.DescribeRaw(ctx, hostVersion)
+	if err != nil {
+		return nil, err
+	}
+	return NewDescription(resp)
+}
+
+// DescribeRaw asks the sidecar what it implements and returns the answer
+// unvalidated.
+func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1alpha1.DescribeResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DescribeTimeout)
 	defer cancel()
 	resp, err := c.svc.Describe(ctx, &polyopv1alpha1.DescribeRequest{
@@ -180,7 +190,7 @@ func (c *Client) Describe(ctx context.Context, hostVersion string) (*Description
 		}
 		return nil, fmt.Errorf("describe call to sidecar at %s: %w", c.opts.Address, err)
 	}
-	return NewDescription(resp)
+	return resp, nil
 }
 
 // Reconcile sends one ReconcileRequest, with Options.ReconcileTimeout as its

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,6 +23,10 @@ type Description struct {
 	// Controllers are the controllers the sidecar implements, in the order it
 	// declared them.
 	Controllers []Controller
+	// Webhooks are the admission webhooks the sidecar implements.
+	Webhooks []Webhook
+	// Conversions are the kinds whose versions the sidecar converts.
+	Conversions []Conversion
 }
 
 // Controller is one validated ControllerDescription.
@@ -39,6 +44,61 @@ type Controller struct {
 	Namespaces []string
 	// MaxConcurrentReconciles is at least 1.
 	MaxConcurrentReconciles int
+	// Owns are the kinds of the children the controller owns.
+	Owns []Owned
+	// Watches map events on other kinds to reconciled objects.
+	Watches []Watch
+	// Finalizer is the finalizer the host manages for the controller; empty
+	// for none.
+	Finalizer string
+}
+
+// Owned is one owned child kind.
+type Owned struct {
+	// GVK is the child kind.
+	GVK schema.GroupVersionKind
+	// SendObserved asks for the observed children in each ReconcileRequest.
+	SendObserved bool
+}
+
+// Watch maps events on objects of GVK to reconciled objects. Exactly one of
+// Label, Annotation and FieldPath is set.
+type Watch struct {
+	// GVK is the watched kind.
+	GVK schema.GroupVersionKind
+	// Label is a label of the watched object naming the reconciled object.
+	Label string
+	// Annotation is an annotation of the watched object naming the reconciled
+	// object.
+	Annotation string
+	// FieldPath is a dot-separated path of a field of the reconciled kind
+	// holding the watched object's name, split into its segments.
+	FieldPath []string
+}
+
+// Webhook is one validated WebhookDescription.
+type Webhook struct {
+	// GVK is the kind, at the version the webhook receives.
+	GVK schema.GroupVersionKind
+	// Resource is the kind's resource; empty until resolved.
+	Resource string
+	// Default and Validate say which webhooks the sidecar serves.
+	Default, Validate bool
+	// Operations are the admitted operations, create and update when none were
+	// declared.
+	Operations []polyopv1alpha1.Operation
+	// FailurePolicy is Fail or Ignore (never unspecified).
+	FailurePolicy polyopv1alpha1.FailurePolicy
+	// TimeoutSeconds is the API server's timeout, 1 to 30.
+	TimeoutSeconds int32
+}
+
+// Conversion is one validated ConversionDescription.
+type Conversion struct {
+	// GroupKind is the converted kind.
+	GroupKind schema.GroupKind
+	// Versions are the versions converted between, at least two.
+	Versions []string
 }
 
 // NewDescription validates a DescribeResponse. Every problem is reported, each
@@ -51,7 +111,7 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 		return nil, fmt.Errorf("protocol version mismatch: the sidecar speaks %s, this host speaks %s", v, ProtocolVersion)
 	}
 	var errs []error
-	bad := func(path, format string, args ...any) {
+	var bad reporter = func(path, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
 	}
 	d := &Description{Name: resp.GetName()}
@@ -60,8 +120,8 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 	} else if msgs := validation.IsDNS1123Label(d.Name); len(msgs) > 0 {
 		bad("name", "%q is not a valid name: %v", d.Name, msgs)
 	}
-	if len(resp.GetControllers()) == 0 {
-		bad("controllers", "the sidecar declares no controllers")
+	if len(resp.GetControllers()) == 0 && len(resp.GetWebhooks()) == 0 && len(resp.GetConversions()) == 0 {
+		bad("controllers", "the sidecar declares no controllers, webhooks or conversions")
 	}
 	seen := map[string]bool{}
 	for i, c := range resp.GetControllers() {
@@ -83,14 +143,7 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 			bad(p+".name", "duplicate controller name %q", ctrl.Name)
 		}
 		seen[ctrl.Name] = true
-		k := c.GetForKind()
-		ctrl.GVK = schema.GroupVersionKind{Group: k.GetGroup(), Version: k.GetVersion(), Kind: k.GetKind()}
-		if ctrl.GVK.Version == "" {
-			bad(p+".for_kind.version", "required")
-		}
-		if ctrl.GVK.Kind == "" {
-			bad(p+".for_kind.kind", "required")
-		}
+		ctrl.GVK = gvkOf(p+".for_kind", c.GetForKind(), bad)
 		for j, f := range c.GetPredicates().GetUpdateFilters() {
 			if _, known := polyopv1alpha1.UpdateFilter_name[int32(f)]; !known || f == polyopv1alpha1.UpdateFilter_UPDATE_FILTER_UNSPECIFIED {
 				bad(fmt.Sprintf("%s.predicates.update_filters[%d]", p, j), "unknown update filter %d", int32(f))
@@ -119,8 +172,11 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 		case n == 0:
 			ctrl.MaxConcurrentReconciles = 1
 		}
+		ctrl.Owns, ctrl.Watches, ctrl.Finalizer = children(p, c, bad)
 		d.Controllers = append(d.Controllers, ctrl)
 	}
+	d.Webhooks = webhooks(resp.GetWebhooks(), bad)
+	d.Conversions = conversions(resp.GetConversions(), bad)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("invalid sidecar description: %w", err)
 	}
@@ -159,4 +215,145 @@ func (d *Description) Narrow(namespaces []string, selector labels.Selector) erro
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reporter records one problem with a field of the description.
+type reporter func(path, format string, args ...any)
+
+// gvkOf validates a GroupVersionKind field: version and kind are required.
+func gvkOf(path string, k *polyopv1alpha1.GroupVersionKind, bad reporter) schema.GroupVersionKind {
+	gvk := schema.GroupVersionKind{Group: k.GetGroup(), Version: k.GetVersion(), Kind: k.GetKind()}
+	if gvk.Version == "" {
+		bad(path+".version", "required")
+	}
+	if gvk.Kind == "" {
+		bad(path+".kind", "required")
+	}
+	return gvk
+}
+
+// children validates what a controller declares about other objects: owned
+// kinds, watches and its finalizer.
+func children(p string, c *polyopv1alpha1.ControllerDescription, bad reporter) ([]Owned, []Watch, string) {
+	var owns []Owned
+	seen := map[schema.GroupVersionKind]bool{}
+	for i, o := range c.GetOwns() {
+		path := fmt.Sprintf("%s.owns[%d]", p, i)
+		gvk := gvkOf(path+".kind", o.GetKind(), bad)
+		if seen[gvk] {
+			bad(path+".kind", "%s is declared twice", gvk)
+		}
+		seen[gvk] = true
+		owns = append(owns, Owned{GVK: gvk, SendObserved: o.GetSendObserved()})
+	}
+	var watches []Watch
+	for i, w := range c.GetWatches() {
+		path := fmt.Sprintf("%s.watches[%d]", p, i)
+		watch := Watch{GVK: gvkOf(path+".kind", w.GetKind(), bad)}
+		switch m := w.GetMapping().(type) {
+		case *polyopv1alpha1.Watch_Label:
+			watch.Label = m.Label
+			if msgs := validation.IsQualifiedName(m.Label); len(msgs) > 0 {
+				bad(path+".label", "%q is not a valid label key: %v", m.Label, msgs)
+			}
+		case *polyopv1alpha1.Watch_Annotation:
+			watch.Annotation = m.Annotation
+			if msgs := validation.IsQualifiedName(m.Annotation); len(msgs) > 0 {
+				bad(path+".annotation", "%q is not a valid annotation key: %v", m.Annotation, msgs)
+			}
+		case *polyopv1alpha1.Watch_FieldPath:
+			watch.FieldPath = strings.Split(m.FieldPath, ".")
+			if slices.Contains(watch.FieldPath, "") {
+				bad(path+".field_path", "%q is not a dot-separated field path such as spec.configMapName", m.FieldPath)
+			}
+		default:
+			bad(path, "one of label, annotation or field_path is required")
+		}
+		watches = append(watches, watch)
+	}
+	finalizer := c.GetFinalizer()
+	if finalizer != "" {
+		if msgs := validation.IsQualifiedName(finalizer); len(msgs) > 0 {
+			bad(p+".finalizer", "%q is not a valid finalizer name: %v", finalizer, msgs)
+		} else if !strings.Contains(finalizer, "/") {
+			bad(p+".finalizer", "%q needs a domain prefix, for example example.com/%s", finalizer, finalizer)
+		}
+	}
+	return owns, watches, finalizer
+}
+
+// webhooks validates the declared admission webhooks.
+func webhooks(in []*polyopv1alpha1.WebhookDescription, bad reporter) []Webhook {
+	var out []Webhook
+	seen := map[schema.GroupVersionKind]bool{}
+	for i, w := range in {
+		path := fmt.Sprintf("webhooks[%d]", i)
+		wh := Webhook{
+			GVK:            gvkOf(path+".kind", w.GetKind(), bad),
+			Resource:       w.GetResource(),
+			Default:        w.GetDefault(),
+			Validate:       w.GetValidate(),
+			FailurePolicy:  w.GetFailurePolicy(),
+			TimeoutSeconds: w.GetTimeoutSeconds(),
+		}
+		if seen[wh.GVK] {
+			bad(path+".kind", "%s is declared twice: declare default and validate in one webhook", wh.GVK)
+		}
+		seen[wh.GVK] = true
+		if !wh.Default && !wh.Validate {
+			bad(path, "neither default nor validate is set")
+		}
+		for j, op := range w.GetOperations() {
+			if _, known := polyopv1alpha1.Operation_name[int32(op)]; !known || op == polyopv1alpha1.Operation_OPERATION_UNSPECIFIED {
+				bad(fmt.Sprintf("%s.operations[%d]", path, j), "unknown operation %d", int32(op))
+				continue
+			}
+			if !slices.Contains(wh.Operations, op) {
+				wh.Operations = append(wh.Operations, op)
+			}
+		}
+		if len(wh.Operations) == 0 {
+			wh.Operations = []polyopv1alpha1.Operation{polyopv1alpha1.Operation_OPERATION_CREATE, polyopv1alpha1.Operation_OPERATION_UPDATE}
+		}
+		switch wh.FailurePolicy {
+		case polyopv1alpha1.FailurePolicy_FAILURE_POLICY_UNSPECIFIED:
+			wh.FailurePolicy = polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL
+		case polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL, polyopv1alpha1.FailurePolicy_FAILURE_POLICY_IGNORE:
+		default:
+			bad(path+".failure_policy", "unknown failure policy %d", int32(wh.FailurePolicy))
+		}
+		switch t := wh.TimeoutSeconds; {
+		case t == 0:
+			wh.TimeoutSeconds = 10
+		case t < 1 || t > 30:
+			bad(path+".timeout_seconds", "must be between 1 and 30, got %d", t)
+		}
+		out = append(out, wh)
+	}
+	return out
+}
+
+// conversions validates the declared conversions.
+func conversions(in []*polyopv1alpha1.ConversionDescription, bad reporter) []Conversion {
+	var out []Conversion
+	seen := map[schema.GroupKind]bool{}
+	for i, c := range in {
+		path := fmt.Sprintf("conversions[%d]", i)
+		conv := Conversion{GroupKind: schema.GroupKind{Group: c.GetGroup(), Kind: c.GetKind()}, Versions: c.GetVersions()}
+		if conv.GroupKind.Group == "" {
+			bad(path+".group", "required: only custom resources are converted by webhooks")
+		}
+		if conv.GroupKind.Kind == "" {
+			bad(path+".kind", "required")
+		}
+		if seen[conv.GroupKind] {
+			bad(path, "%s is declared twice", conv.GroupKind)
+		}
+		seen[conv.GroupKind] = true
+		if len(conv.Versions) < 2 {
+			bad(path+".versions", "at least two versions are required, got %v", conv.Versions)
+		}
+		out = append(out, conv)
+	}
+	return out
 }

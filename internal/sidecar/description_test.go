@@ -94,6 +94,50 @@ func TestNewDescriptionRejects(t *testing.T) {
 			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].Namespaces = []string{"Not_Valid"} },
 			want:   "controllers[0].namespaces[0]",
 		},
+		"if a finalizer has no domain prefix": {
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].Finalizer = "cleanup" },
+			want:   "controllers[0].finalizer: \"cleanup\" needs a domain prefix",
+		},
+		"if a watch says nothing of how to map its events": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Controllers[0].Watches = []*polyopv1alpha1.Watch{{Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}}
+			},
+			want: "controllers[0].watches[0]: one of label, annotation or field_path is required",
+		},
+		"if a field path has an empty segment": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Controllers[0].Watches = []*polyopv1alpha1.Watch{{
+					Kind:    &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+					Mapping: &polyopv1alpha1.Watch_FieldPath{FieldPath: "spec..name"},
+				}}
+			},
+			want: "controllers[0].watches[0].field_path",
+		},
+		"if an owned kind is declared twice": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				cm := &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+				r.Controllers[0].Owns = []*polyopv1alpha1.OwnedKind{{Kind: cm}, {Kind: cm}}
+			},
+			want: "controllers[0].owns[1].kind",
+		},
+		"if a webhook neither defaults nor validates": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Webhooks = []*polyopv1alpha1.WebhookDescription{{Kind: r.Controllers[0].ForKind}}
+			},
+			want: "webhooks[0]: neither default nor validate is set",
+		},
+		"if a webhook timeout is out of range": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Webhooks = []*polyopv1alpha1.WebhookDescription{{Kind: r.Controllers[0].ForKind, Validate: true, TimeoutSeconds: 31}}
+			},
+			want: "webhooks[0].timeout_seconds: must be between 1 and 30",
+		},
+		"if a conversion names fewer than two versions": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1"}}}
+			},
+			want: "conversions[0].versions: at least two versions are required",
+		},
 		"if max_concurrent_reconciles is negative": {
 			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].MaxConcurrentReconciles = -1 },
 			want:   "controllers[0].max_concurrent_reconciles: must not be negative",
@@ -108,6 +152,20 @@ func TestNewDescriptionRejects(t *testing.T) {
 				t.Errorf("error = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestNewDescriptionDefaultsWebhooks(t *testing.T) {
+	t.Parallel()
+	r := validResponse()
+	r.Webhooks = []*polyopv1alpha1.WebhookDescription{{Kind: r.Controllers[0].ForKind, Default: true}}
+	d, err := NewDescription(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := d.Webhooks[0]
+	if len(w.Operations) != 2 || w.FailurePolicy != polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL || w.TimeoutSeconds != 10 {
+		t.Errorf("webhook = %+v, want create and update, Fail, 10s", w)
 	}
 }
 

@@ -1188,6 +1188,116 @@ func (x *APIError) GetStatus() []byte {
 	return nil
 }
 
+// ResolveKindRequest names a kind to resolve.
+type ResolveKindRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind. An empty version resolves the API server's preferred version.
+	Kind          *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveKindRequest) Reset() {
+	*x = ResolveKindRequest{}
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveKindRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveKindRequest) ProtoMessage() {}
+
+func (x *ResolveKindRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveKindRequest.ProtoReflect.Descriptor instead.
+func (*ResolveKindRequest) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResolveKindRequest) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+// ResolveKindResponse says how the API server serves a kind.
+type ResolveKindResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind, with the version resolved.
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The resource (plural, lower-case), for example "deployments".
+	Resource string `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Whether objects of the kind live in namespaces.
+	Namespaced    bool `protobuf:"varint,3,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveKindResponse) Reset() {
+	*x = ResolveKindResponse{}
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveKindResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveKindResponse) ProtoMessage() {}
+
+func (x *ResolveKindResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveKindResponse.ProtoReflect.Descriptor instead.
+func (*ResolveKindResponse) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResolveKindResponse) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ResolveKindResponse) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ResolveKindResponse) GetNamespaced() bool {
+	if x != nil {
+		return x.Namespaced
+	}
+	return false
+}
+
 var File_polyop_v1alpha1_cluster_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
@@ -1254,7 +1364,15 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\x05event\x18\x03 \x01(\v2\x16.polyop.v1alpha1.EventR\x05event\"\x15\n" +
 	"\x13RecordEventResponse\"\"\n" +
 	"\bAPIError\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\fR\x06status*\\\n" +
+	"\x06status\x18\x01 \x01(\fR\x06status\"K\n" +
+	"\x12ResolveKindRequest\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\"\x88\x01\n" +
+	"\x13ResolveKindResponse\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12\x1e\n" +
+	"\n" +
+	"namespaced\x18\x03 \x01(\bR\n" +
+	"namespaced*\\\n" +
 	"\n" +
 	"ReadSource\x12\x1b\n" +
 	"\x17READ_SOURCE_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1270,7 +1388,7 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\x1eDELETE_PROPAGATION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dDELETE_PROPAGATION_BACKGROUND\x10\x01\x12!\n" +
 	"\x1dDELETE_PROPAGATION_FOREGROUND\x10\x02\x12\x1d\n" +
-	"\x19DELETE_PROPAGATION_ORPHAN\x10\x032\x9a\x04\n" +
+	"\x19DELETE_PROPAGATION_ORPHAN\x10\x032\xf4\x04\n" +
 	"\x0eClusterService\x12@\n" +
 	"\x03Get\x12\x1b.polyop.v1alpha1.GetRequest\x1a\x1c.polyop.v1alpha1.GetResponse\x12C\n" +
 	"\x04List\x12\x1c.polyop.v1alpha1.ListRequest\x1a\x1d.polyop.v1alpha1.ListResponse\x12I\n" +
@@ -1278,7 +1396,8 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\x06Update\x12\x1e.polyop.v1alpha1.UpdateRequest\x1a\x1f.polyop.v1alpha1.UpdateResponse\x12F\n" +
 	"\x05Patch\x12\x1d.polyop.v1alpha1.PatchRequest\x1a\x1e.polyop.v1alpha1.PatchResponse\x12I\n" +
 	"\x06Delete\x12\x1e.polyop.v1alpha1.DeleteRequest\x1a\x1f.polyop.v1alpha1.DeleteResponse\x12X\n" +
-	"\vRecordEvent\x12#.polyop.v1alpha1.RecordEventRequest\x1a$.polyop.v1alpha1.RecordEventResponseB\xc0\x01\n" +
+	"\vRecordEvent\x12#.polyop.v1alpha1.RecordEventRequest\x1a$.polyop.v1alpha1.RecordEventResponse\x12X\n" +
+	"\vResolveKind\x12#.polyop.v1alpha1.ResolveKindRequest\x1a$.polyop.v1alpha1.ResolveKindResponseB\xc0\x01\n" +
 	"\x13com.polyop.v1alpha1B\fClusterProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (
@@ -1294,7 +1413,7 @@ func file_polyop_v1alpha1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_polyop_v1alpha1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_polyop_v1alpha1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_polyop_v1alpha1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_polyop_v1alpha1_cluster_proto_goTypes = []any{
 	(ReadSource)(0),             // 0: polyop.v1alpha1.ReadSource
 	(PatchType)(0),              // 1: polyop.v1alpha1.PatchType
@@ -1315,48 +1434,54 @@ var file_polyop_v1alpha1_cluster_proto_goTypes = []any{
 	(*RecordEventRequest)(nil),  // 16: polyop.v1alpha1.RecordEventRequest
 	(*RecordEventResponse)(nil), // 17: polyop.v1alpha1.RecordEventResponse
 	(*APIError)(nil),            // 18: polyop.v1alpha1.APIError
-	(*GroupVersionKind)(nil),    // 19: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),           // 20: polyop.v1alpha1.ObjectKey
-	(*Event)(nil),               // 21: polyop.v1alpha1.Event
+	(*ResolveKindRequest)(nil),  // 19: polyop.v1alpha1.ResolveKindRequest
+	(*ResolveKindResponse)(nil), // 20: polyop.v1alpha1.ResolveKindResponse
+	(*GroupVersionKind)(nil),    // 21: polyop.v1alpha1.GroupVersionKind
+	(*ObjectKey)(nil),           // 22: polyop.v1alpha1.ObjectKey
+	(*Event)(nil),               // 23: polyop.v1alpha1.Event
 }
 var file_polyop_v1alpha1_cluster_proto_depIdxs = []int32{
-	19, // 0: polyop.v1alpha1.GetRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	20, // 1: polyop.v1alpha1.GetRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	21, // 0: polyop.v1alpha1.GetRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 1: polyop.v1alpha1.GetRequest.key:type_name -> polyop.v1alpha1.ObjectKey
 	0,  // 2: polyop.v1alpha1.GetResponse.source:type_name -> polyop.v1alpha1.ReadSource
-	19, // 3: polyop.v1alpha1.ListRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	21, // 3: polyop.v1alpha1.ListRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
 	0,  // 4: polyop.v1alpha1.ListResponse.source:type_name -> polyop.v1alpha1.ReadSource
 	7,  // 5: polyop.v1alpha1.CreateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
 	7,  // 6: polyop.v1alpha1.UpdateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	19, // 7: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	20, // 8: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	21, // 7: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 8: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
 	1,  // 9: polyop.v1alpha1.PatchRequest.type:type_name -> polyop.v1alpha1.PatchType
 	7,  // 10: polyop.v1alpha1.PatchRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	19, // 11: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	20, // 12: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	21, // 11: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 12: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
 	2,  // 13: polyop.v1alpha1.DeleteRequest.propagation:type_name -> polyop.v1alpha1.DeletePropagation
 	7,  // 14: polyop.v1alpha1.DeleteRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	19, // 15: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	20, // 16: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	21, // 17: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
-	3,  // 18: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
-	5,  // 19: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
-	8,  // 20: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
-	10, // 21: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
-	12, // 22: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
-	14, // 23: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
-	16, // 24: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
-	4,  // 25: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
-	6,  // 26: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
-	9,  // 27: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
-	11, // 28: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
-	13, // 29: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
-	15, // 30: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
-	17, // 31: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	21, // 15: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 16: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	23, // 17: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
+	21, // 18: polyop.v1alpha1.ResolveKindRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	21, // 19: polyop.v1alpha1.ResolveKindResponse.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	3,  // 20: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
+	5,  // 21: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
+	8,  // 22: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
+	10, // 23: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
+	12, // 24: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
+	14, // 25: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
+	16, // 26: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
+	19, // 27: polyop.v1alpha1.ClusterService.ResolveKind:input_type -> polyop.v1alpha1.ResolveKindRequest
+	4,  // 28: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
+	6,  // 29: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
+	9,  // 30: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
+	11, // 31: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
+	13, // 32: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
+	15, // 33: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
+	17, // 34: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
+	20, // 35: polyop.v1alpha1.ClusterService.ResolveKind:output_type -> polyop.v1alpha1.ResolveKindResponse
+	28, // [28:36] is the sub-list for method output_type
+	20, // [20:28] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_cluster_proto_init() }
@@ -1373,7 +1498,7 @@ func file_polyop_v1alpha1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_cluster_proto_rawDesc), len(file_polyop_v1alpha1_cluster_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	ClusterService_Patch_FullMethodName       = "/polyop.v1alpha1.ClusterService/Patch"
 	ClusterService_Delete_FullMethodName      = "/polyop.v1alpha1.ClusterService/Delete"
 	ClusterService_RecordEvent_FullMethodName = "/polyop.v1alpha1.ClusterService/RecordEvent"
+	ClusterService_ResolveKind_FullMethodName = "/polyop.v1alpha1.ClusterService/ResolveKind"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -63,6 +64,9 @@ type ClusterServiceClient interface {
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// RecordEvent records a Kubernetes Event on an object.
 	RecordEvent(ctx context.Context, in *RecordEventRequest, opts ...grpc.CallOption) (*RecordEventResponse, error)
+	// ResolveKind maps a kind to its resource and scope through the host's REST
+	// mapper (API discovery), for clients that need a RESTMapper.
+	ResolveKind(ctx context.Context, in *ResolveKindRequest, opts ...grpc.CallOption) (*ResolveKindResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -143,6 +147,16 @@ func (c *clusterServiceClient) RecordEvent(ctx context.Context, in *RecordEventR
 	return out, nil
 }
 
+func (c *clusterServiceClient) ResolveKind(ctx context.Context, in *ResolveKindRequest, opts ...grpc.CallOption) (*ResolveKindResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveKindResponse)
+	err := c.cc.Invoke(ctx, ClusterService_ResolveKind_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -178,6 +192,9 @@ type ClusterServiceServer interface {
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// RecordEvent records a Kubernetes Event on an object.
 	RecordEvent(context.Context, *RecordEventRequest) (*RecordEventResponse, error)
+	// ResolveKind maps a kind to its resource and scope through the host's REST
+	// mapper (API discovery), for clients that need a RESTMapper.
+	ResolveKind(context.Context, *ResolveKindRequest) (*ResolveKindResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -208,6 +225,9 @@ func (UnimplementedClusterServiceServer) Delete(context.Context, *DeleteRequest)
 }
 func (UnimplementedClusterServiceServer) RecordEvent(context.Context, *RecordEventRequest) (*RecordEventResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordEvent not implemented")
+}
+func (UnimplementedClusterServiceServer) ResolveKind(context.Context, *ResolveKindRequest) (*ResolveKindResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveKind not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -356,6 +376,24 @@ func _ClusterService_RecordEvent_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_ResolveKind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveKindRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).ResolveKind(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_ResolveKind_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).ResolveKind(ctx, req.(*ResolveKindRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -390,6 +428,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecordEvent",
 			Handler:    _ClusterService_RecordEvent_Handler,
+		},
+		{
+			MethodName: "ResolveKind",
+			Handler:    _ClusterService_ResolveKind_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
