@@ -1,0 +1,10 @@
+//go:build unix && !linux
+
+package main
+
+import "syscall"
+
+// childProcAttr puts a child in a process group of its own.
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

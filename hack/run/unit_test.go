@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestPrefixWriter(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		writes []string
+		want   string
+	}{
+		"a whole line is printed after the prefix": {
+			writes: []string{"hello\n"},
+			want:   "[x] hello\n",
+		},
+		"a line split over writes is printed once, whole": {
+			writes: []string{"hel", "lo\nwor", "ld\n"},
+			want:   "[x] hello\n[x] world\n",
+		},
+		"a last line without a newline is printed on close": {
+			writes: []string{"one\ntwo"},
+			want:   "[x] one\n[x] two\n",
+		},
+		"empty lines keep their prefix": {
+			writes: []string{"\n\n"},
+			want:   "[x] \n[x] \n",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			c := &console{stdout: &buf, stderr: &buf}
+			w, _ := c.prefixed("[x] ")
+			for _, s := range tc.writes {
+				if _, err := w.Write([]byte(s)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = w.Close()
+			if got := buf.String(); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		generation int64
+		conditions []any
+		want       bool
+	}{
+		"if there are no conditions, then it is not ready": {
+			want: false,
+		},
+		"if Ready is True, then it is ready": {
+			conditions: []any{map[string]any{"type": "Ready", "status": "True"}},
+			want:       true,
+		},
+		"if Ready is False, then it is not ready": {
+			conditions: []any{map[string]any{"type": "Ready", "status": "False", "reason": "Invalid"}},
+			want:       false,
+		},
+		"if Ready is True for an older generation, then it is not ready": {
+			generation: 3,
+			conditions: []any{map[string]any{"type": "Ready", "status": "True", "observedGeneration": int64(2)}},
+			want:       false,
+		},
+		"if Ready is True for the current generation, then it is ready": {
+			generation: 3,
+			conditions: []any{map[string]any{"type": "Ready", "status": "True", "observedGeneration": int64(3)}},
+			want:       true,
+		},
+		"if only other conditions are True, then it is not ready": {
+			conditions: []any{map[string]any{"type": "Active", "status": "True"}},
+			want:       false,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			obj := &unstructured.Unstructured{Object: map[string]any{}}
+			obj.SetGeneration(tc.generation)
+			if tc.conditions != nil {
+				if err := unstructured.SetNestedSlice(obj.Object, tc.conditions, "status", "conditions"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, state := readiness(obj); got != tc.want {
+				t.Errorf("readiness() = %v (%s), want %v", got, state, tc.want)
+			}
+		})
+	}
+}
+
+func TestManifestFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, name := range []string{"b.yaml", "a.yml", "c.json", "kustomization.yaml", "README.md", "bases/crd.yaml"} {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := map[string]struct {
+		recursive bool
+		want      []string
+	}{
+		"if not recursive, then only the folder's own manifests, sorted": {
+			want: []string{"a.yml", "b.yaml", "c.json"},
+		},
+		"if recursive, then the manifests below it too": {
+			recursive: true,
+			want:      []string{"a.yml", "b.yaml", "bases/crd.yaml", "c.json"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			files, err := manifestFiles(dir, tc.recursive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range files {
+				rel, _ := filepath.Rel(dir, f)
+				got = append(got, filepath.ToSlash(rel))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
