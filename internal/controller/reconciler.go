@@ -147,7 +147,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstruct
 	if !ok {
 		return false, fmt.Errorf("the sidecar returned a status that is not a JSON object: %q", truncate(raw))
 	}
-	if reflect.DeepEqual(obj.Object["status"], statusMap) {
+	current, _ := obj.Object["status"].(map[string]any)
+	if reflect.DeepEqual(current, statusMap) || len(current) == 0 && len(statusMap) == 0 {
+		// Unchanged, or empty both times: an SDK whose status type has no
+		// omitempty sends {} for an object that has no status yet.
 		return false, nil
 	}
 	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
