@@ -10,6 +10,29 @@
 // decision onto controller-runtime's (requeue, requeue after, exponential
 // backoff on error, reconcile.TerminalError).
 //
+// What a controller declares beyond its kind becomes controller-runtime
+// machinery too:
+//
+//   - Owned kinds are watched as with Owns: an event on a child enqueues its
+//     controller owner. Every owned kind carries the OwnerIndex cache index, so
+//     the observed children (sent to the sidecar for the kinds declared with
+//     send_observed) and the children to prune are found without a scan. The
+//     desired children the sidecar returns are validated together with its
+//     status before anything is written, applied with server-side apply under
+//     the controller's field manager with the object as their controller
+//     owner, skipped when unchanged, and pruned only when the answer says its
+//     set is complete and reports no error.
+//   - Watches map events on other kinds to reconciled objects by a label, an
+//     annotation, or a field path of the reconciled kind kept in a cache index
+//     (FieldIndex).
+//   - A finalizer is added before the first Reconcile; an object being deleted
+//     goes to the sidecar's Finalize, and the finalizer is removed once it
+//     succeeds.
+//
+// A reconcile that follows the host's own write of the object waits for the
+// cache to see that write first, so that the sidecar is never handed an older
+// object than the host itself wrote.
+//
 // A sidecar that cannot be reached is a transient error: the key stays in the
 // workqueue. While the sidecar is down, the backoff of every key is capped (see
 // Options.SidecarDownMaxBackoff) so that all pending work converges soon after

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -23,6 +26,7 @@ import (
 // Sidecar is what a Reconciler needs of the sidecar connection.
 type Sidecar interface {
 	Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error)
+	Finalize(ctx context.Context, req *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error)
 	Address() string
 }
 
@@ -30,16 +34,23 @@ type Sidecar interface {
 type Reconciler struct {
 	// Controller is the controller's validated description.
 	Controller sidecar.Controller
-	// Client reads the reconciled object (from the cache) and writes its status.
+	// Client reads the reconciled object and its children (from the cache)
+	// and writes status, finalizers and children.
 	Client client.Client
-	// Sidecar carries the Reconcile call.
+	// Sidecar carries the Reconcile and Finalize calls.
 	Sidecar Sidecar
 	// Recorder records the events the sidecar returns.
 	Recorder recorder.EventRecorder
+	// Children are the kinds the controller owns, resolved. Each must carry
+	// the OwnerIndex in the cache Client reads.
+	Children []ChildKind
 
 	limiter *rateLimiter
 	state   *sidecarState
 	kind    *polyopv1alpha1.GroupVersionKind
+	applied *appliedState
+	written *writtenVersions
+	once    sync.Once
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -47,6 +58,14 @@ var _ reconcile.Reconciler = &Reconciler{}
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
+	r.once.Do(func() {
+		if r.applied == nil {
+			r.applied = newAppliedState()
+		}
+		if r.written == nil {
+			r.written = newWrittenVersions()
+		}
+	})
 
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.Controller.GVK)
@@ -56,6 +75,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, fmt.Errorf("reading %s %s from the cache: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
 		}
 		exists = false
+		r.applied.forget(req.NamespacedName)
+		r.written.forget(req.NamespacedName)
+	} else if err := r.awaitOwnWrite(ctx, req, obj); err != nil {
+		return reconcile.Result{}, err
+	}
+
+	if exists && r.Controller.Finalizer != "" {
+		if !obj.GetDeletionTimestamp().IsZero() {
+			return r.finalize(ctx, req, obj)
+		}
+		if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
+			if err := r.patchFinalizers(ctx, obj, controllerutil.AddFinalizer); err != nil {
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					log.V(1).Info("adding the finalizer raced with a newer version of the object; requeueing", "error", err.Error())
+					return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // rate-limited retry of a stale patch
+				}
+				return reconcile.Result{}, err
+			}
+			r.written.record(req.NamespacedName, obj.GetResourceVersion())
+			log.V(1).Info("added the finalizer", "finalizer", r.Controller.Finalizer)
+		}
 	}
 
 	call := &polyopv1alpha1.ReconcileRequest{
@@ -66,12 +106,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if r.limiter != nil {
 		call.Retries = int32(r.limiter.NumRequeues(req))
 	}
+	var observed []*unstructured.Unstructured
 	if exists {
 		raw, err := obj.MarshalJSON()
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("encoding %s %s: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
 		}
 		call.Object = raw
+		if observed, err = r.observedChildren(ctx, obj); err != nil {
+			return reconcile.Result{}, err
+		}
+		if call.Children, err = r.sentChildren(observed); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 
 	resp, err := r.Sidecar.Reconcile(ctx, call)
@@ -87,28 +134,86 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	result, resultErr := decide(resp)
 	if !exists {
-		if len(resp.GetStatus()) > 0 || len(resp.GetEvents()) > 0 {
-			log.V(1).Info("ignoring the status and events the sidecar returned for an object that no longer exists")
+		if len(resp.GetStatus()) > 0 || len(resp.GetEvents()) > 0 || len(resp.GetDesiredChildren()) > 0 {
+			log.V(1).Info("ignoring the status, events and children the sidecar returned for an object that no longer exists")
 		}
 		return result, resultErr
 	}
 
+	// Everything the sidecar returned is checked before anything is written.
+	var status map[string]any
 	if len(resp.GetStatus()) > 0 {
-		written, err := r.writeStatus(ctx, obj, resp.GetStatus())
+		if status, err = parseStatus(resp.GetStatus()); err != nil {
+			return reconcile.Result{}, errors.Join(err, resultErr)
+		}
+	}
+	desired, err := validateChildren(resp.GetDesiredChildren(), obj, r.Children)
+	if err != nil {
+		r.recordWarning(obj, "InvalidDesiredChildren", err.Error())
+		return reconcile.Result{}, errors.Join(err, resultErr)
+	}
+
+	var childErr error
+	switch {
+	case len(r.Children) == 0:
+	case !obj.GetDeletionTimestamp().IsZero():
+		// The garbage collector is about to take the children with the owner.
+		log.V(1).Info("the object is being deleted; leaving its children as they are")
+	default:
+		// A partial answer, or one that reports an error, never deletes a
+		// child.
+		prune := resp.GetChildrenComplete() && resultErr == nil
+		res, err := r.applyChildren(ctx, obj, desired, observed, prune)
+		if err != nil {
+			childErr = err
+			r.recordWarning(obj, "ChildrenNotApplied", err.Error())
+		}
+		if res.applied > 0 || res.pruned > 0 {
+			log.V(1).Info("applied children", "applied", res.applied, "unchanged", res.unchanged, "pruned", res.pruned)
+		}
+	}
+
+	if status != nil {
+		written, err := r.writeStatus(ctx, obj, status)
 		switch {
 		case apierrors.IsConflict(err):
 			log.V(1).Info("status write conflicted with a newer version of the object; requeueing", "error", err.Error())
-			if resultErr == nil {
+			if resultErr == nil && childErr == nil {
 				return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // rate-limited requeue, as the sidecar's status is stale
 			}
 		case err != nil:
-			return reconcile.Result{}, errors.Join(err, resultErr)
+			return reconcile.Result{}, errors.Join(err, childErr, resultErr)
 		case written:
+			r.written.record(req.NamespacedName, obj.GetResourceVersion())
 			log.V(1).Info("wrote status")
 		}
 	}
 	r.recordEvents(obj, resp.GetEvents())
+	if childErr != nil {
+		return reconcile.Result{}, errors.Join(childErr, resultErr)
+	}
 	return result, resultErr
+}
+
+// sentChildren encodes the observed children of the kinds declared with
+// send_observed.
+func (r *Reconciler) sentChildren(observed []*unstructured.Unstructured) ([][]byte, error) {
+	send := map[schema.GroupVersionKind]bool{}
+	for _, k := range r.Children {
+		send[k.GVK] = k.SendObserved
+	}
+	var out [][]byte
+	for _, c := range observed {
+		if !send[c.GroupVersionKind()] {
+			continue
+		}
+		raw, err := c.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("encoding child %s: %w", idOf(c), err)
+		}
+		out = append(out, raw)
+	}
+	return out, nil
 }
 
 // decide maps the sidecar's decision onto controller-runtime's.
@@ -134,27 +239,29 @@ func decide(resp *polyopv1alpha1.ReconcileResponse) (reconcile.Result, error) {
 	return reconcile.Result{}, nil
 }
 
-// writeStatus replaces obj's status with the JSON object raw, through the
-// status subresource, unless it is unchanged. It patches with optimistic
-// concurrency on obj's resourceVersion, so a status computed from a stale
-// object is refused with a conflict.
-func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, raw []byte) (bool, error) {
+// parseStatus checks that the sidecar's status is a JSON object.
+func parseStatus(raw []byte) (map[string]any, error) {
 	var status any
 	if err := utiljson.Unmarshal(raw, &status); err != nil {
-		return false, fmt.Errorf("the sidecar returned a status that is not valid JSON: %w (%q)", err, truncate(raw))
+		return nil, fmt.Errorf("the sidecar returned a status that is not valid JSON: %w (%q)", err, truncate(raw))
 	}
 	statusMap, ok := status.(map[string]any)
 	if !ok {
-		return false, fmt.Errorf("the sidecar returned a status that is not a JSON object: %q", truncate(raw))
+		return nil, fmt.Errorf("the sidecar returned a status that is not a JSON object: %q", truncate(raw))
 	}
-	current, _ := obj.Object["status"].(map[string]any)
-	if reflect.DeepEqual(current, statusMap) || len(current) == 0 && len(statusMap) == 0 {
-		// Unchanged, or empty both times: an SDK whose status type has no
-		// omitempty sends {} for an object that has no status yet.
+	return statusMap, nil
+}
+
+// writeStatus replaces obj's status with status, through the status
+// subresource, unless it is unchanged. It patches with optimistic concurrency
+// on obj's resourceVersion, so a status computed from a stale object is
+// refused with a conflict.
+func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, status map[string]any) (bool, error) {
+	if reflect.DeepEqual(obj.Object["status"], status) {
 		return false, nil
 	}
 	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	obj.Object["status"] = statusMap
+	obj.Object["status"] = status
 	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
 		if apierrors.IsConflict(err) {
 			return false, err
@@ -179,6 +286,19 @@ func (r *Reconciler) recordEvents(obj *unstructured.Unstructured, events []*poly
 		}
 		r.Recorder.Eventf(obj, nil, eventType, e.GetReason(), action, "%s", e.GetMessage())
 	}
+}
+
+// recordWarning records a Warning event on obj about something the host
+// could not do.
+func (r *Reconciler) recordWarning(obj *unstructured.Unstructured, reason, message string) {
+	if r.Recorder == nil {
+		return
+	}
+	const limit = 1000
+	if len(message) > limit {
+		message = message[:limit] + "…"
+	}
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, reason, "%s", message)
 }
 
 // truncate shortens a malformed payload for an error message.

@@ -1,13 +1,19 @@
 package controller
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/sidecar"
@@ -23,12 +29,19 @@ type Options struct {
 }
 
 // Setup builds one controller per controller in desc and registers it with
-// mgr. Every kind must already be resolvable through mgr's RESTMapper.
+// mgr, with the cache indexes its owned kinds and field-path watches need.
+// Every kind must already be resolvable through mgr's RESTMapper, and Setup
+// must run before mgr starts.
 func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options) error {
 	state := &sidecarState{}
+	indexes := indexSet{}
 	for _, c := range desc.Controllers {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(c.GVK)
+		namespaced, err := isNamespaced(mgr.GetRESTMapper(), c.GVK)
+		if err != nil {
+			return fmt.Errorf("controller %q: %w", c.Name, err)
+		}
+		t := target{gvk: c.GVK, namespaced: namespaced, namespaces: c.Namespaces}
+		obj := newObject(c.GVK)
 		limiter := newRateLimiter(state, opts.SidecarDownMaxBackoff)
 		r := &Reconciler{
 			Controller: c,
@@ -38,18 +51,92 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			limiter:    limiter,
 			state:      state,
 			kind:       &polyopv1alpha1.GroupVersionKind{Group: c.GVK.Group, Version: c.GVK.Version, Kind: c.GVK.Kind},
+			applied:    newAppliedState(),
+			written:    newWrittenVersions(),
 		}
-		err := ctrl.NewControllerManagedBy(mgr).
+
+		b := ctrl.NewControllerManagedBy(mgr).
 			Named(c.Name).
-			For(obj, builder.WithPredicates(updateFilterPredicates(c.UpdateFilters)...)).
+			For(obj, builder.WithPredicates(updateFilterPredicates(filters(c))...)).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 				RateLimiter:             limiter,
-			}).
-			Complete(r)
-		if err != nil {
+			})
+
+		for _, o := range c.Owns {
+			childNamespaced, err := isNamespaced(mgr.GetRESTMapper(), o.GVK)
+			if err != nil {
+				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
+			}
+			child := newObject(o.GVK)
+			if err := indexes.add(mgr, child, OwnerIndex, ownerUID); err != nil {
+				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
+			}
+			r.Children = append(r.Children, ChildKind{GVK: o.GVK, Namespaced: childNamespaced, SendObserved: o.SendObserved})
+			b = b.Owns(child)
+		}
+
+		for _, w := range c.Watches {
+			var mapper handler.MapFunc
+			if len(w.FieldPath) > 0 {
+				if err := indexes.add(mgr, newObject(c.GVK), FieldIndex(w.FieldPath), fieldValues(w.FieldPath)); err != nil {
+					return fmt.Errorf("controller %q watches %s by %s: %w", c.Name, gvkString(w.GVK), FieldIndex(w.FieldPath), err)
+				}
+				mapper = fieldPathMapper(mgr.GetClient(), w, t)
+			} else {
+				mapper = nameMapper(w, t)
+			}
+			b = b.Watches(newObject(w.GVK), handler.EnqueueRequestsFromMapFunc(mapper))
+		}
+
+		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("building controller %q for %s: %w", c.Name, c.GVK, err)
 		}
 	}
 	return nil
+}
+
+// filters are the controller's update filters. A controller with a finalizer
+// must see its object being deleted, so a filter list that would drop that
+// update gets UPDATE_FILTER_DELETION_CHANGED added.
+func filters(c sidecar.Controller) []polyopv1alpha1.UpdateFilter {
+	f := c.UpdateFilters
+	deletion := polyopv1alpha1.UpdateFilter_UPDATE_FILTER_DELETION_CHANGED
+	if c.Finalizer != "" && len(f) > 0 && !slices.Contains(f, deletion) {
+		f = append(slices.Clone(f), deletion)
+	}
+	return f
+}
+
+// indexSet registers each cache index once: two controllers owning the same
+// kind, or watching the same field of the same kind, share it.
+type indexSet map[schema.GroupVersionKind]map[string]bool
+
+func (s indexSet) add(mgr ctrl.Manager, obj *unstructured.Unstructured, name string, fn client.IndexerFunc) error {
+	gvk := obj.GroupVersionKind()
+	if s[gvk][name] {
+		return nil
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, name, fn); err != nil {
+		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), name, err)
+	}
+	if s[gvk] == nil {
+		s[gvk] = map[string]bool{}
+	}
+	s[gvk][name] = true
+	return nil
+}
+
+func newObject(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	return obj
+}
+
+func isNamespaced(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }

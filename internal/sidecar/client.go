@@ -35,12 +35,18 @@ type Options struct {
 	// DescribeTimeout is the deadline of the Describe call. Defaults to 10s.
 	DescribeTimeout time.Duration
 
-	// ReconcileTimeout is the deadline of each Reconcile call. Defaults to 30s.
+	// ReconcileTimeout is the deadline of each Reconcile and Finalize call.
+	// Defaults to 30s.
 	ReconcileTimeout time.Duration
 
 	// CheckTimeout is the deadline of each health check made for readiness.
 	// Defaults to 1s.
 	CheckTimeout time.Duration
+
+	// ClusterAddress is where the host serves its ClusterService for the
+	// sidecar, sent in DescribeRequest.cluster_address. Defaults to "": the
+	// host serves none.
+	ClusterAddress string
 
 	// DialOptions are appended to the client's own, for tests and TLS.
 	DialOptions []grpc.DialOption
@@ -178,6 +184,7 @@ func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1
 	resp, err := c.svc.Describe(ctx, &polyopv1alpha1.DescribeRequest{
 		ProtocolVersion: ProtocolVersion,
 		HostVersion:     hostVersion,
+		ClusterAddress:  c.opts.ClusterAddress,
 	})
 	if err != nil {
 		switch status.Code(err) {
@@ -199,6 +206,14 @@ func (c *Client) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
 	defer cancel()
 	return c.svc.Reconcile(ctx, req)
+}
+
+// Finalize sends one FinalizeRequest, with Options.ReconcileTimeout as its
+// deadline (or ctx's, when earlier).
+func (c *Client) Finalize(ctx context.Context, req *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
+	defer cancel()
+	return c.svc.Finalize(ctx, req)
 }
 
 // IsUnavailable reports whether err means the sidecar could not be reached at

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/polyop/polyop/internal/manifests"
+)
+
+// runRBAC prints the RBAC the host needs for what the sidecar declares.
+func runRBAC(args []string) error {
+	fs := flag.NewFlagSet("host rbac", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `Usage: host rbac [flags]
+
+Prints, as YAML, the ClusterRole the host needs for what the sidecar declares
+(read on every reconciled, owned and watched kind; status, finalizers and
+children written; events recorded), its ClusterRoleBinding to the host's
+ServiceAccount and, with --leader-election, a Role and RoleBinding for the
+leader election lease.
+
+Resources are resolved through API discovery with --kubeconfig; without it they
+are guessed from the kinds (lower case, plural), which is right for nearly every
+kind, and the output says so.
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	var src descriptionSource
+	src.bindFlags(fs)
+	var opts manifests.RBACOptions
+	var kubeconfig string
+	fs.StringVar(&opts.Name, "name", "", "The name of the ClusterRole and ClusterRoleBinding, and the prefix of the leader election Role (default: the sidecar's name).")
+	fs.StringVar(&opts.Namespace, "namespace", "default", "The namespace the host runs in: its ServiceAccount's and its leader election lease's.")
+	fs.StringVar(&opts.ServiceAccount, "service-account", "", "The host's ServiceAccount (default: --name).")
+	fs.BoolVar(&opts.LeaderElection, "leader-election", true, "Add a Role for the leader election lease (the host's --leader-elect).")
+	fs.BoolVar(&opts.MetricsAuth, "metrics-auth", false, "Add the rules the secure metrics endpoint needs (the host's --metrics-secure with metrics served).")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Resolve resources through the discovery of the API server this kubeconfig names (default: guess them from the kinds).")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("host rbac: unexpected arguments %q", fs.Args())
+	}
+
+	_, desc, err := src.load(context.Background())
+	if err != nil {
+		return err
+	}
+	if len(desc.Controllers) == 0 {
+		return errors.New("host rbac: the sidecar declares no controllers")
+	}
+	if kubeconfig != "" {
+		if opts.Resolve, err = discoveryResolver(kubeconfig); err != nil {
+			return err
+		}
+	}
+	objs, err := manifests.RBAC(desc, opts)
+	if err != nil {
+		return fmt.Errorf("host rbac: %w", err)
+	}
+	source := "resolved through the API server's discovery"
+	if kubeconfig == "" {
+		source = "guessed from the kinds; pass --kubeconfig to resolve them through discovery"
+	}
+	fmt.Printf("# RBAC of the polyop host for sidecar %q, derived from its description (resources %s).\n", desc.Name, source)
+	return manifests.WriteYAML(os.Stdout, objs)
+}
+
+// discoveryResolver resolves kinds through the discovery of the API server a
+// kubeconfig names.
+func discoveryResolver(kubeconfig string) (manifests.ResourceResolver, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("host rbac: --kubeconfig: %w", err)
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("host rbac: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("host rbac: discovery: %w", err)
+	}
+	return func(gvk schema.GroupVersionKind) (string, error) {
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return "", fmt.Errorf("the API server does not serve %s: %w", gvk, err)
+		}
+		return m.Resource.Resource, nil
+	}, nil
+}

@@ -1,0 +1,27 @@
+// Package cluster serves polyop.v1alpha1.ClusterService: the sidecar's way to
+// read and write the cluster through its host, with the host's credentials.
+//
+// Reads of the kinds the host already caches (the kinds its controllers
+// reconcile, own or watch, in the namespaces it watches them) are served from
+// the host's informer cache and cost no API request; reads of any other kind,
+// or of namespaces the cache does not hold (a List across every namespace of a
+// kind cached in some), reads that ask for it (uncached), and reads that
+// continue a paginated List go to the API server. Every read says where it was served from. The server never
+// starts an informer for a kind the host does not already cache: an informer
+// per kind a sidecar happens to read would grow the host's memory without
+// bound and without anyone having asked for it.
+//
+// Writes (create, update, patch in every patch type, delete, on the object or
+// a subresource, with dry run) go to the API server through a dynamic client.
+// Events are recorded through the manager's event recorder.
+//
+// Errors keep their Kubernetes meaning across the wire: an error the API server
+// returned becomes a gRPC status whose code follows the HTTP status (see
+// Code) and whose APIError detail carries the API server's metav1.Status as
+// JSON, causes included. Errors that did not come from the API server carry no
+// APIError detail: a malformed request is INVALID_ARGUMENT, and a kind the API
+// server does not serve is NOT_FOUND.
+//
+// Every request is logged at V(1), naming the method, the kind, the object and
+// where a read was served from.
+package cluster

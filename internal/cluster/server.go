@@ -1,0 +1,270 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// DefaultAddress is where the host serves the ClusterService unless told
+// otherwise: a unix socket beside the sidecar's, in the volume both containers
+// of the pod mount at /var/run/polyop.
+const DefaultAddress = "unix:///var/run/polyop/cluster.sock"
+
+// Clients are what the server reads and writes through.
+type Clients struct {
+	// Cache reads the kinds the host caches. It must not be asked for any
+	// other kind: the server guarantees it, since an informer cache would
+	// start an informer for it.
+	Cache client.Reader
+	// APIReader reads from the API server directly.
+	APIReader client.Reader
+	// Dynamic writes.
+	Dynamic dynamic.Interface
+	// Mapper maps kinds to resources and scopes.
+	Mapper meta.RESTMapper
+	// Recorder records events.
+	Recorder recorder.EventRecorder
+}
+
+// Options configure a Server.
+type Options struct {
+	// CachedKinds are the kinds the host's cache holds, each with the
+	// namespaces it holds them in (none: every namespace, or a cluster-scoped
+	// kind). Reads of other kinds, or in other namespaces, go to the API
+	// server. Defaults to none: every read goes to the API server.
+	CachedKinds map[schema.GroupVersionKind][]string
+	// FieldManager is the field manager of writes that name none. Defaults to
+	// "polyop".
+	FieldManager string
+	// MaxMessageSize bounds gRPC messages in both directions, in bytes.
+	// Defaults to gRPC's own limits.
+	MaxMessageSize int
+	// Log receives a line per request at V(1). Defaults to a logger that
+	// discards.
+	Log logr.Logger
+}
+
+// Server implements polyopv1alpha1.ClusterServiceServer. It is also a
+// manager.Runnable that serves on the listener Listen opened, on every
+// replica, leader or not: the sidecar of each replica talks to its own host.
+type Server struct {
+	polyopv1alpha1.UnimplementedClusterServiceServer
+
+	clients Clients
+	opts    Options
+	lis     net.Listener
+	address string
+}
+
+var (
+	_ polyopv1alpha1.ClusterServiceServer = &Server{}
+	_ manager.LeaderElectionRunnable      = &Server{}
+)
+
+// New returns a Server reading and writing through clients.
+func New(clients Clients, opts Options) *Server {
+	if opts.FieldManager == "" {
+		opts.FieldManager = "polyop"
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Server{clients: clients, opts: opts}
+}
+
+// Listen binds address ("unix:///absolute/path.sock", "unix:relative.sock",
+// "tcp://host:port" or "host:port") now, so that a bad address stops the host
+// at start rather than once the manager runs. A unix socket's directory is
+// created if missing, a stale socket file left by an earlier run is replaced,
+// and the socket is made readable and writable by its owner and group only:
+// the sidecar container needs the same user, or a group the pod's fsGroup
+// gives both containers.
+func (s *Server) Listen(address string) error {
+	network, path, err := parseAddress(address)
+	if err != nil {
+		return err
+	}
+	if network == "unix" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("cluster service address %s: %w", address, err)
+		}
+		if err := removeStaleSocket(path); err != nil {
+			return fmt.Errorf("cluster service address %s: %w", address, err)
+		}
+	}
+	lis, err := net.Listen(network, path)
+	if err != nil {
+		return fmt.Errorf("serving the cluster service at %s: %w", address, err)
+	}
+	if network == "unix" {
+		if err := os.Chmod(path, 0o660); err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("cluster service address %s: %w", address, err)
+		}
+	}
+	s.lis, s.address = lis, address
+	return nil
+}
+
+// Address is the address Listen bound.
+func (s *Server) Address() string { return s.address }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: the service
+// runs on every replica.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx is done, then stops gracefully, giving calls in
+// flight a few seconds to finish.
+func (s *Server) Start(ctx context.Context) error {
+	if s.lis == nil {
+		return errors.New("the cluster service was started without Listen")
+	}
+	var opts []grpc.ServerOption
+	if s.opts.MaxMessageSize > 0 {
+		opts = append(opts, grpc.MaxRecvMsgSize(s.opts.MaxMessageSize), grpc.MaxSendMsgSize(s.opts.MaxMessageSize))
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.logCall))
+	srv := grpc.NewServer(opts...)
+	polyopv1alpha1.RegisterClusterServiceServer(srv, s)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(s.lis) }()
+	s.opts.Log.Info("serving the cluster service", "address", s.address)
+	select {
+	case err := <-served:
+		return fmt.Errorf("cluster service at %s: %w", s.address, err)
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		srv.Stop()
+	}
+	return nil
+}
+
+// ResolveKind implements polyopv1alpha1.ClusterServiceServer.
+func (s *Server) ResolveKind(_ context.Context, req *polyopv1alpha1.ResolveKindRequest) (*polyopv1alpha1.ResolveKindResponse, error) {
+	k := req.GetKind()
+	if k.GetKind() == "" {
+		return nil, invalid("kind.kind is required")
+	}
+	var versions []string
+	if k.GetVersion() != "" {
+		versions = []string{k.GetVersion()}
+	}
+	m, err := s.clients.Mapper.RESTMapping(schema.GroupKind{Group: k.GetGroup(), Kind: k.GetKind()}, versions...)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &polyopv1alpha1.ResolveKindResponse{
+		Kind:       gvkProto(m.GroupVersionKind),
+		Resource:   m.Resource.Resource,
+		Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace,
+	}, nil
+}
+
+// mapping resolves gvk, which must name a version and a kind.
+func (s *Server) mapping(k *polyopv1alpha1.GroupVersionKind) (*meta.RESTMapping, error) {
+	if k.GetVersion() == "" || k.GetKind() == "" {
+		return nil, invalid("kind needs a version and a kind, got %q", k.String())
+	}
+	gvk := schema.GroupVersionKind{Group: k.GetGroup(), Version: k.GetVersion(), Kind: k.GetKind()}
+	m, err := s.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return m, nil
+}
+
+// cached reports whether the host's cache holds every object of gvk in
+// namespace ("" for every namespace, or a cluster-scoped kind). A List across
+// every namespace of a kind the host caches in some namespaces only is not
+// cached: the cache would silently leave the others out.
+func (s *Server) cached(gvk schema.GroupVersionKind, namespace string) bool {
+	namespaces, ok := s.opts.CachedKinds[gvk]
+	if !ok {
+		return false
+	}
+	return len(namespaces) == 0 || namespace != "" && slices.Contains(namespaces, namespace)
+}
+
+// fieldManager is the write's field manager, or the server's default.
+func (s *Server) fieldManager(o *polyopv1alpha1.WriteOptions) string {
+	if m := o.GetFieldManager(); m != "" {
+		return m
+	}
+	return s.opts.FieldManager
+}
+
+// parseAddress splits an address into a network and an address for
+// net.Listen.
+func parseAddress(address string) (network, addr string, err error) {
+	switch {
+	case address == "":
+		return "", "", errors.New("cluster service address is empty")
+	case strings.HasPrefix(address, "unix://"):
+		path := strings.TrimPrefix(address, "unix://")
+		if !filepath.IsAbs(path) {
+			return "", "", fmt.Errorf("cluster service address %q: unix:// needs an absolute path (use unix:relative/path for a relative one)", address)
+		}
+		return "unix", path, nil
+	case strings.HasPrefix(address, "unix:"):
+		path := strings.TrimPrefix(address, "unix:")
+		if path == "" {
+			return "", "", fmt.Errorf("cluster service address %q has no socket path", address)
+		}
+		return "unix", path, nil
+	case strings.Contains(address, "://") && !strings.HasPrefix(address, "tcp://"):
+		return "", "", fmt.Errorf("cluster service address %q: unsupported scheme (use unix:///path or tcp://host:port)", address)
+	}
+	hp := strings.TrimPrefix(address, "tcp://")
+	if _, _, err := net.SplitHostPort(hp); err != nil {
+		return "", "", fmt.Errorf("cluster service address %q: want host:port: %w", address, err)
+	}
+	return "tcp", hp, nil
+}
+
+// removeStaleSocket removes a socket file nobody listens on any more. A socket
+// something still answers on is left alone, and Listen then fails.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket", path)
+	}
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		_ = conn.Close()
+		return fmt.Errorf("another process serves on %s", path)
+	}
+	return os.Remove(path)
+}
+
+func gvkProto(gvk schema.GroupVersionKind) *polyopv1alpha1.GroupVersionKind {
+	return &polyopv1alpha1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
+}

@@ -1,0 +1,332 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+var (
+	configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	configMap    = &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	namespace    = &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+)
+
+// recordedEvent is what fakeRecorder saw.
+type recordedEvent struct {
+	regarding                 runtime.Object
+	eventType, reason, action string
+	note                      string
+}
+
+type fakeRecorder struct {
+	mu     sync.Mutex
+	events []recordedEvent
+}
+
+func (r *fakeRecorder) Eventf(regarding, _ runtime.Object, eventType, reason, action, note string, _ ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, recordedEvent{regarding, eventType, reason, action, note})
+}
+
+func (r *fakeRecorder) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, eventType, reason, action, note string, args ...any) {
+	r.Eventf(regarding, related, eventType, reason, action, note, args...)
+}
+
+// newTestServer serves ConfigMaps from a cache in namespace "cached" only;
+// the cache and the API server each hold a ConfigMap "a" there whose data says
+// which it is.
+func newTestServer(t *testing.T) (*Server, *fakeRecorder) {
+	t.Helper()
+	scheme := clientgoscheme.Scheme
+	cm := func(from string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "cached", Name: "a", UID: "uid-a"}, Data: map[string]string{"from": from}}
+	}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	mapper.Add(configMapGVK, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
+	rec := &fakeRecorder{}
+	s := New(Clients{
+		Cache:     fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm("cache")).Build(),
+		APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm("api"), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cached"}}).Build(),
+		Dynamic:   dynamicfake.NewSimpleDynamicClient(scheme),
+		Mapper:    mapper,
+		Recorder:  rec,
+	}, Options{CachedKinds: map[schema.GroupVersionKind][]string{configMapGVK: {"cached"}}, FieldManager: "polyop-test"})
+	return s, rec
+}
+
+func TestGetRoutesBetweenCacheAndAPIServer(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		req      *polyopv1alpha1.GetRequest
+		wantFrom string
+		source   polyopv1alpha1.ReadSource
+		code     codes.Code
+	}{
+		"if the host caches the kind in the namespace, then the cache": {
+			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}}, wantFrom: "cache", source: polyopv1alpha1.ReadSource_READ_SOURCE_CACHE,
+		},
+		"if the read asks for the API server, then the API server": {
+			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}, Uncached: true}, wantFrom: "api", source: polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER,
+		},
+		"if the host caches the kind in other namespaces only, then the API server": {
+			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "elsewhere", Name: "a"}}, code: codes.NotFound,
+		},
+		"if the host does not cache the kind, then the API server": {
+			req: &polyopv1alpha1.GetRequest{Kind: namespace, Key: &polyopv1alpha1.ObjectKey{Name: "cached"}}, source: polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER,
+		},
+		"if the kind is cluster-scoped, a namespace is ignored": {
+			req: &polyopv1alpha1.GetRequest{Kind: namespace, Key: &polyopv1alpha1.ObjectKey{Namespace: "x", Name: "cached"}}, source: polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER,
+		},
+		"if the kind is not served, then NOT_FOUND": {
+			req: &polyopv1alpha1.GetRequest{Kind: &polyopv1alpha1.GroupVersionKind{Group: "x.io", Version: "v1", Kind: "Nope"}, Key: &polyopv1alpha1.ObjectKey{Name: "a"}}, code: codes.NotFound,
+		},
+		"if the kind has no version, then INVALID_ARGUMENT": {
+			req: &polyopv1alpha1.GetRequest{Kind: &polyopv1alpha1.GroupVersionKind{Kind: "ConfigMap"}, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}}, code: codes.InvalidArgument,
+		},
+		"if a namespaced kind is read without a namespace, then INVALID_ARGUMENT": {
+			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Name: "a"}}, code: codes.InvalidArgument,
+		},
+		"if there is no name, then INVALID_ARGUMENT": {
+			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached"}}, code: codes.InvalidArgument,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			resp, err := s.Get(ctx, tc.req)
+			if got := status.Code(err); got != tc.code {
+				t.Fatalf("code %s (%v), want %s", got, err, tc.code)
+			}
+			if err != nil {
+				return
+			}
+			if resp.GetSource() != tc.source {
+				t.Errorf("source %s, want %s", resp.GetSource(), tc.source)
+			}
+			if tc.wantFrom != "" && !strings.Contains(string(resp.GetObject()), `"from":"`+tc.wantFrom+`"`) {
+				t.Errorf("object %s, want the one from the %s", resp.GetObject(), tc.wantFrom)
+			}
+		})
+	}
+}
+
+func TestListRoutesWhatTheCacheCannotAnswerToTheAPIServer(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	ctx := context.Background()
+	resp, err := s.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMap, Namespace: "cached", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetSource() != polyopv1alpha1.ReadSource_READ_SOURCE_CACHE || len(resp.GetItems()) != 1 || !strings.Contains(string(resp.GetItems()[0]), `"kind":"ConfigMap"`) {
+		t.Errorf("from the cache: source %s, items %q", resp.GetSource(), resp.GetItems())
+	}
+	resp, err = s.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMap, Namespace: "cached", ContinueToken: "next"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetSource() != polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER {
+		t.Errorf("a continued List came from %s, want the API server", resp.GetSource())
+	}
+	resp, err = s.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetSource() != polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER {
+		t.Errorf("a List across every namespace, of a kind cached in some only, came from %s, want the API server", resp.GetSource())
+	}
+	if _, err := s.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMap, LabelSelector: "a in in"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a malformed label selector: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+func TestWritesRefuseMalformedRequests(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"if the object is not JSON": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte("{")})
+			return err
+		},
+		"if the object has no kind": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte(`{"apiVersion":"v1","metadata":{"name":"a"}}`)})
+			return err
+		},
+		"if a namespaced object has no namespace": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`)})
+			return err
+		},
+		"if an update names no object": func() error {
+			_, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"cached"}}`)})
+			return err
+		},
+		"if the patch type is unspecified": func() error {
+			_, err := s.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}, Patch: []byte("{}")})
+			return err
+		},
+		"if the patch is empty": func() error {
+			_, err := s.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}, Type: polyopv1alpha1.PatchType_PATCH_TYPE_MERGE})
+			return err
+		},
+		"if the propagation policy is unknown": func() error {
+			_, err := s.Delete(ctx, &polyopv1alpha1.DeleteRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}, Propagation: 42})
+			return err
+		},
+		"if an event has no reason": func() error {
+			_, err := s.RecordEvent(ctx, &polyopv1alpha1.RecordEventRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}, Event: &polyopv1alpha1.Event{}})
+			return err
+		},
+	} {
+		t.Run(name+", then INVALID_ARGUMENT without an API status", func(t *testing.T) {
+			t.Parallel()
+			err := call()
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument {
+				t.Errorf("%v, want INVALID_ARGUMENT", err)
+			}
+			if _, ok := detail(st); ok {
+				t.Errorf("a malformed request carries an APIError detail")
+			}
+		})
+	}
+}
+
+func TestCreateDefaultsTheFieldManager(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	resp, err := s.Create(context.Background(), &polyopv1alpha1.CreateRequest{
+		Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new","namespace":"cached"}}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(resp.GetObject()), `"name":"new"`) {
+		t.Errorf("Create answered %s", resp.GetObject())
+	}
+	if got := s.fieldManager(nil); got != "polyop-test" {
+		t.Errorf("default field manager %q, want polyop-test", got)
+	}
+	if got := s.fieldManager(&polyopv1alpha1.WriteOptions{FieldManager: "mine"}); got != "mine" {
+		t.Errorf("field manager %q, want the one asked for", got)
+	}
+}
+
+func TestRecordEventNamesTheObjectReadFromTheCache(t *testing.T) {
+	t.Parallel()
+	s, rec := newTestServer(t)
+	_, err := s.RecordEvent(context.Background(), &polyopv1alpha1.RecordEventRequest{
+		Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"},
+		Event: &polyopv1alpha1.Event{Type: polyopv1alpha1.EventType_EVENT_TYPE_WARNING, Reason: "Poked", Message: "hello"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.events) != 1 {
+		t.Fatalf("%d events recorded, want 1", len(rec.events))
+	}
+	e := rec.events[0]
+	obj, ok := e.regarding.(metav1.Object)
+	if !ok || obj.GetUID() != "uid-a" || e.eventType != corev1.EventTypeWarning || e.reason != "Poked" || e.action != "Poked" {
+		t.Errorf("recorded %+v, want a Warning Poked event regarding ConfigMap a with its UID, action defaulted to the reason", e)
+	}
+}
+
+func TestResolveKind(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	resp, err := s.ResolveKind(context.Background(), &polyopv1alpha1.ResolveKindRequest{Kind: &polyopv1alpha1.GroupVersionKind{Kind: "ConfigMap"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetKind().GetVersion() != "v1" || resp.GetResource() != "configmaps" || !resp.GetNamespaced() {
+		t.Errorf("%v, want v1 configmaps, namespaced", resp)
+	}
+	if _, err := s.ResolveKind(context.Background(), &polyopv1alpha1.ResolveKindRequest{Kind: &polyopv1alpha1.GroupVersionKind{Kind: "Nope"}}); status.Code(err) != codes.NotFound {
+		t.Errorf("an unknown kind: %v, want NOT_FOUND", err)
+	}
+}
+
+func TestParseAddress(t *testing.T) {
+	t.Parallel()
+	for address, want := range map[string]string{
+		"unix:///var/run/polyop/cluster.sock": "unix /var/run/polyop/cluster.sock",
+		"unix:run/cluster.sock":               "unix run/cluster.sock",
+		"tcp://127.0.0.1:9000":                "tcp 127.0.0.1:9000",
+		"localhost:9000":                      "tcp localhost:9000",
+		"unix://relative.sock":                "error",
+		"unix:":                               "error",
+		"http://x:1":                          "error",
+		"nohost":                              "error",
+		"":                                    "error",
+	} {
+		network, addr, err := parseAddress(address)
+		got := network + " " + addr
+		if err != nil {
+			got = "error"
+		}
+		if got != want {
+			t.Errorf("parseAddress(%q) = %q, want %q", address, got, want)
+		}
+	}
+}
+
+func TestListenReplacesAStaleSocketOnly(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "po-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "sub", "cluster.sock")
+
+	// A socket left behind by a process that is gone.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = stale.Close()
+
+	s := New(Clients{}, Options{})
+	if err := s.Listen("unix://" + path); err != nil {
+		t.Fatalf("a stale socket was not replaced: %v", err)
+	}
+	t.Cleanup(func() { _ = s.lis.Close() })
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o660 {
+		t.Errorf("socket permissions %o, want 660", perm)
+	}
+
+	// A socket someone serves on is not taken over.
+	if err := New(Clients{}, Options{}).Listen("unix://" + path); err == nil || !strings.Contains(err.Error(), "another process serves") {
+		t.Errorf("listening on a live socket: %v, want a refusal", err)
+	}
+}

@@ -1,0 +1,225 @@
+package cluster
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// Create implements polyopv1alpha1.ClusterServiceServer.
+func (s *Server) Create(ctx context.Context, req *polyopv1alpha1.CreateRequest) (*polyopv1alpha1.CreateResponse, error) {
+	obj, ri, err := s.decode(req.GetObject(), false)
+	if err != nil {
+		return nil, err
+	}
+	out, err := ri.Create(ctx, obj, metav1.CreateOptions{
+		DryRun:       dryRun(req.GetOptions()),
+		FieldManager: s.fieldManager(req.GetOptions()),
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	raw, err := out.MarshalJSON()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &polyopv1alpha1.CreateResponse{Object: raw}, nil
+}
+
+// Update implements polyopv1alpha1.ClusterServiceServer.
+func (s *Server) Update(ctx context.Context, req *polyopv1alpha1.UpdateRequest) (*polyopv1alpha1.UpdateResponse, error) {
+	obj, ri, err := s.decode(req.GetObject(), true)
+	if err != nil {
+		return nil, err
+	}
+	out, err := ri.Update(ctx, obj, metav1.UpdateOptions{
+		DryRun:       dryRun(req.GetOptions()),
+		FieldManager: s.fieldManager(req.GetOptions()),
+	}, subresources(req.GetSubresource())...)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	raw, err := out.MarshalJSON()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &polyopv1alpha1.UpdateResponse{Object: raw}, nil
+}
+
+// patchTypes maps the protocol's patch types onto the API server's.
+var patchTypes = map[polyopv1alpha1.PatchType]types.PatchType{
+	polyopv1alpha1.PatchType_PATCH_TYPE_MERGE:           types.MergePatchType,
+	polyopv1alpha1.PatchType_PATCH_TYPE_JSON:            types.JSONPatchType,
+	polyopv1alpha1.PatchType_PATCH_TYPE_STRATEGIC_MERGE: types.StrategicMergePatchType,
+	polyopv1alpha1.PatchType_PATCH_TYPE_APPLY:           types.ApplyPatchType,
+}
+
+// Patch implements polyopv1alpha1.ClusterServiceServer.
+func (s *Server) Patch(ctx context.Context, req *polyopv1alpha1.PatchRequest) (*polyopv1alpha1.PatchResponse, error) {
+	m, err := s.mapping(req.GetKind())
+	if err != nil {
+		return nil, err
+	}
+	key, err := objectKey(m, req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	pt, ok := patchTypes[req.GetType()]
+	if !ok {
+		return nil, invalid("type: unknown patch type %s", req.GetType())
+	}
+	if len(req.GetPatch()) == 0 {
+		return nil, invalid("patch is required")
+	}
+	opts := metav1.PatchOptions{
+		DryRun:       dryRun(req.GetOptions()),
+		FieldManager: s.fieldManager(req.GetOptions()),
+	}
+	if req.GetForce() {
+		// The API server refuses force on anything but apply, with its own
+		// message; pass it on rather than guess.
+		force := true
+		opts.Force = &force
+	}
+	out, err := s.resource(m, key.Namespace).Patch(ctx, key.Name, pt, req.GetPatch(), opts, subresources(req.GetSubresource())...)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	raw, err := out.MarshalJSON()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &polyopv1alpha1.PatchResponse{Object: raw}, nil
+}
+
+// propagations maps the protocol's propagation policies onto the API server's.
+var propagations = map[polyopv1alpha1.DeletePropagation]metav1.DeletionPropagation{
+	polyopv1alpha1.DeletePropagation_DELETE_PROPAGATION_BACKGROUND: metav1.DeletePropagationBackground,
+	polyopv1alpha1.DeletePropagation_DELETE_PROPAGATION_FOREGROUND: metav1.DeletePropagationForeground,
+	polyopv1alpha1.DeletePropagation_DELETE_PROPAGATION_ORPHAN:     metav1.DeletePropagationOrphan,
+}
+
+// Delete implements polyopv1alpha1.ClusterServiceServer.
+func (s *Server) Delete(ctx context.Context, req *polyopv1alpha1.DeleteRequest) (*polyopv1alpha1.DeleteResponse, error) {
+	m, err := s.mapping(req.GetKind())
+	if err != nil {
+		return nil, err
+	}
+	key, err := objectKey(m, req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	opts := metav1.DeleteOptions{
+		DryRun:             dryRun(req.GetOptions()),
+		GracePeriodSeconds: req.GracePeriodSeconds,
+	}
+	if req.GetPropagation() != polyopv1alpha1.DeletePropagation_DELETE_PROPAGATION_UNSPECIFIED {
+		p, ok := propagations[req.GetPropagation()]
+		if !ok {
+			return nil, invalid("propagation: unknown propagation policy %s", req.GetPropagation())
+		}
+		opts.PropagationPolicy = &p
+	}
+	if uid, rv := req.GetPreconditionUid(), req.GetPreconditionResourceVersion(); uid != "" || rv != "" {
+		opts.Preconditions = &metav1.Preconditions{}
+		if uid != "" {
+			u := types.UID(uid)
+			opts.Preconditions.UID = &u
+		}
+		if rv != "" {
+			opts.Preconditions.ResourceVersion = &rv
+		}
+	}
+	if err := s.resource(m, key.Namespace).Delete(ctx, key.Name, opts); err != nil {
+		return nil, toStatus(err)
+	}
+	return &polyopv1alpha1.DeleteResponse{}, nil
+}
+
+// RecordEvent implements polyopv1alpha1.ClusterServiceServer. It reads the
+// object (from the cache, for a kind the host caches) so that the event names
+// its UID, as kubectl describe expects.
+func (s *Server) RecordEvent(ctx context.Context, req *polyopv1alpha1.RecordEventRequest) (*polyopv1alpha1.RecordEventResponse, error) {
+	e := req.GetEvent()
+	if e.GetReason() == "" {
+		return nil, invalid("event.reason is required")
+	}
+	got, err := s.Get(ctx, &polyopv1alpha1.GetRequest{Kind: req.GetKind(), Key: req.GetKey()})
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(got.GetObject()); err != nil {
+		return nil, toStatus(err)
+	}
+	eventType := corev1.EventTypeNormal
+	if e.GetType() == polyopv1alpha1.EventType_EVENT_TYPE_WARNING {
+		eventType = corev1.EventTypeWarning
+	}
+	action := e.GetAction()
+	if action == "" {
+		action = e.GetReason()
+	}
+	s.clients.Recorder.Eventf(obj, nil, eventType, e.GetReason(), action, "%s", e.GetMessage())
+	return &polyopv1alpha1.RecordEventResponse{}, nil
+}
+
+// decode parses a whole object sent for a create or an update and finds the
+// resource it is written to. An update needs a name; a create may use
+// metadata.generateName instead.
+func (s *Server) decode(raw []byte, needName bool) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+	if len(raw) == 0 {
+		return nil, nil, invalid("object is required")
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(raw); err != nil {
+		return nil, nil, invalid("object is not a Kubernetes object as JSON (with apiVersion and kind): %v", err)
+	}
+	gvk := obj.GroupVersionKind()
+	m, err := s.mapping(gvkProto(gvk))
+	if err != nil {
+		return nil, nil, err
+	}
+	if needName && obj.GetName() == "" {
+		return nil, nil, invalid("object has no metadata.name")
+	}
+	namespace := ""
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		namespace = obj.GetNamespace()
+		if namespace == "" {
+			return nil, nil, invalid("object has no metadata.namespace: %s is namespaced", gvk.Kind)
+		}
+	}
+	return obj, s.resource(m, namespace), nil
+}
+
+// resource is the dynamic client of the mapped resource, in namespace for a
+// namespaced kind.
+func (s *Server) resource(m *meta.RESTMapping, namespace string) dynamic.ResourceInterface {
+	r := s.clients.Dynamic.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return r.Namespace(namespace)
+	}
+	return r
+}
+
+func dryRun(o *polyopv1alpha1.WriteOptions) []string {
+	if o.GetDryRun() {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
+}
+
+func subresources(name string) []string {
+	if name == "" {
+		return nil
+	}
+	return []string{name}
+}

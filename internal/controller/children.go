@@ -1,0 +1,453 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// OwnerIndex is the cache index every owned kind gets: the UID of an object's
+// controller owner. Observed children and the children to prune are found
+// through it, never by scanning.
+const OwnerIndex = ".metadata.controllerUID"
+
+// ownerUID is OwnerIndex's index function.
+func ownerUID(obj client.Object) []string {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return []string{string(ref.UID)}
+	}
+	return nil
+}
+
+// ChildKind is a kind a controller owns, resolved.
+type ChildKind struct {
+	// GVK is the child kind.
+	GVK schema.GroupVersionKind
+	// Namespaced is true for a kind that lives in namespaces.
+	Namespaced bool
+	// SendObserved puts the observed children of this kind in every
+	// ReconcileRequest.
+	SendObserved bool
+}
+
+// childID names one child.
+type childID struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+}
+
+func (id childID) String() string {
+	if id.namespace == "" {
+		return fmt.Sprintf("%s %q", id.gvk.Kind, id.name)
+	}
+	return fmt.Sprintf("%s %s/%s", id.gvk.Kind, id.namespace, id.name)
+}
+
+func idOf(u *unstructured.Unstructured) childID {
+	return childID{gvk: u.GroupVersionKind(), namespace: u.GetNamespace(), name: u.GetName()}
+}
+
+// desiredChild is one validated desired child, ready to apply.
+type desiredChild struct {
+	id  childID
+	obj *unstructured.Unstructured
+	// hash identifies the applied configuration, to tell whether it changed
+	// since the last apply.
+	hash string
+}
+
+// serverSetMetadata are the metadata fields the API server sets. A sidecar
+// that returns an observed child it edited carries them; they are dropped
+// before the apply (server-side apply refuses managedFields, and a
+// resourceVersion would make the apply conditional).
+var serverSetMetadata = []string{
+	"managedFields", "resourceVersion", "uid", "creationTimestamp", "generation",
+	"deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
+}
+
+// validateChildren parses and checks every desired child before anything is
+// written: each must be a JSON object of a kind the controller owns, with a
+// name, in the owner's namespace (or none, for a cluster-scoped kind), named
+// once, and without another controller owner. It returns the children ready
+// to apply: namespace defaulted, server-set metadata and status dropped (a
+// child's status is its own controller's to write), and owner set as their
+// controller owner.
+func validateChildren(raws [][]byte, owner *unstructured.Unstructured, kinds []ChildKind) ([]desiredChild, error) {
+	if len(raws) == 0 {
+		return nil, nil
+	}
+	byGVK := map[schema.GroupVersionKind]ChildKind{}
+	var owned []string
+	for _, k := range kinds {
+		byGVK[k.GVK] = k
+		owned = append(owned, gvkString(k.GVK))
+	}
+	ownedList := strings.Join(owned, ", ")
+	if ownedList == "" {
+		ownedList = "no kinds"
+	}
+	ref := metav1.OwnerReference{
+		APIVersion:         owner.GetAPIVersion(),
+		Kind:               owner.GetKind(),
+		Name:               owner.GetName(),
+		UID:                owner.GetUID(),
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+
+	var errs []error
+	out := make([]desiredChild, 0, len(raws))
+	seen := map[childID]int{}
+	for i, raw := range raws {
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("desired_children[%d]: %s", i, fmt.Sprintf(format, args...)))
+		}
+		var content any
+		if err := utiljson.Unmarshal(raw, &content); err != nil {
+			bad("not valid JSON: %v (%q)", err, truncate(raw))
+			continue
+		}
+		m, ok := content.(map[string]any)
+		if !ok {
+			bad("not a JSON object: %q", truncate(raw))
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+		if err != nil || u.GetAPIVersion() == "" || u.GetKind() == "" {
+			bad("apiVersion and kind are required, got apiVersion %q and kind %q", u.GetAPIVersion(), u.GetKind())
+			continue
+		}
+		gvk := gv.WithKind(u.GetKind())
+		name := u.GetName()
+		label := fmt.Sprintf("%s %q", gvk.Kind, name)
+		kind, ok := byGVK[gvk]
+		if !ok {
+			bad("%s: %s is not a kind the controller owns (it owns %s)", label, gvkString(gvk), ownedList)
+			continue
+		}
+		if name == "" {
+			bad("%s has no metadata.name (generateName cannot be applied)", gvk.Kind)
+			continue
+		}
+		switch ns := u.GetNamespace(); {
+		case !kind.Namespaced && ns != "":
+			bad("%s: %s is cluster-scoped, but the child names namespace %q", label, gvk.Kind, ns)
+			continue
+		case kind.Namespaced && ns == "":
+			u.SetNamespace(owner.GetNamespace())
+		case kind.Namespaced && ns != owner.GetNamespace():
+			bad("%s: a child lives in its owner's namespace %q, not %q", label, owner.GetNamespace(), ns)
+			continue
+		}
+		if other := metav1.GetControllerOfNoCopy(u); other != nil && other.UID != owner.GetUID() {
+			bad("%s already names %s %q as its controller", label, other.Kind, other.Name)
+			continue
+		}
+		id := idOf(u)
+		if j, dup := seen[id]; dup {
+			bad("%s is also desired_children[%d]", id, j)
+			continue
+		}
+		seen[id] = i
+
+		meta, _ := u.Object["metadata"].(map[string]any)
+		for _, f := range serverSetMetadata {
+			delete(meta, f)
+		}
+		delete(u.Object, "status")
+		var refs []metav1.OwnerReference
+		for _, r := range u.GetOwnerReferences() {
+			if r.UID != owner.GetUID() {
+				refs = append(refs, r)
+			}
+		}
+		u.SetOwnerReferences(append(refs, ref))
+
+		canonical, err := json.Marshal(u.Object)
+		if err != nil {
+			bad("%s cannot be encoded: %v", label, err)
+			continue
+		}
+		sum := sha256.Sum256(canonical)
+		out = append(out, desiredChild{id: id, obj: u, hash: hex.EncodeToString(sum[:])})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("the sidecar returned invalid desired children, so none was applied: %w", err)
+	}
+	return out, nil
+}
+
+// observedChildren lists, from the cache, the children of every owned kind
+// whose controller owner is owner, sorted by kind and name.
+func (r *Reconciler) observedChildren(ctx context.Context, owner *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, k := range r.Children {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
+		opts := []client.ListOption{client.MatchingFields{OwnerIndex: string(owner.GetUID())}}
+		if k.Namespaced {
+			opts = append(opts, client.InNamespace(owner.GetNamespace()))
+		}
+		if err := r.Client.List(ctx, list, opts...); err != nil {
+			return nil, fmt.Errorf("listing the %s children of %s %s/%s from the cache: %w", k.GVK.Kind, owner.GetKind(), owner.GetNamespace(), owner.GetName(), err)
+		}
+		for i := range list.Items {
+			c := &list.Items[i]
+			c.SetGroupVersionKind(k.GVK)
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := idOf(out[i]), idOf(out[j])
+		if a.gvk != b.gvk {
+			return a.gvk.String() < b.gvk.String()
+		}
+		if a.namespace != b.namespace {
+			return a.namespace < b.namespace
+		}
+		return a.name < b.name
+	})
+	return out, nil
+}
+
+// childResult says what applyChildren did, for the log.
+type childResult struct {
+	applied, unchanged, pruned int
+}
+
+// applyChildren applies every desired child that changed, with server-side
+// apply under the controller's field manager, forcing ownership of the fields
+// it sets. A child whose applied configuration is the one last applied and
+// whose observed state still holds every field of it is left alone: an
+// unchanged child costs no request. When prune is set, and every apply
+// succeeded, the observed children that are no longer desired are deleted
+// (with their UID as a precondition, so that nothing recreated meanwhile is
+// lost).
+func (r *Reconciler) applyChildren(ctx context.Context, owner *unstructured.Unstructured, desired []desiredChild, observed []*unstructured.Unstructured, prune bool) (childResult, error) {
+	var res childResult
+	observedByID := make(map[childID]*unstructured.Unstructured, len(observed))
+	for _, o := range observed {
+		observedByID[idOf(o)] = o
+	}
+	key := types.NamespacedName{Namespace: owner.GetNamespace(), Name: owner.GetName()}
+	last := r.applied.children(key, owner.GetUID())
+	now := make(map[childID]appliedChild, len(desired))
+	var errs []error
+	for _, c := range desired {
+		if prev, ok := last[c.id]; ok && prev.hash == c.hash && unchanged(observedByID[c.id], c.obj, prev.resourceVersion) {
+			now[c.id] = prev
+			res.unchanged++
+			continue
+		}
+		out := c.obj.DeepCopy()
+		err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("applying child %s: %w", c.id, err))
+			continue
+		}
+		now[c.id] = appliedChild{hash: c.hash, resourceVersion: out.GetResourceVersion()}
+		res.applied++
+	}
+	r.applied.record(key, owner.GetUID(), now)
+	if len(errs) > 0 || !prune {
+		return res, errors.Join(errs...)
+	}
+	for _, o := range observed {
+		id := idOf(o)
+		if _, ok := now[id]; ok {
+			continue
+		}
+		err := r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting child %s, which is no longer desired: %w", id, err))
+			continue
+		}
+		res.pruned++
+	}
+	return res, errors.Join(errs...)
+}
+
+// fieldManager is the field manager of the controller's children.
+func (r *Reconciler) fieldManager() string {
+	return "polyop/" + r.Controller.Name
+}
+
+// unchanged reports whether a child whose applied configuration is the one
+// last applied, at resourceVersion applied, needs no apply: the cache holds
+// an older version than that apply wrote (the event of the apply is on its
+// way and brings another reconcile), or the observed child still holds every
+// field the configuration sets.
+func unchanged(observed, desired *unstructured.Unstructured, applied string) bool {
+	if observed == nil {
+		return false
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(observed.GetResourceVersion(), applied); err == nil && cmp < 0 {
+		return true
+	}
+	return holds(observed, desired)
+}
+
+// holds reports whether observed still holds every field desired sets, owner
+// references aside (they are compared by UID): if so, applying desired again
+// would change nothing the controller manages. A list must match element by
+// element: a list another manager added to is applied again, which is
+// harmless.
+func holds(observed, desired *unstructured.Unstructured) bool {
+	for _, want := range desired.GetOwnerReferences() {
+		found := false
+		for _, got := range observed.GetOwnerReferences() {
+			if got.UID == want.UID && ptr.Deref(got.Controller, false) == ptr.Deref(want.Controller, false) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	d := desired.DeepCopy()
+	unstructured.RemoveNestedField(d.Object, "metadata", "ownerReferences")
+	return contains(observed.Object, d.Object)
+}
+
+// contains reports whether have holds every field of want with the same
+// value.
+func contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			hv, present := h[k]
+			if !present {
+				if empty(wv) {
+					continue // the API server drops empty fields
+				}
+				return false
+			}
+			if !contains(hv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return have == nil
+	}
+	if wf, ok := number(want); ok {
+		hf, ok := number(have)
+		return ok && hf == wf
+	}
+	return have == want
+}
+
+// empty reports whether v is null, or an empty object or list.
+func empty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	}
+	return false
+}
+
+// number reads a JSON number decoded as int64 or float64.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// appliedState remembers, per owner, each child's last applied
+// configuration (its hash) and the resourceVersion that apply returned, so
+// that an unchanged child is not applied again. It is memory only: after a
+// restart (or a change of leader) each child is applied once more, which
+// changes nothing on the API server.
+type appliedState struct {
+	mu     sync.Mutex
+	owners map[types.NamespacedName]appliedOwner
+}
+
+type appliedOwner struct {
+	uid      types.UID
+	children map[childID]appliedChild
+}
+
+type appliedChild struct {
+	hash            string
+	resourceVersion string
+}
+
+func newAppliedState() *appliedState {
+	return &appliedState{owners: map[types.NamespacedName]appliedOwner{}}
+}
+
+// children returns what is remembered of the children of the owner key with
+// uid (nothing for another object of the same name).
+func (s *appliedState) children(key types.NamespacedName, uid types.UID) map[childID]appliedChild {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.owners[key]; ok && o.uid == uid {
+		return o.children
+	}
+	return nil
+}
+
+// record replaces what is remembered of key's children.
+func (s *appliedState) record(key types.NamespacedName, uid types.UID, children map[childID]appliedChild) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owners[key] = appliedOwner{uid: uid, children: children}
+}
+
+// forget drops what is remembered of key, once it no longer exists.
+func (s *appliedState) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.owners, key)
+}
+
+func gvkString(gvk schema.GroupVersionKind) string {
+	if gvk.Group == "" {
+		return gvk.Kind + "." + gvk.Version
+	}
+	return gvk.Kind + "." + gvk.Group + "/" + gvk.Version
+}

@@ -1,0 +1,259 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+var (
+	configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secretGVK    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	roleGVK      = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}
+)
+
+func owner() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("e2e.polyop.dev/v1")
+	u.SetKind("Widget")
+	u.SetNamespace("ns")
+	u.SetName("w")
+	u.SetUID("owner-uid")
+	return u
+}
+
+func TestValidateChildren(t *testing.T) {
+	t.Parallel()
+	kinds := []ChildKind{{GVK: configMapGVK, Namespaced: true}, {GVK: roleGVK}}
+	for name, tc := range map[string]struct {
+		children []string
+		wantErr  []string
+		check    func(*testing.T, []desiredChild)
+	}{
+		"if a child names no namespace, it gets its owner's, and the controller owner reference": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`},
+			check: func(t *testing.T, got []desiredChild) {
+				c := got[0].obj
+				refs := c.GetOwnerReferences()
+				if c.GetNamespace() != "ns" || len(refs) != 1 || refs[0].UID != "owner-uid" || refs[0].Kind != "Widget" ||
+					!ptr.Deref(refs[0].Controller, false) || !ptr.Deref(refs[0].BlockOwnerDeletion, false) {
+					t.Errorf("child %v, want namespace ns and the owner as controller", c.Object)
+				}
+			},
+		},
+		"if a child carries what the API server sets, and a status, they are dropped": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5","uid":"u","managedFields":[{}],"creationTimestamp":"2026-01-01T00:00:00Z"},"status":{"x":1}}`},
+			check: func(t *testing.T, got []desiredChild) {
+				c := got[0].obj
+				if c.GetResourceVersion() != "" || c.GetUID() != "" || c.GetManagedFields() != nil || c.Object["status"] != nil {
+					t.Errorf("child %v still carries server-set fields", c.Object)
+				}
+			},
+		},
+		"if a child keeps another, non-controller owner reference, both stay": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"pod-uid"}]}}`},
+			check: func(t *testing.T, got []desiredChild) {
+				if refs := got[0].obj.GetOwnerReferences(); len(refs) != 2 || refs[0].UID != "pod-uid" || refs[1].UID != "owner-uid" {
+					t.Errorf("owner references %+v, want the Pod's and the owner's", refs)
+				}
+			},
+		},
+		"if a cluster-scoped child names no namespace, it stays cluster-scoped": {
+			children: []string{`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"r"}}`},
+			check: func(t *testing.T, got []desiredChild) {
+				if got[0].obj.GetNamespace() != "" {
+					t.Errorf("namespace %q, want none", got[0].obj.GetNamespace())
+				}
+			},
+		},
+		"if the same content comes twice, it hashes the same": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"x":"1","y":"2"}}`, `{"kind":"ConfigMap","data":{"y":"2","x":"1"},"apiVersion":"v1","metadata":{"name":"b"}}`},
+			check: func(t *testing.T, got []desiredChild) {
+				a, b := got[0].obj.DeepCopy(), got[1].obj.DeepCopy()
+				b.SetName("a")
+				if got[0].hash == "" || got[0].hash == got[1].hash {
+					t.Errorf("hashes %q and %q: want distinct, non-empty hashes for distinct children", got[0].hash, got[1].hash)
+				}
+				ha, _ := validateChildren([][]byte{mustJSON(t, a.Object)}, owner(), kinds)
+				hb, _ := validateChildren([][]byte{mustJSON(t, b.Object)}, owner(), kinds)
+				if ha[0].hash != hb[0].hash {
+					t.Errorf("the same child in another key order hashes differently")
+				}
+			},
+		},
+		"if a child is not JSON, then an error naming its index": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, `{"apiVersion":`},
+			wantErr:  []string{"desired_children[1]: not valid JSON"},
+		},
+		"if a child is not an object, then an error": {
+			children: []string{`["a"]`},
+			wantErr:  []string{"desired_children[0]: not a JSON object"},
+		},
+		"if a child has no kind, then an error": {
+			children: []string{`{"apiVersion":"v1","metadata":{"name":"a"}}`},
+			wantErr:  []string{"apiVersion and kind are required"},
+		},
+		"if a child is of a kind the controller does not own, then an error listing what it owns": {
+			children: []string{`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`},
+			wantErr:  []string{`Secret "a": Secret.v1 is not a kind the controller owns (it owns ConfigMap.v1, ClusterRole.rbac.authorization.k8s.io/v1)`},
+		},
+		"if a child is of an owned kind at another version, then an error": {
+			children: []string{`{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"a"}}`},
+			wantErr:  []string{"ConfigMap.v2 is not a kind the controller owns"},
+		},
+		"if a child has no name, then an error": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"a-"}}`},
+			wantErr:  []string{"ConfigMap has no metadata.name"},
+		},
+		"if a child is in another namespace, then an error": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"other"}}`},
+			wantErr:  []string{`a child lives in its owner's namespace "ns", not "other"`},
+		},
+		"if a cluster-scoped child names a namespace, then an error": {
+			children: []string{`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"r","namespace":"ns"}}`},
+			wantErr:  []string{"ClusterRole is cluster-scoped"},
+		},
+		"if a child names another controller, then an error": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"pod-uid","controller":true}]}}`},
+			wantErr:  []string{`already names Pod "p" as its controller`},
+		},
+		"if a child comes twice, then an error naming both": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns"}}`},
+			wantErr:  []string{"desired_children[1]: ConfigMap ns/a is also desired_children[0]"},
+		},
+		"if several children are bad, then every problem is reported, and none is returned": {
+			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok"}}`, `[]`, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"}}`},
+			wantErr:  []string{"so none was applied", "desired_children[1]", "desired_children[2]"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var raws [][]byte
+			for _, c := range tc.children {
+				raws = append(raws, []byte(c))
+			}
+			got, err := validateChildren(raws, owner(), kinds)
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error, want %q", tc.wantErr)
+				}
+				for _, want := range tc.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				if got != nil {
+					t.Errorf("children returned beside an error: %v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.children) {
+				t.Fatalf("%d children, want %d", len(got), len(tc.children))
+			}
+			tc.check(t, got)
+		})
+	}
+}
+
+func TestHolds(t *testing.T) {
+	t.Parallel()
+	parse := func(s string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	const ref = `"ownerReferences":[{"apiVersion":"x/v1","kind":"W","name":"w","uid":"u1","controller":true}]`
+	desired := parse(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",` + ref + `,"labels":{"l":"1"}},"data":{"k":"v","n":3},"list":[{"a":1},{"b":2}]}`)
+	for name, tc := range map[string]struct {
+		observed string
+		want     bool
+	}{
+		"if the observed child has every desired field, and more, it holds": {
+			observed: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"c","resourceVersion":"9",` + ref + `,"labels":{"l":"1","other":"x"}},"data":{"k":"v","n":3,"extra":"e"},"list":[{"a":1,"z":0},{"b":2}]}`,
+			want:     true,
+		},
+		"if a number decoded as a float equals, it holds": {
+			observed: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",` + ref + `,"labels":{"l":"1"}},"data":{"k":"v","n":3.0},"list":[{"a":1},{"b":2}]}`,
+			want:     true,
+		},
+		"if a desired value differs, it does not hold": {
+			observed: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",` + ref + `,"labels":{"l":"1"}},"data":{"k":"tampered","n":3},"list":[{"a":1},{"b":2}]}`,
+		},
+		"if a desired field is missing, it does not hold": {
+			observed: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",` + ref + `},"data":{"k":"v","n":3},"list":[{"a":1},{"b":2}]}`,
+		},
+		"if a list has another length, it does not hold": {
+			observed: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",` + ref + `,"labels":{"l":"1"}},"data":{"k":"v","n":3},"list":[{"a":1}]}`,
+		},
+		"if the owner reference is missing, it does not hold": {
+			observed: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"l":"1"}},"data":{"k":"v","n":3},"list":[{"a":1},{"b":2}]}`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := holds(parse(tc.observed), desired); got != tc.want {
+				t.Errorf("holds = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnchangedTrustsItsOwnApplyOverAStaleCache(t *testing.T) {
+	t.Parallel()
+	desired := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": "new"}}}
+	observed := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": "old"}}}
+	observed.SetResourceVersion("10")
+	if !unchanged(observed, desired, "12") {
+		t.Errorf("a cache older than the host's own apply asked for another apply")
+	}
+	if unchanged(observed, desired, "10") {
+		t.Errorf("a child changed since the host's apply was left alone")
+	}
+	observed.SetResourceVersion("15")
+	if unchanged(observed, desired, "12") {
+		t.Errorf("a child changed after the host's apply was left alone")
+	}
+	if unchanged(nil, desired, "12") {
+		t.Errorf("a child that is not observed was left alone")
+	}
+}
+
+func TestOwnerUIDIndexesTheControllerReferenceOnly(t *testing.T) {
+	t.Parallel()
+	u := &unstructured.Unstructured{}
+	if got := ownerUID(u); got != nil {
+		t.Errorf("no owner: %v", got)
+	}
+	u.SetOwnerReferences([]metav1.OwnerReference{{UID: "other"}, {UID: "ctrl", Controller: ptr.To(true)}})
+	if got := ownerUID(u); len(got) != 1 || got[0] != "ctrl" {
+		t.Errorf("ownerUID = %v, want [ctrl]", got)
+	}
+}
+
+func TestAppliedStateForgetsAnotherObjectOfTheSameName(t *testing.T) {
+	t.Parallel()
+	s := newAppliedState()
+	key := types.NamespacedName{Namespace: "ns", Name: "w"}
+	id := childID{gvk: configMapGVK, namespace: "ns", name: "a"}
+	s.record(key, "uid-1", map[childID]appliedChild{id: {hash: "h", resourceVersion: "1"}})
+	if got := s.children(key, "uid-1")[id].hash; got != "h" {
+		t.Errorf("hash %q, want h", got)
+	}
+	if got := s.children(key, "uid-2"); got != nil {
+		t.Errorf("a recreated owner inherited %v", got)
+	}
+	s.forget(key)
+	if got := s.children(key, "uid-1"); got != nil {
+		t.Errorf("after forget: %v", got)
+	}
+}

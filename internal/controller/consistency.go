@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// ownWriteWait bounds how long a reconcile waits for the cache to catch up
+// with the host's own last write of the object; past it, the reconcile goes
+// on with what the cache holds, as controller-runtime would.
+const ownWriteWait = 2 * time.Second
+
+// awaitOwnWrite waits, when the cache holds an older version of obj than the
+// host's own last write of it (its status, or its finalizer), until the cache
+// catches up, and updates obj. A reconcile that another event started right
+// after such a write then sees the object as written: it neither hands the
+// sidecar a stale object nor writes a status that conflicts. It costs no API
+// request: it polls the cache. Resource versions are compared as the API
+// server allows (k8s.io/apimachinery/pkg/util/resourceversion); an API server
+// whose versions do not compare is never waited for.
+func (r *Reconciler) awaitOwnWrite(ctx context.Context, req reconcile.Request, obj *unstructured.Unstructured) error {
+	last := r.written.get(req.NamespacedName)
+	if last == "" || !olderThan(obj.GetResourceVersion(), last) {
+		return nil
+	}
+	start := time.Now()
+	for time.Since(start) < ownWriteWait {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+			return fmt.Errorf("reading %s %s from the cache: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
+		}
+		if !olderThan(obj.GetResourceVersion(), last) {
+			logf.FromContext(ctx).V(1).Info("waited for the cache to see the host's own write", "waited", time.Since(start).String())
+			return nil
+		}
+	}
+	logf.FromContext(ctx).V(1).Info("the cache has not seen the host's own write; going on with it", "cached", obj.GetResourceVersion(), "written", last)
+	return nil
+}
+
+// olderThan reports whether resource version a is known to be older than b.
+func olderThan(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp < 0
+}
+
+// writtenVersions remembers the resource version of the host's last write of
+// each reconciled object.
+type writtenVersions struct {
+	mu       sync.Mutex
+	versions map[types.NamespacedName]string
+}
+
+func newWrittenVersions() *writtenVersions {
+	return &writtenVersions{versions: map[types.NamespacedName]string{}}
+}
+
+func (w *writtenVersions) get(key types.NamespacedName) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.versions[key]
+}
+
+func (w *writtenVersions) record(key types.NamespacedName, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.versions[key] = rv
+}
+
+func (w *writtenVersions) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.versions, key)
+}

@@ -1,0 +1,93 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+// finalize handles an object that is being deleted, for a controller that
+// declares a finalizer: while the object carries the finalizer, the sidecar's
+// Finalize is called, and the finalizer is removed once it reports success.
+// A failure keeps the finalizer and retries with backoff (or waits for the
+// next event, for a terminal error); requeue_after calls Finalize again after
+// that long. An object without the finalizer is left to whoever else holds
+// it: the sidecar is not called.
+func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *unstructured.Unstructured) (reconcile.Result, error) {
+	log := logf.FromContext(ctx)
+	if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
+		log.V(1).Info("the object is being deleted and no longer carries the finalizer; nothing to do", "finalizer", r.Controller.Finalizer)
+		return reconcile.Result{}, nil
+	}
+	raw, err := obj.MarshalJSON()
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("encoding %s %s: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
+	}
+	call := &polyopv1alpha1.FinalizeRequest{
+		Controller: r.Controller.Name,
+		Kind:       r.kind,
+		Key:        &polyopv1alpha1.ObjectKey{Namespace: req.Namespace, Name: req.Name},
+		Object:     raw,
+	}
+	if r.limiter != nil {
+		call.Retries = int32(r.limiter.NumRequeues(req))
+	}
+	resp, err := r.Sidecar.Finalize(ctx, call)
+	if err != nil {
+		if r.state != nil && sidecar.IsUnavailable(err) {
+			r.state.down.Store(true)
+		}
+		return reconcile.Result{}, fmt.Errorf("Finalize call to the sidecar at %s: %w", r.Sidecar.Address(), err)
+	}
+	if r.state != nil {
+		r.state.down.Store(false)
+	}
+	r.recordEvents(obj, resp.GetEvents())
+
+	result, err := decide(&polyopv1alpha1.ReconcileResponse{Error: resp.GetError(), RequeueAfter: resp.GetRequeueAfter()})
+	if err != nil || result.RequeueAfter > 0 {
+		if err == nil {
+			log.V(1).Info("the sidecar is not done finalizing; keeping the finalizer", "requeueAfter", result.RequeueAfter)
+		}
+		return result, err
+	}
+	if err := r.patchFinalizers(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // rate-limited retry of a stale patch
+		}
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	log.V(1).Info("the sidecar finalized the object; removed the finalizer", "finalizer", r.Controller.Finalizer)
+	return reconcile.Result{}, nil
+}
+
+// patchFinalizers applies change (controllerutil.AddFinalizer or
+// RemoveFinalizer) to obj's finalizers and writes them with a merge patch
+// that carries obj's resourceVersion, so that finalizers others changed
+// meanwhile are never overwritten: a stale object is a conflict. obj is
+// updated to what the API server stored.
+func (r *Reconciler) patchFinalizers(ctx context.Context, obj *unstructured.Unstructured, change func(client.Object, string) bool) error {
+	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if !change(obj, r.Controller.Finalizer) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, obj, patch); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return err
+		}
+		return fmt.Errorf("writing the finalizers of %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+// These tests run the Reconciler against controller-runtime's fake client,
+// with ConfigMaps as the reconciled kind and Secrets as its children, to pin
+// down the order of things: what is sent, what is written, and what is not.
+
+// fakeSidecar answers with what a test sets, and keeps the requests.
+type fakeSidecar struct {
+	mu         sync.Mutex
+	reconcile  func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse
+	finalize   func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse
+	reconciles []*polyopv1alpha1.ReconcileRequest
+	finalizes  []*polyopv1alpha1.FinalizeRequest
+}
+
+func (f *fakeSidecar) Reconcile(_ context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reconciles = append(f.reconciles, req)
+	return f.reconcile(req), nil
+}
+
+func (f *fakeSidecar) Finalize(_ context.Context, req *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finalizes = append(f.finalizes, req)
+	return f.finalize(req), nil
+}
+
+func (f *fakeSidecar) Address() string { return "fake" }
+
+// writes counts the writes the fake client sees, by kind of write.
+type writes struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (w *writes) add(what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.counts[what]++
+}
+
+func (w *writes) take() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.counts
+	w.counts = map[string]int{}
+	return c
+}
+
+func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
+	t.Helper()
+	w := &writes{counts: map[string]int{}}
+	c := fake.NewClientBuilder().
+		WithObjects(objs...).
+		WithIndex(&corev1.Secret{}, OwnerIndex, ownerUID).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+				w.add("apply")
+				return c.Apply(ctx, obj, opts...)
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				w.add("patch")
+				return c.Patch(ctx, obj, patch, opts...)
+			},
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				w.add("delete " + obj.GetName())
+				return c.Delete(ctx, obj, opts...)
+			},
+		}).
+		Build()
+	r := &Reconciler{
+		Controller: sidecar.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
+		Client:     c,
+		Sidecar:    sc,
+		Children:   []ChildKind{{GVK: secretGVK, Namespaced: true, SendObserved: true}},
+		kind:       &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+	}
+	return r, c, w
+}
+
+func ownerMap() *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", UID: "owner-uid"}}
+}
+
+func secretChild(name, value string) []byte {
+	return []byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"` + name + `"},"stringData":{},"data":{"v":"` + value + `"}}`)
+}
+
+var req = reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "o"}}
+
+func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing.T) {
+	t.Parallel()
+	var resp *polyopv1alpha1.ReconcileResponse
+	sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp }}
+	r, c, w := newFlow(t, "", sc, ownerMap())
+	ctx := context.Background()
+	run := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "MQ=="), secretChild("b", "MQ==")}, ChildrenComplete: true}
+	run()
+	if got := w.take(); got["apply"] != 2 {
+		t.Errorf("first reconcile: writes %v, want 2 applies", got)
+	}
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, s); err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != "owner-uid" {
+		t.Errorf("child a has owner references %+v, want the owner as controller", s.OwnerReferences)
+	}
+
+	run()
+	if got := w.take(); len(got) != 0 {
+		t.Errorf("an unchanged answer wrote %v, want nothing", got)
+	}
+	if last := sc.reconciles[len(sc.reconciles)-1]; len(last.GetChildren()) != 2 {
+		t.Errorf("the sidecar observed %d children, want 2", len(last.GetChildren()))
+	}
+
+	// Someone else changes a field the controller manages: it is applied again.
+	s.Data = map[string][]byte{"v": []byte("tampered")}
+	if err := c.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	w.take()
+	run()
+	if got := w.take(); got["apply"] != 1 {
+		t.Errorf("after drift: writes %v, want 1 apply", got)
+	}
+
+	// b is no longer desired: kept while the answer is partial or failed,
+	// deleted once it is complete.
+	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "MQ==")}}
+	run()
+	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "MQ==")}, ChildrenComplete: true,
+		Error: &polyopv1alpha1.ReconcileError{Message: "later"}}
+	if _, err := r.Reconcile(ctx, req); err == nil {
+		t.Errorf("the sidecar's error was not returned")
+	}
+	if got := w.take(); got["delete b"] != 0 {
+		t.Errorf("a partial or failed answer pruned: %v", got)
+	}
+	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "MQ==")}, ChildrenComplete: true}
+	run()
+	if got := w.take(); got["delete b"] != 1 || got["apply"] != 0 || len(got) != 1 {
+		t.Errorf("a complete answer without b: writes %v, want b deleted and nothing else", got)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("b still exists: %v", err)
+	}
+
+	// An invalid answer writes nothing at all.
+	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "Mg=="), []byte(`{}`)}, ChildrenComplete: true}
+	_, err := r.Reconcile(ctx, req)
+	if err == nil || !strings.Contains(err.Error(), "desired_children[1]") {
+		t.Errorf("an invalid child: %v, want an error naming it", err)
+	}
+	if got := w.take(); len(got) != 0 {
+		t.Errorf("an invalid answer wrote %v", got)
+	}
+}
+
+func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
+	t.Parallel()
+	const finalizer = "example.com/cleanup"
+	var finalizeResp *polyopv1alpha1.FinalizeResponse
+	sc := &fakeSidecar{
+		reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+			return &polyopv1alpha1.ReconcileResponse{}
+		},
+		finalize: func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse { return finalizeResp },
+	}
+	r, c, _ := newFlow(t, finalizer, sc, ownerMap())
+	ctx := context.Background()
+
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var sent struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(sc.reconciles[0].GetObject(), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(sent.Metadata.Finalizers, finalizer) {
+		t.Errorf("the first reconcile carried finalizers %v, want the finalizer added before it", sent.Metadata.Finalizers)
+	}
+
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, req.NamespacedName, cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+
+	finalizeResp = &polyopv1alpha1.FinalizeResponse{Error: &polyopv1alpha1.ReconcileError{Message: "not yet"}}
+	if _, err := r.Reconcile(ctx, req); err == nil || !strings.Contains(err.Error(), "not yet") {
+		t.Errorf("a failed Finalize: %v, want its error", err)
+	}
+	if err := c.Get(ctx, req.NamespacedName, cm); err != nil || !slices.Contains(cm.Finalizers, finalizer) {
+		t.Fatalf("after a failed Finalize the object is gone or lost its finalizer: %v %v", err, cm.Finalizers)
+	}
+	if n := len(sc.reconciles); n != 1 {
+		t.Errorf("Reconcile was called %d times; an object being deleted goes to Finalize only", n)
+	}
+
+	finalizeResp = &polyopv1alpha1.FinalizeResponse{}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, req.NamespacedName, cm); !apierrors.IsNotFound(err) {
+		t.Errorf("after a successful Finalize the object still exists: %v %v", err, cm.Finalizers)
+	}
+	if len(sc.finalizes) != 2 || sc.finalizes[0].GetController() != "maps" || len(sc.finalizes[0].GetObject()) == 0 {
+		t.Errorf("Finalize requests %v", sc.finalizes)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}

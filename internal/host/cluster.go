@@ -1,0 +1,169 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterservice "github.com/polyop/polyop/internal/cluster"
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+// resolveRelatedKinds checks that the API server serves every kind a
+// controller owns or watches, records whether each is namespaced, and refuses
+// declarations whose scopes cannot work: a namespaced object cannot own a
+// cluster-scoped child, and a label or annotation cannot name a namespaced
+// object from a cluster-scoped one (it names the object in the watched
+// object's own namespace).
+func resolveRelatedKinds(mapper meta.RESTMapper, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool) error {
+	var errs []error
+	resolve := func(c sidecar.Controller, verb string, gvk schema.GroupVersionKind) bool {
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("controller %q %s %s, which the API server does not serve: %w", c.Name, verb, gvkString(gvk), err))
+			return false
+		}
+		namespaced[gvk] = mapping.Scope.Name() == meta.RESTScopeNameNamespace
+		return true
+	}
+	for _, c := range desc.Controllers {
+		for _, o := range c.Owns {
+			if resolve(c, "owns", o.GVK) && namespaced[c.GVK] && !namespaced[o.GVK] {
+				errs = append(errs, fmt.Errorf("controller %q owns %s, which is cluster-scoped, but reconciles %s, which is namespaced: a cluster-scoped object cannot have a namespaced owner",
+					c.Name, gvkString(o.GVK), gvkString(c.GVK)))
+			}
+		}
+		for _, w := range c.Watches {
+			if resolve(c, "watches", w.GVK) && len(w.FieldPath) == 0 && namespaced[c.GVK] && !namespaced[w.GVK] {
+				errs = append(errs, fmt.Errorf("controller %q watches %s, which is cluster-scoped, by a label or annotation naming a namespaced %s: it cannot say which namespace; watch it by field_path instead",
+					c.Name, gvkString(w.GVK), gvkString(c.GVK)))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// addRelatedCacheViews gives every owned and watched kind a view in the cache:
+// the namespaces of the controllers that own or watch it (every namespace when
+// one of them watches every namespace), without their label selectors, which
+// select reconciled objects only. A kind that a controller also reconciles
+// keeps its reconciled view.
+func addRelatedCacheViews(o *cache.Options, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool) {
+	reconciled := map[schema.GroupVersionKind]bool{}
+	for obj := range o.ByObject {
+		reconciled[obj.GetObjectKind().GroupVersionKind()] = true
+	}
+	// A nil Namespaces is every namespace; once there, a view stays there.
+	related := map[schema.GroupVersionKind]*cache.ByObject{}
+	add := func(c sidecar.Controller, gvk schema.GroupVersionKind) {
+		if reconciled[gvk] {
+			return
+		}
+		by, seen := related[gvk]
+		switch {
+		case !seen:
+			by = &cache.ByObject{}
+			related[gvk] = by
+			if !namespaced[gvk] || len(c.Namespaces) == 0 {
+				return
+			}
+			by.Namespaces = map[string]cache.Config{}
+		case by.Namespaces == nil:
+			return
+		case len(c.Namespaces) == 0:
+			by.Namespaces = nil
+			return
+		}
+		for _, ns := range c.Namespaces {
+			by.Namespaces[ns] = cache.Config{}
+		}
+	}
+	for _, c := range desc.Controllers {
+		for _, own := range c.Owns {
+			add(c, own.GVK)
+		}
+		for _, w := range c.Watches {
+			add(c, w.GVK)
+		}
+	}
+	for gvk, by := range related {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(gvk)
+		o.ByObject[obj] = *by
+	}
+}
+
+// cachedKinds lists the kinds the cache holds, each with its namespaces (none:
+// every namespace, or a cluster-scoped kind), for the cluster service.
+func cachedKinds(o cache.Options) map[schema.GroupVersionKind][]string {
+	out := map[schema.GroupVersionKind][]string{}
+	for obj, by := range o.ByObject {
+		var namespaces []string
+		for ns := range by.Namespaces {
+			namespaces = append(namespaces, ns)
+		}
+		out[obj.GetObjectKind().GroupVersionKind()] = namespaces
+	}
+	return out
+}
+
+// clusterAddress is where the cluster service is served, "" for nowhere: the
+// flag's value ("0" is nowhere), or by default a cluster.sock beside a unix
+// sidecar socket (so that one shared directory holds both), else
+// clusterservice.DefaultAddress.
+func clusterAddress(opts Options) string {
+	switch a := opts.ClusterAddress; {
+	case a == "0":
+		return ""
+	case a != "":
+		return a
+	}
+	for _, prefix := range []string{"unix://", "unix:"} {
+		if path, ok := strings.CutPrefix(opts.SidecarAddress, prefix); ok && path != "" {
+			return prefix + filepath.Join(filepath.Dir(path), "cluster.sock")
+		}
+	}
+	return clusterservice.DefaultAddress
+}
+
+// addClusterService binds the cluster service's address and adds the service
+// to mgr, reading the cached kinds from the cache and the others from the API
+// server, and writing through a dynamic client.
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *sidecar.Description, cacheOpts cache.Options, opts Options) error {
+	address := clusterAddress(opts)
+	if address == "" {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return fmt.Errorf("building the cluster service's client: %w", err)
+	}
+	var cacheReader client.Reader = mgr.GetCache()
+	srv := clusterservice.New(clusterservice.Clients{
+		Cache:     cacheReader,
+		APIReader: mgr.GetAPIReader(),
+		Dynamic:   dyn,
+		Mapper:    mgr.GetRESTMapper(),
+		Recorder:  mgr.GetEventRecorder(desc.Name),
+	}, clusterservice.Options{
+		CachedKinds:    cachedKinds(cacheOpts),
+		FieldManager:   "polyop-" + desc.Name,
+		MaxMessageSize: opts.MaxMessageSize,
+		Log:            ctrl.Log.WithName("cluster"),
+	})
+	if err := srv.Listen(address); err != nil {
+		return fmt.Errorf("%w (set --cluster-address, or --cluster-address=0 to serve no cluster service)", err)
+	}
+	return mgr.Add(srv)
+}

@@ -1,0 +1,145 @@
+package host
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+var (
+	configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secretKind    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	roleKind      = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}
+)
+
+func TestClusterAddress(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		sidecar, cluster, want string
+	}{
+		"if unset beside the default sidecar socket, then the default":     {sidecar: sidecar.DefaultAddress, want: "unix:///var/run/polyop/cluster.sock"},
+		"if unset beside another unix socket, then beside it":              {sidecar: "unix:///tmp/x/sidecar.sock", want: "unix:///tmp/x/cluster.sock"},
+		"if unset beside a relative unix socket, then beside it, relative": {sidecar: "unix:run/sidecar.sock", want: "unix:run/cluster.sock"},
+		"if unset with a TCP sidecar, then the default":                    {sidecar: "localhost:9000", want: "unix:///var/run/polyop/cluster.sock"},
+		"if set, then as set": {sidecar: sidecar.DefaultAddress, cluster: "tcp://127.0.0.1:9001", want: "tcp://127.0.0.1:9001"},
+		"if 0, then none":     {sidecar: sidecar.DefaultAddress, cluster: "0", want: ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := NewOptions()
+			opts.SidecarAddress, opts.ClusterAddress = tc.sidecar, tc.cluster
+			if got := clusterAddress(opts); got != tc.want {
+				t.Errorf("clusterAddress = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResolveRelatedKinds(t *testing.T) {
+	t.Parallel()
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(widget, meta.RESTScopeNamespace)
+	mapper.Add(configMapKind, meta.RESTScopeNamespace)
+	mapper.Add(roleKind, meta.RESTScopeRoot)
+	for name, tc := range map[string]struct {
+		c    sidecar.Controller
+		want string
+	}{
+		"if every kind is served and the scopes fit, then no error": {
+			c: sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: configMapKind}}, Watches: []sidecar.Watch{{GVK: roleKind, FieldPath: []string{"spec", "role"}}}},
+		},
+		"if an owned kind is not served, then it is named": {
+			c: sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: secretKind}}}, want: `controller "w" owns Secret.v1, which the API server does not serve`,
+		},
+		"if a watched kind is not served, then it is named": {
+			c: sidecar.Controller{Name: "w", GVK: widget, Watches: []sidecar.Watch{{GVK: secretKind, Label: "x"}}}, want: `controller "w" watches Secret.v1, which the API server does not serve`,
+		},
+		"if a namespaced object owns a cluster-scoped kind, then an error": {
+			c: sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: roleKind}}}, want: "a cluster-scoped object cannot have a namespaced owner",
+		},
+		"if a label on a cluster-scoped object names a namespaced one, then an error": {
+			c: sidecar.Controller{Name: "w", GVK: widget, Watches: []sidecar.Watch{{GVK: roleKind, Annotation: "x"}}}, want: "watch it by field_path instead",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			namespaced := map[schema.GroupVersionKind]bool{widget: true}
+			err := resolveRelatedKinds(mapper, describe(tc.c), namespaced)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !namespaced[configMapKind] || namespaced[roleKind] {
+					t.Errorf("scopes %v, want ConfigMap namespaced and ClusterRole not", namespaced)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAddRelatedCacheViews(t *testing.T) {
+	t.Parallel()
+	desc := describe(
+		sidecar.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"},
+			Owns: []sidecar.Owned{{GVK: configMapKind}}, Watches: []sidecar.Watch{{GVK: secretKind, Label: "x"}, {GVK: roleKind, FieldPath: []string{"spec", "r"}}}},
+		sidecar.Controller{Name: "b", GVK: cluster, Owns: []sidecar.Owned{{GVK: roleKind}}},
+		sidecar.Controller{Name: "c", GVK: widget, Namespaces: []string{"team-a"}, Watches: []sidecar.Watch{{GVK: configMapKind, Label: "y"}}},
+		sidecar.Controller{Name: "d", GVK: widget, Namespaces: []string{"team-b"}, Owns: []sidecar.Owned{{GVK: secretKind}}},
+		sidecar.Controller{Name: "e", GVK: cluster, Watches: []sidecar.Watch{{GVK: widget, FieldPath: []string{"spec", "w"}}}},
+	)
+	namespaced := map[schema.GroupVersionKind]bool{widget: true, cluster: false, configMapKind: true, secretKind: true, roleKind: false}
+	opts := NewOptions()
+	o, err := cacheOptions(describe(desc.Controllers[0]), namespaced, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRelatedCacheViews(&o, desc, namespaced)
+	views := cachedKinds(o)
+	for gvk, want := range map[schema.GroupVersionKind][]string{
+		widget:        {"team-a"},           // reconciled: its own view, even though e watches it
+		configMapKind: {"team-a"},           // owned by a and watched by c, both in team-a
+		secretKind:    {"team-a", "team-b"}, // watched by a, owned by d
+		roleKind:      nil,                  // cluster-scoped
+	} {
+		got, ok := views[gvk]
+		if !ok {
+			t.Errorf("%s has no cache view", gvk.Kind)
+			continue
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s is cached in %v, want %v", gvk.Kind, got, want)
+		}
+	}
+	if n := len(views); n != 4 {
+		t.Errorf("%d kinds cached, want 4: %v", n, slices.Collect(maps.Keys(views)))
+	}
+	for obj, by := range o.ByObject {
+		if gvk := obj.GetObjectKind().GroupVersionKind(); gvk != widget && by.Label != nil {
+			t.Errorf("%s carries a label selector; only reconciled kinds do", gvk.Kind)
+		}
+	}
+
+	// One controller watching every namespace widens the view to all.
+	all := describe(
+		sidecar.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"}, Owns: []sidecar.Owned{{GVK: configMapKind}}},
+		sidecar.Controller{Name: "z", GVK: cluster, Watches: []sidecar.Watch{{GVK: configMapKind, FieldPath: []string{"spec", "c"}}}},
+	)
+	o = cache.Options{ByObject: map[client.Object]cache.ByObject{}}
+	addRelatedCacheViews(&o, all, namespaced)
+	if got := cachedKinds(o)[configMapKind]; got != nil {
+		t.Errorf("ConfigMaps cached in %v, want every namespace", got)
+	}
+}

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// TestHostRunsWithTheRBACItPrints applies what `host rbac` prints for
+// test/childsidecar, then runs the host as that ServiceAccount (impersonated),
+// with leader election: children, status, watches, the cluster service,
+// events and the finalizer all work, and a kind the description does not name
+// is forbidden.
+func TestHostRunsWithTheRBACItPrints(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.startChildSidecar()
+
+	const account = "polyop-host"
+	name := "polyop-" + f.ns
+	out, err := exec.Command(hostBin, "rbac", "--sidecar-address", f.address(), "--kubeconfig", env.Kubeconfig,
+		"--name", name, "--namespace", f.ns, "--service-account", account).CombinedOutput()
+	if err != nil {
+		t.Fatalf("host rbac: %v\n%s", err, out)
+	}
+	t.Logf("host rbac printed:\n%s", out)
+	if !strings.Contains(string(out), "resolved through the API server's discovery") {
+		t.Errorf("host rbac does not say it resolved resources through discovery")
+	}
+	manifest := filepath.Join(t.TempDir(), "rbac.yaml")
+	if err := os.WriteFile(manifest, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "apply", "-f", manifest); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-f", manifest, "--ignore-not-found") })
+	f.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: account}})
+
+	// A kubeconfig whose user is the ServiceAccount.
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = "system:serviceaccount:" + f.ns + ":" + account
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	host := f.startHost("--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", f.ns)
+
+	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "settings"}, Data: map[string]string{"value": "hi"}})
+	f.createWidget("w", map[string]any{"configMaps": []any{"a"}, "secrets": []any{"s"}, "value": "v", "configMapName": "settings"})
+	f.eventually(60*time.Second, "the widget converges as the ServiceAccount", func() (bool, string) {
+		u := f.getWidget("w")
+		return statusList(u, "configMaps") == "a" && statusString(u, "configMapValue") == "hi" && f.secret("s") != nil, fmt.Sprint(u.Object["status"])
+	})
+	f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "v"})
+	f.eventually(30*time.Second, "the Secret is pruned", func() (bool, string) { return f.secret("s") == nil, "" })
+
+	if err := k8s.Delete(context.Background(), f.getWidget("w")); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(30*time.Second, "the finalizer is removed and the widget deleted", func() (bool, string) { return f.getWidget("w") == nil, "" })
+	f.eventually(30*time.Second, "the Finalized event is recorded", func() (bool, string) {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Reason == "Finalized" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(list.Items))
+	})
+
+	_, err = f.clusterClient().List(ctxTimeout(t, 30*time.Second), &polyopv1alpha1.ListRequest{
+		Kind: &polyopv1alpha1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: f.ns})
+	if code, s := apiStatusOf(err); code != codes.PermissionDenied || s == nil || s.Reason != metav1.StatusReasonForbidden {
+		t.Errorf("listing a kind the description does not name: %v; want PERMISSION_DENIED with reason Forbidden", err)
+	}
+	if out := host.Output(); strings.Contains(out, "forbidden") && !strings.Contains(out, "deployments.apps is forbidden") {
+		t.Errorf("the host was refused something it needs:\n%s", out)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "childsidecar.polyop.dev"}, lease); err != nil || lease.Spec.HolderIdentity == nil {
+		t.Errorf("the host holds no leader election lease: %v, %+v", err, lease.Spec)
+	}
+}
