@@ -32,6 +32,12 @@
 //	--max-concurrent-reconciles   the controller's concurrency (0: the host's default, 1)
 //	--delay                       how long each reconcile sleeps first, to test a slow sidecar
 //	--log-file                    append one JSON line per reconcile call to this file
+//	--webhooks                    also declare a defaulter and a validator of MaintenanceWindow
+//	                              (create, update, delete; see admission.go for the annotations
+//	                              that drive them)
+//	--webhook-failure-policy      fail or ignore
+//	--webhook-timeout-seconds     the webhooks' timeout (0: 10)
+//	--admission-log-file          append one JSON line per admission call to this file
 //	--max-message-size            the largest gRPC message
 //	--zap-*                       controller-runtime's logging flags
 //

@@ -49,6 +49,7 @@ type config struct {
 	maxConcurrentReconciles int
 	delay                   time.Duration
 	logFile                 string
+	webhooks                webhookConfig
 	sidecar                 sidecar.Options
 	zap                     zap.Options
 }
@@ -69,6 +70,10 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.IntVar(&cfg.maxConcurrentReconciles, "max-concurrent-reconciles", 0, "The controller's concurrency. 0: the host's default.")
 	fs.DurationVar(&cfg.delay, "delay", 0, "How long each reconcile sleeps first.")
 	fs.StringVar(&cfg.logFile, "log-file", "", "Append one JSON line per reconcile call to this file.")
+	fs.BoolVar(&cfg.webhooks.enabled, "webhooks", false, "Also declare and serve a defaulter and a validator of MaintenanceWindow.")
+	fs.StringVar(&cfg.webhooks.failurePolicy, "webhook-failure-policy", "", "The webhooks' failure policy: fail or ignore.")
+	fs.IntVar(&cfg.webhooks.timeoutSeconds, "webhook-timeout-seconds", 0, "The webhooks' timeout in seconds (0: the default, 10).")
+	fs.StringVar(&cfg.webhooks.logFile, "admission-log-file", "", "Append one JSON line per admission call to this file.")
 	cfg.sidecar.BindFlags(fs)
 	cfg.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -152,7 +157,7 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 	}
 	opts := cfg.sidecar
 	opts.Scheme = scheme
-	opts.ServerOptions = append(opts.ServerOptions, grpc.ChainUnaryInterceptor(garbleStatus))
+	opts.ServerOptions = append(opts.ServerOptions, grpc.ChainUnaryInterceptor(garbleStatus, garbleDefault))
 	if cfg.protocolVersion != "" || cfg.kindOverride != nil {
 		opts.ServerOptions = append(opts.ServerOptions,
 			grpc.ChainUnaryInterceptor(overrideDescribe(cfg.protocolVersion, cfg.kindOverride)))
@@ -175,6 +180,13 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 		InNamespaces(cfg.namespaces...).
 		WithMaxConcurrentReconciles(cfg.maxConcurrentReconciles).
 		Complete(&reconciler{delay: cfg.delay, calls: calls})
+	if err == nil && cfg.webhooks.enabled {
+		var admissions *admissionLog
+		if admissions, err = openAdmissionLog(cfg.webhooks.logFile); err == nil {
+			// The log stays open while the process runs.
+			err = registerWebhooks(srv, cfg.webhooks, admissions)
+		}
+	}
 	if err != nil {
 		_ = calls.Close()
 		return nil, nil, err

@@ -10,7 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
+	"github.com/polyop/polyop/examples/go/maintenancewindow/api/v1beta1"
 	"github.com/polyop/polyop/examples/go/maintenancewindow/internal/controller"
+	webhookv1 "github.com/polyop/polyop/examples/go/maintenancewindow/internal/webhook/v1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
@@ -38,10 +40,14 @@ func main() {
 	}
 }
 
-// newServer returns the sidecar with its controller registered.
+// newServer returns the sidecar with its controller, its webhooks and its
+// conversion registered.
 func newServer(opts sidecar.Options) (*sidecar.Server, error) {
 	scheme := runtime.NewScheme()
 	if err := v1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1beta1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	opts.Scheme = scheme
@@ -50,6 +56,10 @@ func newServer(opts sidecar.Options) (*sidecar.Server, error) {
 		return nil, err
 	}
 	if err := (&controller.MaintenanceWindowReconciler{}).SetupWithServer(srv); err != nil {
+		return nil, err
+	}
+	// Defaulting and validation at v1, and the conversion between v1 and v1beta1.
+	if err := webhookv1.SetupWithServer(srv); err != nil {
 		return nil, err
 	}
 	return srv, nil

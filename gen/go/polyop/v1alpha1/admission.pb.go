@@ -159,21 +159,30 @@ const (
 	FieldErrorType_FIELD_ERROR_TYPE_NOT_FOUND FieldErrorType = 8
 	// The validation itself failed.
 	FieldErrorType_FIELD_ERROR_TYPE_INTERNAL FieldErrorType = 9
+	// The value is too short.
+	FieldErrorType_FIELD_ERROR_TYPE_TOO_SHORT FieldErrorType = 10
+	// The list has too few items.
+	FieldErrorType_FIELD_ERROR_TYPE_TOO_FEW FieldErrorType = 11
+	// The value is not of the type the schema requires.
+	FieldErrorType_FIELD_ERROR_TYPE_TYPE_INVALID FieldErrorType = 12
 )
 
 // Enum value maps for FieldErrorType.
 var (
 	FieldErrorType_name = map[int32]string{
-		0: "FIELD_ERROR_TYPE_UNSPECIFIED",
-		1: "FIELD_ERROR_TYPE_INVALID",
-		2: "FIELD_ERROR_TYPE_REQUIRED",
-		3: "FIELD_ERROR_TYPE_NOT_SUPPORTED",
-		4: "FIELD_ERROR_TYPE_FORBIDDEN",
-		5: "FIELD_ERROR_TYPE_DUPLICATE",
-		6: "FIELD_ERROR_TYPE_TOO_LONG",
-		7: "FIELD_ERROR_TYPE_TOO_MANY",
-		8: "FIELD_ERROR_TYPE_NOT_FOUND",
-		9: "FIELD_ERROR_TYPE_INTERNAL",
+		0:  "FIELD_ERROR_TYPE_UNSPECIFIED",
+		1:  "FIELD_ERROR_TYPE_INVALID",
+		2:  "FIELD_ERROR_TYPE_REQUIRED",
+		3:  "FIELD_ERROR_TYPE_NOT_SUPPORTED",
+		4:  "FIELD_ERROR_TYPE_FORBIDDEN",
+		5:  "FIELD_ERROR_TYPE_DUPLICATE",
+		6:  "FIELD_ERROR_TYPE_TOO_LONG",
+		7:  "FIELD_ERROR_TYPE_TOO_MANY",
+		8:  "FIELD_ERROR_TYPE_NOT_FOUND",
+		9:  "FIELD_ERROR_TYPE_INTERNAL",
+		10: "FIELD_ERROR_TYPE_TOO_SHORT",
+		11: "FIELD_ERROR_TYPE_TOO_FEW",
+		12: "FIELD_ERROR_TYPE_TYPE_INVALID",
 	}
 	FieldErrorType_value = map[string]int32{
 		"FIELD_ERROR_TYPE_UNSPECIFIED":   0,
@@ -186,6 +195,9 @@ var (
 		"FIELD_ERROR_TYPE_TOO_MANY":      7,
 		"FIELD_ERROR_TYPE_NOT_FOUND":     8,
 		"FIELD_ERROR_TYPE_INTERNAL":      9,
+		"FIELD_ERROR_TYPE_TOO_SHORT":     10,
+		"FIELD_ERROR_TYPE_TOO_FEW":       11,
+		"FIELD_ERROR_TYPE_TYPE_INVALID":  12,
 	}
 )
 
@@ -1183,7 +1195,7 @@ const file_polyop_v1alpha1_admission_proto_rawDesc = "" +
 	"\rFailurePolicy\x12\x1e\n" +
 	"\x1aFAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FAILURE_POLICY_FAIL\x10\x01\x12\x19\n" +
-	"\x15FAILURE_POLICY_IGNORE\x10\x02*\xd0\x02\n" +
+	"\x15FAILURE_POLICY_IGNORE\x10\x02*\xb1\x03\n" +
 	"\x0eFieldErrorType\x12 \n" +
 	"\x1cFIELD_ERROR_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FIELD_ERROR_TYPE_INVALID\x10\x01\x12\x1d\n" +
@@ -1194,7 +1206,11 @@ const file_polyop_v1alpha1_admission_proto_rawDesc = "" +
 	"\x19FIELD_ERROR_TYPE_TOO_LONG\x10\x06\x12\x1d\n" +
 	"\x19FIELD_ERROR_TYPE_TOO_MANY\x10\a\x12\x1e\n" +
 	"\x1aFIELD_ERROR_TYPE_NOT_FOUND\x10\b\x12\x1d\n" +
-	"\x19FIELD_ERROR_TYPE_INTERNAL\x10\tB\xc2\x01\n" +
+	"\x19FIELD_ERROR_TYPE_INTERNAL\x10\t\x12\x1e\n" +
+	"\x1aFIELD_ERROR_TYPE_TOO_SHORT\x10\n" +
+	"\x12\x1c\n" +
+	"\x18FIELD_ERROR_TYPE_TOO_FEW\x10\v\x12!\n" +
+	"\x1dFIELD_ERROR_TYPE_TYPE_INVALID\x10\fB\xc2\x01\n" +
 	"\x13com.polyop.v1alpha1B\x0eAdmissionProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (

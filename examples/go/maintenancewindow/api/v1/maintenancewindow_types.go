@@ -17,10 +17,10 @@ type MaintenanceWindowSpec struct {
 	Start string `json:"start"`
 
 	// Duration is how long each window stays open, as a Go duration, for
-	// example "2h" or "90m". It must be positive.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	Duration string `json:"duration"`
+	// example "2h" or "90m". It must be positive. The defaulting webhook sets
+	// it to "1h" when it is left out.
+	// +optional
+	Duration string `json:"duration,omitempty"`
 
 	// Every makes the window recur with this period, as a Go duration, for
 	// example "24h" or "168h". It must not be shorter than duration. Without
@@ -87,6 +87,7 @@ type MaintenanceWindowStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=mw
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.status.nextTransition`,description="When the phase changes next"

@@ -1,0 +1,297 @@
+package admission_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/admission"
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+
+const widgetJSON = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"namespace":"ns","name":"w"},"spec":{"size":1}}`
+
+// fakeSidecar answers with what its functions say.
+type fakeSidecar struct {
+	defaultFn  func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error)
+	validateFn func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error)
+	calls      int
+}
+
+func (f *fakeSidecar) Default(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	f.calls++
+	return f.defaultFn(ctx, req)
+}
+
+func (f *fakeSidecar) Validate(ctx context.Context, req *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	f.calls++
+	return f.validateFn(ctx, req)
+}
+
+func widgetWebhook(policy polyopv1alpha1.FailurePolicy) sidecar.Webhook {
+	return sidecar.Webhook{GVK: widgetGVK, Default: true, Validate: true, FailurePolicy: policy, TimeoutSeconds: 10}
+}
+
+var opts = admission.Options{SidecarName: "widgets", SidecarAddress: "unix:///run/widgets.sock"}
+
+// review sends req to h as the API server would and returns the response.
+func review(t *testing.T, h http.Handler, req admissionv1.AdmissionRequest, query string) *admissionv1.AdmissionResponse {
+	t.Helper()
+	if req.UID == "" {
+		req.UID = "uid-1"
+	}
+	if req.Kind.Kind == "" {
+		req.Kind = metav1.GroupVersionKind{Group: widgetGVK.Group, Version: widgetGVK.Version, Kind: widgetGVK.Kind}
+	}
+	if req.Operation == "" {
+		req.Operation = admissionv1.Create
+	}
+	if req.Object.Raw == nil && req.Operation != admissionv1.Delete {
+		req.Object = runtime.RawExtension{Raw: []byte(widgetJSON)}
+	}
+	req.Namespace, req.Name = "ns", "w"
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  &req,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/webhook"+query, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || out.Response == nil {
+		t.Fatalf("the webhook answered no AdmissionReview: %v\n%s", err, w.Body.String())
+	}
+	if out.Response.UID != req.UID {
+		t.Errorf("response UID %q, want %q", out.Response.UID, req.UID)
+	}
+	return out.Response
+}
+
+func defaulted(obj string, warnings ...string) func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	return func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+		return &polyopv1alpha1.DefaultResponse{Object: []byte(obj), Warnings: warnings}, nil
+	}
+}
+
+func failing(code codes.Code, msg string) func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	return func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+		return nil, status.Error(code, msg)
+	}
+}
+
+func TestDefaultingWebhook(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		answer      func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error)
+		policy      polyopv1alpha1.FailurePolicy
+		wantAllowed bool
+		wantPatch   string
+		wantCode    int32
+		wantMessage string
+		wantWarning string
+	}{
+		"if the sidecar adds a field, then the patch adds it": {
+			answer:      defaulted(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"namespace":"ns","name":"w","labels":{"team":"a"}},"spec":{"size":1}}`, "defaulted"),
+			wantAllowed: true,
+			wantPatch:   `[{"op":"add","path":"/metadata/labels","value":{"team":"a"}}]`,
+			wantWarning: "defaulted",
+		},
+		"if the sidecar changes nothing, then there is no patch": {
+			answer:      defaulted(""),
+			wantAllowed: true,
+		},
+		"if the sidecar denies with field errors, then the answer is 422 Invalid": {
+			answer: func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+				return &polyopv1alpha1.DefaultResponse{Denied: &polyopv1alpha1.Denial{FieldErrors: []*polyopv1alpha1.FieldError{
+					{Field: "spec.size", Type: polyopv1alpha1.FieldErrorType_FIELD_ERROR_TYPE_INVALID, BadValue: []byte(`1`), Detail: "too small"},
+				}}}, nil
+			},
+			wantCode:    422,
+			wantMessage: `Widget.example.com "w" is invalid: spec.size: Invalid value: 1: too small`,
+		},
+		"if the answer is not JSON, then the request is denied naming the sidecar": {
+			answer:      defaulted(`{"apiVersion":`),
+			wantCode:    500,
+			wantMessage: `sidecar "widgets" could not default Widget ns/w: it answered with a defaulted object that is not valid JSON`,
+		},
+		"if the answer is not an object, then the request is denied": {
+			answer:      defaulted(`["a"]`),
+			wantCode:    500,
+			wantMessage: "it answered with a defaulted object that is not a JSON object",
+		},
+		"if the answer renames the object, then the request is denied": {
+			answer:      defaulted(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"namespace":"other","name":"x"}}`),
+			wantCode:    500,
+			wantMessage: `it changes metadata.namespace from "ns" to "other" and metadata.name from "w" to "x"`,
+		},
+		"if the sidecar is unreachable, then the request is denied with 503": {
+			answer:      failing(codes.Unavailable, "connection refused"),
+			wantCode:    503,
+			wantMessage: `sidecar "widgets" could not default Widget ns/w: it is unreachable at unix:///run/widgets.sock: connection refused`,
+		},
+		"if the sidecar is unreachable and the policy is Ignore, then the request is allowed with a warning": {
+			answer:      failing(codes.Unavailable, "connection refused"),
+			policy:      polyopv1alpha1.FailurePolicy_FAILURE_POLICY_IGNORE,
+			wantAllowed: true,
+			wantWarning: `sidecar "widgets" could not default Widget ns/w: it is unreachable at unix:///run/widgets.sock: connection refused (allowed: the webhook's failure policy is Ignore)`,
+		},
+		"if the sidecar does not answer in time, then the request is denied": {
+			answer: func(ctx context.Context, _ *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+				<-ctx.Done()
+				return nil, status.FromContextError(ctx.Err()).Err()
+			},
+			wantCode:    503,
+			wantMessage: "it did not answer within",
+		},
+		"if the sidecar fails, then the request is denied with its message": {
+			answer:      failing(codes.Internal, "panic: boom [recovered]"),
+			wantCode:    500,
+			wantMessage: "it failed (Internal): panic: boom [recovered]",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			policy := tc.policy
+			if policy == 0 {
+				policy = polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL
+			}
+			o := opts
+			o.Timeout = 100 * time.Millisecond
+			h := admission.NewDefaulting(&fakeSidecar{defaultFn: tc.answer}, widgetWebhook(policy), o)
+			resp := review(t, h, admissionv1.AdmissionRequest{}, "")
+			if resp.Allowed != tc.wantAllowed {
+				t.Fatalf("allowed = %v, want %v (%+v)", resp.Allowed, tc.wantAllowed, resp.Result)
+			}
+			if string(resp.Patch) != tc.wantPatch {
+				t.Errorf("patch = %s, want %s", resp.Patch, tc.wantPatch)
+			}
+			if tc.wantCode != 0 && (resp.Result == nil || resp.Result.Code != tc.wantCode) {
+				t.Errorf("result = %+v, want code %d", resp.Result, tc.wantCode)
+			}
+			if tc.wantMessage != "" && (resp.Result == nil || !strings.Contains(resp.Result.Message, tc.wantMessage)) {
+				t.Errorf("result = %+v, want a message containing %q", resp.Result, tc.wantMessage)
+			}
+			if got := strings.Join(resp.Warnings, "\n"); got != tc.wantWarning {
+				t.Errorf("warnings = %q, want %q", got, tc.wantWarning)
+			}
+		})
+	}
+}
+
+func TestDefaultingWebhookSendsTheRequest(t *testing.T) {
+	t.Parallel()
+	var got *polyopv1alpha1.AdmissionRequest
+	var deadline time.Duration
+	sc := &fakeSidecar{defaultFn: func(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+		got = req.GetRequest()
+		d, _ := ctx.Deadline()
+		deadline = time.Until(d)
+		return &polyopv1alpha1.DefaultResponse{}, nil
+	}}
+	h := admission.NewDefaulting(sc, widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL), opts)
+	dryRun := true
+	review(t, h, admissionv1.AdmissionRequest{
+		Operation: admissionv1.Update,
+		OldObject: runtime.RawExtension{Raw: []byte(widgetJSON)},
+		DryRun:    &dryRun,
+		Resource:  metav1.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
+	}, "?timeout=2s")
+	if got.GetOperation() != polyopv1alpha1.Operation_OPERATION_UPDATE || !got.GetDryRun() || got.GetResource() != "widgets" ||
+		got.GetKey().GetName() != "w" || got.GetKey().GetNamespace() != "ns" || string(got.GetOldObject()) != widgetJSON || string(got.GetObject()) != widgetJSON {
+		t.Errorf("the sidecar got %v", got)
+	}
+	// The API server waits 2s: the sidecar gets 2s less a fifth.
+	if deadline > 1600*time.Millisecond || deadline < 1400*time.Millisecond {
+		t.Errorf("the sidecar's deadline is %s, want about 1.6s", deadline)
+	}
+
+	// A delete has nothing to default: the sidecar is not called.
+	sc.calls = 0
+	resp := review(t, h, admissionv1.AdmissionRequest{Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: []byte(widgetJSON)}}, "")
+	if !resp.Allowed || sc.calls != 0 {
+		t.Errorf("a delete: allowed %v after %d calls", resp.Allowed, sc.calls)
+	}
+}
+
+func TestValidatingWebhook(t *testing.T) {
+	t.Parallel()
+	answer := func(resp *polyopv1alpha1.ValidateResponse) *fakeSidecar {
+		return &fakeSidecar{validateFn: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+			return resp, nil
+		}}
+	}
+	hook := widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL)
+
+	resp := review(t, admission.NewValidating(answer(&polyopv1alpha1.ValidateResponse{Warnings: []string{"careful"}}), hook, opts), admissionv1.AdmissionRequest{}, "")
+	if !resp.Allowed || strings.Join(resp.Warnings, ",") != "careful" {
+		t.Errorf("an allowed request: %+v", resp)
+	}
+
+	resp = review(t, admission.NewValidating(answer(&polyopv1alpha1.ValidateResponse{
+		Denied:   &polyopv1alpha1.Denial{Message: "not on Fridays"},
+		Warnings: []string{"careful"},
+	}), hook, opts), admissionv1.AdmissionRequest{}, "")
+	if resp.Allowed || resp.Result.Code != 403 || resp.Result.Reason != metav1.StatusReasonForbidden || resp.Result.Message != "not on Fridays" || len(resp.Warnings) != 1 {
+		t.Errorf("a denial without field errors: %+v", resp)
+	}
+
+	// A kind the endpoint was not declared for.
+	sc := answer(&polyopv1alpha1.ValidateResponse{})
+	resp = review(t, admission.NewValidating(sc, hook, opts), admissionv1.AdmissionRequest{
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+	}, "")
+	if resp.Allowed || sc.calls != 0 || !strings.Contains(resp.Result.Message, "the endpoint for Widget.v1.example.com received a ConfigMap.v1") {
+		t.Errorf("a kind not declared: %+v after %d calls", resp.Result, sc.calls)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		apiServer, max, want time.Duration
+	}{
+		"if the flag is below the webhook's timeout, then the flag wins": {10 * time.Second, 3 * time.Second, 3 * time.Second},
+		"if there is no flag, then a fifth of the timeout is kept":       {10 * time.Second, 0, 8 * time.Second},
+		"if the timeout is short, then at least 250ms are kept":          {time.Second, 3 * time.Second, 750 * time.Millisecond},
+		"if the timeout is tiny, then half of it is the deadline":        {200 * time.Millisecond, 0, 100 * time.Millisecond},
+		"if the timeout is the longest, then the flag still caps it":     {30 * time.Second, 3 * time.Second, 3 * time.Second},
+		"if the flag eats into the margin, then the margin is kept":      {30 * time.Second, 25 * time.Second, 24 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := admission.Deadline(tc.apiServer, tc.max); got != tc.want {
+				t.Errorf("Deadline(%s, %s) = %s, want %s", tc.apiServer, tc.max, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPaths(t *testing.T) {
+	t.Parallel()
+	if got := admission.DefaultPath(widgetGVK); got != "/default-example-com-v1-widget" {
+		t.Errorf("DefaultPath = %s", got)
+	}
+	if got := admission.ValidatePath(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}); got != "/validate-core-v1-pod" {
+		t.Errorf("ValidatePath = %s", got)
+	}
+}

@@ -1,0 +1,265 @@
+package conversion
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/admission"
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+// Path is where the host serves conversions, for every converted kind.
+const Path = "/convert"
+
+// DefaultTimeout is the longest the host waits for the sidecar's answer to a
+// conversion unless configured otherwise (the host's --conversion-timeout).
+// The API server waits 30 seconds for a conversion webhook.
+const DefaultTimeout = 10 * time.Second
+
+// apiServerTimeout is how long the API server waits for a conversion webhook
+// when its request does not say.
+const apiServerTimeout = 30 * time.Second
+
+// maxRequestSize bounds a ConversionReview: a list of objects can be large,
+// so the limit is the host's largest gRPC message by default.
+const maxRequestSize = 64 << 20
+
+// Sidecar is the part of the host's sidecar client the handler calls;
+// *sidecar.Client implements it.
+type Sidecar interface {
+	Convert(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error)
+}
+
+// Options configure the handler.
+type Options struct {
+	// SidecarName names the sidecar in failures. Required.
+	SidecarName string
+	// SidecarAddress is the sidecar's address, quoted when it cannot be
+	// reached. Defaults to "".
+	SidecarAddress string
+	// Timeout caps the deadline of every call to the sidecar; the deadline is
+	// also kept below the API server's timeout. Defaults to DefaultTimeout.
+	Timeout time.Duration
+}
+
+// NewHandler returns the ConversionReview handler for the kinds the sidecar
+// converts.
+func NewHandler(sc Sidecar, conversions []sidecar.Conversion, opts Options) http.Handler {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	versions := map[schema.GroupKind][]string{}
+	for _, c := range conversions {
+		versions[c.GroupKind] = c.Versions
+	}
+	return &handler{sc: sc, versions: versions, opts: opts}
+}
+
+type handler struct {
+	sc       Sidecar
+	versions map[schema.GroupKind][]string
+	opts     Options
+}
+
+var reviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := admission.WithAPIServerTimeout(r.Context(), r)
+	log := logf.FromContext(ctx).WithName("conversion")
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestSize+1))
+	if err != nil || len(body) > maxRequestSize {
+		if err == nil {
+			err = fmt.Errorf("the request is larger than %d bytes", maxRequestSize)
+		}
+		log.Error(err, "Reading a conversion request")
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	review := &apiextensionsv1.ConversionReview{}
+	if err := json.Unmarshal(body, review); err != nil || review.Request == nil {
+		if err == nil {
+			err = errors.New("the ConversionReview has no request")
+		}
+		log.Error(err, "Decoding a conversion request")
+		http.Error(w, "not a ConversionReview: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := review.Request
+	log = log.WithValues("uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion, "objects", len(req.Objects))
+	resp := h.convert(logf.IntoContext(ctx, log), req)
+	resp.UID = req.UID
+	out := &apiextensionsv1.ConversionReview{Response: resp}
+	out.SetGroupVersionKind(reviewGVK)
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(out); err != nil {
+		log.Error(err, "Writing a conversion response")
+	}
+}
+
+// convert converts the request's objects through the sidecar, or says why it
+// cannot.
+func (h *handler) convert(ctx context.Context, req *apiextensionsv1.ConversionRequest) (resp *apiextensionsv1.ConversionResponse) {
+	log := logf.FromContext(ctx)
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error(fmt.Errorf("%v", r), "Observed a panic converting objects", "stack", string(debug.Stack()))
+			resp = failure(fmt.Sprintf("the host failed converting the objects: panic: %v", r))
+		}
+	}()
+	desired, err := schema.ParseGroupVersion(req.DesiredAPIVersion)
+	if err != nil {
+		return failure(fmt.Sprintf("desired apiVersion %q: %v", req.DesiredAPIVersion, err))
+	}
+	ids := make([]identity, len(req.Objects))
+	objects := make([][]byte, len(req.Objects))
+	var kind string
+	for i, o := range req.Objects {
+		if err := json.Unmarshal(o.Raw, &ids[i]); err != nil {
+			return failure(fmt.Sprintf("object %d of the request is not a JSON object: %v", i, err))
+		}
+		gv, err := schema.ParseGroupVersion(ids[i].APIVersion)
+		if err != nil {
+			return failure(fmt.Sprintf("object %d of the request: apiVersion %q: %v", i, ids[i].APIVersion, err))
+		}
+		gk := schema.GroupKind{Group: gv.Group, Kind: ids[i].Kind}
+		versions, ok := h.versions[gk]
+		switch {
+		case !ok:
+			return failure(fmt.Sprintf("sidecar %q does not convert %s: it declares no conversion for it", h.opts.SidecarName, gk))
+		case gv.Group != desired.Group:
+			return failure(fmt.Sprintf("cannot convert %s to another group, %s", gk, req.DesiredAPIVersion))
+		case !slices.Contains(versions, gv.Version) || !slices.Contains(versions, desired.Version):
+			return failure(fmt.Sprintf("sidecar %q converts %s between versions %v only, not from %s to %s",
+				h.opts.SidecarName, gk, versions, gv.Version, desired.Version))
+		}
+		kind = ids[i].Kind
+		objects[i] = o.Raw
+	}
+	if len(objects) == 0 {
+		return success(nil)
+	}
+
+	timeout := admission.APIServerTimeout(ctx, apiServerTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, admission.Deadline(timeout, h.opts.Timeout))
+	defer cancel()
+	start := time.Now()
+	out, err := h.sc.Convert(callCtx, &polyopv1alpha1.ConvertRequest{
+		Uid:               string(req.UID),
+		DesiredApiVersion: req.DesiredAPIVersion,
+		Objects:           objects,
+	})
+	what := fmt.Sprintf("sidecar %q could not convert %d %s object(s) to %s", h.opts.SidecarName, len(objects), kind, req.DesiredAPIVersion)
+	if err != nil {
+		msg := what + ": " + h.callError(err, time.Since(start))
+		log.Info("Conversion failed", "reason", msg)
+		return failure(msg)
+	}
+	if e := out.GetError(); e != "" {
+		return failure(what + ": " + e)
+	}
+	if err := check(ids, out.GetObjects(), req.DesiredAPIVersion); err != nil {
+		msg := what + ": it answered " + err.Error()
+		log.Info("Conversion failed", "reason", msg)
+		return failure(msg)
+	}
+	converted := make([]runtime.RawExtension, len(out.GetObjects()))
+	for i, o := range out.GetObjects() {
+		converted[i] = runtime.RawExtension{Raw: o}
+	}
+	return success(converted)
+}
+
+func (h *handler) callError(err error, took time.Duration) string {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		return fmt.Sprintf("it did not answer within %s", took.Round(time.Millisecond))
+	case codes.Unavailable:
+		where := ""
+		if h.opts.SidecarAddress != "" {
+			where = " at " + h.opts.SidecarAddress
+		}
+		return fmt.Sprintf("it is unreachable%s: %s", where, st.Message())
+	case codes.Unimplemented:
+		return "it does not implement Convert: " + st.Message()
+	default:
+		return fmt.Sprintf("it failed (%s): %s", st.Code(), st.Message())
+	}
+}
+
+// check checks the sidecar's converted objects against the ones sent.
+func check(sent []identity, converted [][]byte, desiredAPIVersion string) error {
+	if len(converted) != len(sent) {
+		return fmt.Errorf("with %d object(s) for the %d sent", len(converted), len(sent))
+	}
+	for i, raw := range converted {
+		if !json.Valid(raw) {
+			return fmt.Errorf("object %d is not valid JSON", i)
+		}
+		var got identity
+		if err := json.Unmarshal(raw, &got); err != nil {
+			return fmt.Errorf("object %d is not a JSON object: %v", i, err)
+		}
+		want := sent[i]
+		switch {
+		case got.APIVersion != desiredAPIVersion:
+			return fmt.Errorf("object %d (%s) has apiVersion %q, not %q", i, want.ref(), got.APIVersion, desiredAPIVersion)
+		case got.Kind != want.Kind:
+			return fmt.Errorf("object %d (%s) has kind %q, not %q", i, want.ref(), got.Kind, want.Kind)
+		case got.Metadata.Namespace != want.Metadata.Namespace || got.Metadata.Name != want.Metadata.Name || got.Metadata.UID != want.Metadata.UID:
+			return fmt.Errorf("object %d as %s, another object than the %s sent", i, got.ref(), want.ref())
+		}
+	}
+	return nil
+}
+
+// identity is what makes an object the same object.
+type identity struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		UID       string `json:"uid"`
+	} `json:"metadata"`
+}
+
+func (id identity) ref() string {
+	if id.Metadata.Namespace != "" {
+		return id.Metadata.Namespace + "/" + id.Metadata.Name
+	}
+	return id.Metadata.Name
+}
+
+func success(objects []runtime.RawExtension) *apiextensionsv1.ConversionResponse {
+	if objects == nil {
+		objects = []runtime.RawExtension{}
+	}
+	return &apiextensionsv1.ConversionResponse{
+		ConvertedObjects: objects,
+		Result:           metav1.Status{Status: metav1.StatusSuccess},
+	}
+}
+
+func failure(msg string) *apiextensionsv1.ConversionResponse {
+	return &apiextensionsv1.ConversionResponse{
+		ConvertedObjects: []runtime.RawExtension{},
+		Result:           metav1.Status{Status: metav1.StatusFailure, Message: msg},
+	}
+}

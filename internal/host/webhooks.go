@@ -1,0 +1,300 @@
+package host
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/polyop/polyop/internal/admission"
+	"github.com/polyop/polyop/internal/certs"
+	"github.com/polyop/polyop/internal/conversion"
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+// WebhookOptions configure the host's webhook server, which serves the
+// sidecar's admission webhooks and conversions. The server runs only when the
+// sidecar declares webhooks or conversions, and on every replica, leader or
+// not.
+type WebhookOptions struct {
+	// Port is the port the webhook server listens on; 0 turns the server off.
+	// Defaults to 9443.
+	Port int
+	// Host is the address the webhook server listens on. Defaults to "": every
+	// address.
+	Host string
+	// CertDir holds the serving certificate and key (tls.crt and tls.key,
+	// as cert-manager's Secrets name them). Defaults to
+	// <temp dir>/k8s-webhook-server/serving-certs, as in controller-runtime.
+	CertDir string
+	// CertName and KeyName are the files in CertDir. Default to tls.crt and
+	// tls.key.
+	CertName, KeyName string
+	// EnableHTTP2 serves HTTP/2 as well as HTTP/1.1. Defaults to false:
+	// HTTP/2 is off, as kubebuilder turns it off since the HTTP/2 Stream
+	// Cancellation and Rapid Reset CVEs.
+	EnableHTTP2 bool
+	// AdmissionTimeout caps the deadline of each Default and Validate call;
+	// the deadline also stays below the webhook's own timeout. Defaults to
+	// admission.DefaultTimeout (3s).
+	AdmissionTimeout time.Duration
+	// ConversionTimeout caps the deadline of each Convert call. Defaults to
+	// conversion.DefaultTimeout (10s).
+	ConversionTimeout time.Duration
+
+	// SelfSigned makes the host make its own CA and serving certificate, keep
+	// them in the Secret CertSecret, write them to CertDir and set the
+	// caBundle of the webhook configurations named ConfigurationName and of
+	// the conversion stanza of the CRDs the sidecar converts. Defaults to
+	// false: CertDir holds a certificate from elsewhere (cert-manager).
+	SelfSigned bool
+	// ServiceName and ServiceNamespace name the Service in front of the
+	// webhook server; the self-made certificate covers its DNS names.
+	// Default to "<sidecar name>-webhook" and the pod's namespace ("default"
+	// outside a pod).
+	ServiceName, ServiceNamespace string
+	// CertSecret is the Secret, in ServiceNamespace, that keeps the self-made
+	// certificate. Defaults to "<sidecar name>-webhook-cert".
+	CertSecret string
+	// ConfigurationName names the MutatingWebhookConfiguration and the
+	// ValidatingWebhookConfiguration whose caBundle the host sets, as
+	// `host webhooks --name` names them. Defaults to the sidecar's name.
+	ConfigurationName string
+	// CertHosts are more DNS names or IP addresses for the self-made
+	// certificate, for example 127.0.0.1 for an API server that calls a host
+	// running outside the cluster. Defaults to none.
+	CertHosts []string
+}
+
+// DefaultWebhookOptions returns WebhookOptions holding every default that is
+// not derived from the sidecar's name.
+func DefaultWebhookOptions() WebhookOptions {
+	return WebhookOptions{
+		Port:              webhook.DefaultPort,
+		CertDir:           filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
+		CertName:          "tls.crt",
+		KeyName:           "tls.key",
+		AdmissionTimeout:  admission.DefaultTimeout,
+		ConversionTimeout: conversion.DefaultTimeout,
+	}
+}
+
+// BindFlags registers a flag for every webhook option on fs.
+func (o *WebhookOptions) BindFlags(fs *flag.FlagSet) {
+	fs.IntVar(&o.Port, "webhook-port", o.Port,
+		"The port the webhook server (admission and conversion) listens on; 0 turns it off. It runs only when the sidecar declares webhooks.")
+	fs.StringVar(&o.Host, "webhook-host", o.Host, "The address the webhook server listens on (default: every address).")
+	fs.StringVar(&o.CertDir, "webhook-cert-dir", o.CertDir, "The directory holding the webhook server's certificate and key.")
+	fs.StringVar(&o.CertName, "webhook-cert-name", o.CertName, "The webhook server's certificate file in --webhook-cert-dir.")
+	fs.StringVar(&o.KeyName, "webhook-key-name", o.KeyName, "The webhook server's key file in --webhook-cert-dir.")
+	fs.BoolVar(&o.EnableHTTP2, "webhook-enable-http2", o.EnableHTTP2,
+		"Serve HTTP/2 on the webhook server; off by default because of the HTTP/2 Rapid Reset and Stream Cancellation CVEs.")
+	fs.DurationVar(&o.AdmissionTimeout, "admission-timeout", o.AdmissionTimeout,
+		"The longest the host waits for the sidecar's answer to an admission call; it also stays below each webhook's timeout.")
+	fs.DurationVar(&o.ConversionTimeout, "conversion-timeout", o.ConversionTimeout,
+		"The longest the host waits for the sidecar's answer to a conversion.")
+	fs.BoolVar(&o.SelfSigned, "webhook-self-signed", o.SelfSigned,
+		"Make a CA and serving certificate, keep them in --webhook-cert-secret, and set the caBundle of the webhook configurations and CRD conversions the host serves.")
+	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName,
+		`The Service in front of the webhook server, for the self-made certificate (default "<sidecar name>-webhook").`)
+	fs.StringVar(&o.ServiceNamespace, "webhook-service-namespace", o.ServiceNamespace,
+		`The namespace of that Service and of --webhook-cert-secret (default: the pod's namespace, or "default").`)
+	fs.StringVar(&o.CertSecret, "webhook-cert-secret", o.CertSecret,
+		`The Secret keeping the self-made certificate (default "<sidecar name>-webhook-cert").`)
+	fs.StringVar(&o.ConfigurationName, "webhook-configuration-name", o.ConfigurationName,
+		"The webhook configurations whose caBundle the host sets with --webhook-self-signed, as host webhooks --name names them (default: the sidecar's name).")
+	fs.Var((*stringList)(&o.CertHosts), "webhook-cert-hosts",
+		"More DNS names or IP addresses for the self-made certificate, such as 127.0.0.1; repeat or separate with commas.")
+}
+
+// setupWebhooks adds the webhook server to mgr when the sidecar declares
+// webhooks or conversions: one mutating and one validating endpoint per kind,
+// and the conversion endpoint, served by sc.
+func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *sidecar.Client, desc *sidecar.Description, mapper meta.RESTMapper, opts WebhookOptions) error {
+	if len(desc.Webhooks) == 0 && len(desc.Conversions) == 0 {
+		return nil
+	}
+	log := ctrl.Log.WithName("webhooks")
+	if opts.Port == 0 {
+		log.Info("The webhook server is off (--webhook-port 0): the sidecar's webhooks and conversions are not served",
+			"webhooks", len(desc.Webhooks), "conversions", len(desc.Conversions))
+		return nil
+	}
+	opts = opts.withDefaults(desc.Name)
+	crds, err := resolveWebhookKinds(mapper, desc)
+	if err != nil {
+		return err
+	}
+
+	files := certs.Files{Dir: opts.CertDir, CertName: opts.CertName, KeyName: opts.KeyName}
+	hosts := certs.ServiceHosts(opts.ServiceName, opts.ServiceNamespace, opts.CertHosts...)
+	if opts.SelfSigned {
+		c, err := directClient(cfg)
+		if err != nil {
+			return err
+		}
+		injector := &certs.Injector{
+			Client: c,
+			Provisioner: &certs.Provisioner{
+				Client: c,
+				Secret: client.ObjectKey{Namespace: opts.ServiceNamespace, Name: opts.CertSecret},
+				Hosts:  hosts,
+				Files:  files,
+				Log:    log,
+			},
+			CRDs: crds,
+			Log:  log,
+		}
+		if len(desc.Webhooks) > 0 {
+			injector.MutatingWebhookConfigurations = []string{opts.ConfigurationName}
+			injector.ValidatingWebhookConfigurations = []string{opts.ConfigurationName}
+		}
+		// The server reads the files when it starts: make them first.
+		if _, err := injector.Provisioner.Ensure(ctx); err != nil {
+			return err
+		}
+		if err := mgr.Add(injector); err != nil {
+			return err
+		}
+	} else {
+		made, err := certs.EnsureFiles(files, append([]string{"localhost", "127.0.0.1", "::1"}, hosts...))
+		if err != nil {
+			return fmt.Errorf("the webhook server's certificate: %w", err)
+		}
+		if made {
+			log.Info("WARNING: no serving certificate in the cert dir; made a CA and a certificate there, which no API server trusts until a caBundle names that CA. "+
+				"Mount one (cert-manager), or pass --webhook-self-signed to have the host keep one in a Secret and set the caBundles",
+				"certDir", opts.CertDir, "ca", filepath.Join(opts.CertDir, "ca.crt"))
+		}
+	}
+
+	var tlsOpts []func(*tls.Config)
+	if !opts.EnableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	server := webhook.NewServer(webhook.Options{
+		Host:     opts.Host,
+		Port:     opts.Port,
+		CertDir:  opts.CertDir,
+		CertName: opts.CertName,
+		KeyName:  opts.KeyName,
+		TLSOpts:  tlsOpts,
+	})
+	paths := admission.Register(server, sc, desc.Webhooks, admission.Options{
+		SidecarName:    desc.Name,
+		SidecarAddress: sc.Address(),
+		Timeout:        opts.AdmissionTimeout,
+	})
+	if len(desc.Conversions) > 0 {
+		server.Register(conversion.Path, conversion.NewHandler(sc, desc.Conversions, conversion.Options{
+			SidecarName:    desc.Name,
+			SidecarAddress: sc.Address(),
+			Timeout:        opts.ConversionTimeout,
+		}))
+		paths = append(paths, conversion.Path)
+	}
+	if err := mgr.Add(server); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", server.StartedChecker()); err != nil {
+		return err
+	}
+	log.Info("Serving the sidecar's webhooks", "port", opts.Port, "paths", paths, "selfSigned", opts.SelfSigned, "http2", opts.EnableHTTP2)
+	return nil
+}
+
+func (o WebhookOptions) withDefaults(sidecarName string) WebhookOptions {
+	d := DefaultWebhookOptions()
+	if o.CertDir == "" {
+		o.CertDir = d.CertDir
+	}
+	if o.CertName == "" {
+		o.CertName = d.CertName
+	}
+	if o.KeyName == "" {
+		o.KeyName = d.KeyName
+	}
+	if o.ServiceName == "" {
+		o.ServiceName = sidecarName + "-webhook"
+	}
+	if o.ServiceNamespace == "" {
+		o.ServiceNamespace = podNamespace()
+	}
+	if o.CertSecret == "" {
+		o.CertSecret = sidecarName + "-webhook-cert"
+	}
+	if o.ConfigurationName == "" {
+		o.ConfigurationName = sidecarName
+	}
+	return o
+}
+
+// resolveWebhookKinds checks that the API server serves every kind the
+// sidecar declares webhooks and conversions for, and returns the names of the
+// CRDs of the converted kinds.
+func resolveWebhookKinds(mapper meta.RESTMapper, desc *sidecar.Description) ([]string, error) {
+	var errs []error
+	for _, wh := range desc.Webhooks {
+		mapping, err := mapper.RESTMapping(wh.GVK.GroupKind(), wh.GVK.Version)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the sidecar declares a webhook for %s, which the API server does not serve: %w", gvkString(wh.GVK), err))
+			continue
+		}
+		if wh.Resource != "" && wh.Resource != mapping.Resource.Resource {
+			errs = append(errs, fmt.Errorf("the sidecar declares a webhook for %s with resource %q, but the API server serves it as %q",
+				gvkString(wh.GVK), wh.Resource, mapping.Resource.Resource))
+		}
+	}
+	var crds []string
+	for _, c := range desc.Conversions {
+		mapping, err := mapper.RESTMapping(c.GroupKind)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the sidecar converts %s, which the API server does not serve: %w", c.GroupKind, err))
+			continue
+		}
+		crds = append(crds, mapping.Resource.Resource+"."+c.GroupKind.Group)
+	}
+	return crds, errors.Join(errs...)
+}
+
+// directClient is a client that reads from the API server, not a cache, for
+// the few objects the certificates concern.
+func directClient(cfg *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// podNamespace is the namespace the host runs in: $POD_NAMESPACE, else the
+// service account's namespace, else "default".
+func podNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		if ns := strings.TrimSpace(string(data)); ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}

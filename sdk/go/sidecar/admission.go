@@ -1,0 +1,496 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// Defaulter sets defaults on an object of type T before the API server stores
+// it: a mutating admission webhook. It is controller-runtime's own
+// admission.Defaulter, so a defaulter written for a kubebuilder project works
+// here unchanged.
+//
+// Default changes obj in place; the host sends the API server a JSON patch
+// from the object it received to the changed one, leaving alone the fields
+// the Go type does not know. An error refuses the request (see Validator for
+// how errors are reported).
+type Defaulter[T runtime.Object] = admission.Defaulter[T]
+
+// Validator accepts or refuses the creation, update or deletion of an object
+// of type T: a validating admission webhook. It is controller-runtime's own
+// admission.Validator.
+//
+// An error refuses the request, as in controller-runtime. One built by
+// apierrors.NewInvalid from a field.ErrorList
+// (k8s.io/apimachinery/pkg/util/validation/field) reaches the client as a 422
+// Invalid with one cause per field error, the way the API server's own
+// validation reports it; any other error as a 403 Forbidden with its message.
+// Warnings reach the client either way (kubectl prints them).
+//
+// ValidateDelete is called only when the webhook admits deletes
+// (WithOperations(Create, Update, Delete)).
+type Validator[T runtime.Object] = admission.Validator[T]
+
+// Warnings are messages returned to the client with the answer.
+type Warnings = admission.Warnings
+
+// DefaulterFunc adapts a function to a Defaulter.
+type DefaulterFunc[T runtime.Object] func(ctx context.Context, obj T) error
+
+// Default calls f(ctx, obj).
+func (f DefaulterFunc[T]) Default(ctx context.Context, obj T) error { return f(ctx, obj) }
+
+// Inside Default, ValidateCreate, ValidateUpdate and ValidateDelete,
+// admission.RequestFromContext(ctx) (sigs.k8s.io/controller-runtime/pkg/webhook/admission)
+// returns the admission request as the API server sent it to the host: the
+// operation, the user, DryRun, and the objects' raw JSON. A request with
+// DryRun set must change nothing outside the answer. log.FromContext(ctx)
+// gives a logger with the kind, namespace, name and operation.
+
+// Default answers the host's mutating admission call: it decodes the object
+// into the registered type, calls its Defaulter and answers with the
+// defaulted object.
+//
+// It answers gRPC NOT_FOUND for a kind without a webhook, UNIMPLEMENTED for a
+// kind without a Defaulter, INVALID_ARGUMENT for an object that does not
+// decode and INTERNAL for a Defaulter that panics; the host reports those as
+// failures of the webhook (and applies its failure policy). An error from the
+// Defaulter is a denial.
+func (s *Server) Default(ctx context.Context, in *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	wh, err := s.webhookFor(in.GetRequest())
+	if err != nil {
+		return nil, err
+	}
+	if wh.defaultFn == nil {
+		return nil, status.Errorf(codes.Unimplemented, "sidecar %q has no defaulter for %s", s.opts.Name, wh.gvk)
+	}
+	ctx = s.admissionContext(ctx, "default", in.GetRequest())
+	return wh.defaultFn(ctx, in.GetRequest())
+}
+
+// Validate answers the host's validating admission call: it decodes the
+// object (and, on update, the old object; on delete, the object being
+// deleted) into the registered type and calls its Validator.
+//
+// gRPC errors are as for Default.
+func (s *Server) Validate(ctx context.Context, in *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	wh, err := s.webhookFor(in.GetRequest())
+	if err != nil {
+		return nil, err
+	}
+	if wh.validateFn == nil {
+		return nil, status.Errorf(codes.Unimplemented, "sidecar %q has no validator for %s", s.opts.Name, wh.gvk)
+	}
+	ctx = s.admissionContext(ctx, "validate", in.GetRequest())
+	return wh.validateFn(ctx, in.GetRequest())
+}
+
+// webhookFor finds the webhook of the request's kind.
+func (s *Server) webhookFor(req *polyopv1alpha1.AdmissionRequest) (*webhookRegistration, error) {
+	k := req.GetKind()
+	gvk := schema.GroupVersionKind{Group: k.GetGroup(), Version: k.GetVersion(), Kind: k.GetKind()}
+	s.mu.RLock()
+	wh, ok := s.admission.webhooks[gvk]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "sidecar %q has no webhook for %s", s.opts.Name, gvk)
+	}
+	return wh, nil
+}
+
+// admissionContext gives ctx the admission request, as controller-runtime's
+// admission.RequestFromContext returns it, and a logger.
+func (s *Server) admissionContext(ctx context.Context, webhook string, in *polyopv1alpha1.AdmissionRequest) context.Context {
+	req := admissionRequestOf(in)
+	log := s.log.WithValues("webhook", webhook, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
+	if in.GetDryRun() {
+		log = log.WithValues("dryRun", true)
+	}
+	ctx = logf.IntoContext(ctx, log)
+	return admission.NewContextWithRequest(ctx, req)
+}
+
+// admissionRequestOf rebuilds the API server's AdmissionRequest from the
+// host's.
+func admissionRequestOf(in *polyopv1alpha1.AdmissionRequest) admission.Request {
+	dryRun := in.GetDryRun()
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:         types.UID(in.GetUid()),
+		Kind:        metav1.GroupVersionKind{Group: in.GetKind().GetGroup(), Version: in.GetKind().GetVersion(), Kind: in.GetKind().GetKind()},
+		Resource:    metav1.GroupVersionResource{Group: in.GetKind().GetGroup(), Version: in.GetKind().GetVersion(), Resource: in.GetResource()},
+		SubResource: in.GetSubResource(),
+		Name:        in.GetKey().GetName(),
+		Namespace:   in.GetKey().GetNamespace(),
+		Operation:   admissionOperations[in.GetOperation()],
+		UserInfo: authenticationv1.UserInfo{
+			Username: in.GetUserInfo().GetUsername(),
+			UID:      in.GetUserInfo().GetUid(),
+			Groups:   in.GetUserInfo().GetGroups(),
+		},
+		Object:    runtime.RawExtension{Raw: in.GetObject()},
+		OldObject: runtime.RawExtension{Raw: in.GetOldObject()},
+		DryRun:    &dryRun,
+	}}
+	if extra := in.GetUserInfo().GetExtra(); len(extra) > 0 {
+		req.UserInfo.Extra = make(map[string]authenticationv1.ExtraValue, len(extra))
+		for k, v := range extra {
+			req.UserInfo.Extra[k] = v.GetValues()
+		}
+	}
+	return req
+}
+
+var admissionOperations = map[polyopv1alpha1.Operation]admissionv1.Operation{
+	polyopv1alpha1.Operation_OPERATION_CREATE:  admissionv1.Create,
+	polyopv1alpha1.Operation_OPERATION_UPDATE:  admissionv1.Update,
+	polyopv1alpha1.Operation_OPERATION_DELETE:  admissionv1.Delete,
+	polyopv1alpha1.Operation_OPERATION_CONNECT: admissionv1.Connect,
+}
+
+// typedWebhook is the admission of objects of type T.
+type typedWebhook[T client.Object] struct {
+	gvk       schema.GroupVersionKind
+	elem      reflect.Type
+	defaulter Defaulter[T]
+	validator Validator[T]
+}
+
+func (w *typedWebhook[T]) defaultObject(ctx context.Context, in *polyopv1alpha1.AdmissionRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	switch in.GetOperation() {
+	case polyopv1alpha1.Operation_OPERATION_DELETE, polyopv1alpha1.Operation_OPERATION_CONNECT:
+		// Nothing to default, as in controller-runtime.
+		return &polyopv1alpha1.DefaultResponse{}, nil
+	}
+	obj, err := w.decode(in.GetObject(), "object")
+	if err != nil {
+		return nil, err
+	}
+	original := obj.DeepCopyObject().(T)
+	err = callAdmission(ctx, func() error { return w.defaulter.Default(ctx, obj) })
+	if err != nil {
+		if status.Code(err) == codes.Internal {
+			return nil, err
+		}
+		return &polyopv1alpha1.DefaultResponse{Denied: denialOf(err)}, nil
+	}
+	if reflect.DeepEqual(original, obj) {
+		return &polyopv1alpha1.DefaultResponse{}, nil
+	}
+	defaulted, err := applyChanges(in.GetObject(), original, obj)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encoding the defaulted %s: %v", w.gvk.Kind, err)
+	}
+	return &polyopv1alpha1.DefaultResponse{Object: defaulted}, nil
+}
+
+func (w *typedWebhook[T]) validate(ctx context.Context, in *polyopv1alpha1.AdmissionRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	var call func() (Warnings, error)
+	switch in.GetOperation() {
+	case polyopv1alpha1.Operation_OPERATION_CREATE:
+		obj, err := w.decode(in.GetObject(), "object")
+		if err != nil {
+			return nil, err
+		}
+		call = func() (Warnings, error) { return w.validator.ValidateCreate(ctx, obj) }
+	case polyopv1alpha1.Operation_OPERATION_UPDATE:
+		obj, err := w.decode(in.GetObject(), "object")
+		if err != nil {
+			return nil, err
+		}
+		old, err := w.decode(in.GetOldObject(), "old object")
+		if err != nil {
+			return nil, err
+		}
+		call = func() (Warnings, error) { return w.validator.ValidateUpdate(ctx, old, obj) }
+	case polyopv1alpha1.Operation_OPERATION_DELETE:
+		// The API server sends the object being deleted as the old object.
+		old, err := w.decode(in.GetOldObject(), "old object")
+		if err != nil {
+			return nil, err
+		}
+		call = func() (Warnings, error) { return w.validator.ValidateDelete(ctx, old) }
+	case polyopv1alpha1.Operation_OPERATION_CONNECT:
+		// Not validated, as in controller-runtime.
+		return &polyopv1alpha1.ValidateResponse{}, nil
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "unknown operation %v", in.GetOperation())
+	}
+	var warnings Warnings
+	err := callAdmission(ctx, func() error {
+		var err error
+		warnings, err = call()
+		return err
+	})
+	if status.Code(err) == codes.Internal {
+		return nil, err
+	}
+	resp := &polyopv1alpha1.ValidateResponse{Warnings: warnings}
+	if err != nil {
+		resp.Denied = denialOf(err)
+	}
+	return resp, nil
+}
+
+// decode decodes the API server's JSON into a fresh T, case-sensitively as the
+// API server does.
+func (w *typedWebhook[T]) decode(data []byte, what string) (T, error) {
+	var zero T
+	if len(data) == 0 {
+		return zero, status.Errorf(codes.InvalidArgument, "the request carries no %s", what)
+	}
+	obj := reflect.New(w.elem).Interface().(T)
+	if err := decodeJSON(data, obj); err != nil {
+		return zero, status.Errorf(codes.InvalidArgument, "decoding the %s as %s: %v", what, w.gvk.Kind, err)
+	}
+	if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind == "" || gvk.Version == "" {
+		obj.GetObjectKind().SetGroupVersionKind(w.gvk)
+	}
+	return obj, nil
+}
+
+// callAdmission calls fn, turning a panic into a gRPC INTERNAL error, which
+// the host reports as a failing webhook, as controller-runtime answers a
+// panicking webhook with a 500.
+func callAdmission(ctx context.Context, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			logf.FromContext(ctx).Error(fmt.Errorf("%v", r), "Observed a panic in the webhook", "stack", string(debug.Stack()))
+			err = status.Errorf(codes.Internal, "panic: %v [recovered]", r)
+		}
+	}()
+	return fn()
+}
+
+// applyChanges applies to raw, the object the API server sent, the changes
+// the defaulter made (from before to after, both of the Go type), and
+// returns the result. Fields the Go type does not know, and fields it leaves
+// out when empty, stay as the API server sent them: only what the defaulter
+// changed changes, as controller-runtime's defaulter drops the removals its
+// scheme caused. Only the parts of raw on the path of a change are decoded.
+func applyChanges(raw []byte, before, after runtime.Object) ([]byte, error) {
+	b, err := runtime.DefaultUnstructuredConverter.ToUnstructured(before)
+	if err != nil {
+		return nil, err
+	}
+	a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
+	if err != nil {
+		return nil, err
+	}
+	return mergeRaw(raw, b, a)
+}
+
+// mergeRaw returns raw (JSON) changed as before was changed into after
+// (generic values). The members of raw that did not change are copied as they
+// are, unparsed.
+func mergeRaw(raw json.RawMessage, before, after any) (json.RawMessage, error) {
+	if len(raw) > 0 && reflect.DeepEqual(before, after) {
+		return raw, nil
+	}
+	b, okB := before.(map[string]any)
+	a, okA := after.(map[string]any)
+	if !okB || !okA {
+		return json.Marshal(after)
+	}
+	members, ok := objectMembers(raw)
+	if !ok {
+		return json.Marshal(after)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(raw) + 64)
+	buf.WriteByte('{')
+	write := func(key string, value []byte) error {
+		if buf.Len() > 1 {
+			buf.WriteByte(',')
+		}
+		k, err := json.Marshal(key)
+		if err != nil {
+			return err
+		}
+		buf.Write(k)
+		buf.WriteByte(':')
+		buf.Write(value)
+		return nil
+	}
+	seen := make(map[string]bool, len(members))
+	for _, m := range members {
+		seen[m.key] = true
+		bv, inBefore := b[m.key]
+		av, inAfter := a[m.key]
+		value := []byte(m.value)
+		switch {
+		case inBefore && !inAfter:
+			continue // the defaulter removed it
+		case inAfter && (!inBefore || !reflect.DeepEqual(bv, av)):
+			merged, err := mergeRaw(m.value, bv, av)
+			if err != nil {
+				return nil, err
+			}
+			value = merged
+		}
+		if err := write(m.key, value); err != nil {
+			return nil, err
+		}
+	}
+	// What the defaulter added, in a stable order.
+	var added []string
+	for k := range a {
+		if !seen[k] {
+			if bv, had := b[k]; !had || !reflect.DeepEqual(bv, a[k]) {
+				added = append(added, k)
+			}
+		}
+	}
+	slices.Sort(added)
+	for _, k := range added {
+		value, err := json.Marshal(a[k])
+		if err != nil {
+			return nil, err
+		}
+		if err := write(k, value); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// member is one member of a JSON object, its value as it is in the JSON.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// objectMembers splits a JSON object into its members, in order, the values
+// sliced from raw as they are; it reports false for anything else. It finds
+// the members' bounds without decoding them: raw is the API server's JSON.
+func objectMembers(raw []byte) ([]member, bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(raw, i+1)
+	var out []member
+	if i < len(raw) && raw[i] == '}' {
+		return out, skipSpace(raw, i+1) == len(raw)
+	}
+	for {
+		if i >= len(raw) || raw[i] != '"' {
+			return nil, false
+		}
+		end, ok := stringEnd(raw, i)
+		if !ok {
+			return nil, false
+		}
+		var key string
+		if bytes.IndexByte(raw[i:end], '\\') < 0 {
+			key = string(raw[i+1 : end-1])
+		} else if err := json.Unmarshal(raw[i:end], &key); err != nil {
+			return nil, false
+		}
+		i = skipSpace(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, false
+		}
+		start := skipSpace(raw, i+1)
+		end, ok = valueEnd(raw, start)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, member{key: key, value: raw[start:end]})
+		i = skipSpace(raw, end)
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case '}':
+			return out, skipSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string starting at raw[i], a quote.
+func stringEnd(raw []byte, i int) (int, bool) {
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
+
+// valueEnd returns the index after the JSON value starting at raw[i].
+func valueEnd(raw []byte, i int) (int, bool) {
+	if i >= len(raw) {
+		return 0, false
+	}
+	switch raw[i] {
+	case '"':
+		return stringEnd(raw, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(raw); j++ {
+			switch raw[j] {
+			case '"':
+				end, ok := stringEnd(raw, j)
+				if !ok {
+					return 0, false
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, true
+				}
+			}
+		}
+		return 0, false
+	default:
+		j := i
+		for j < len(raw) && raw[j] != ',' && raw[j] != '}' && raw[j] != ']' && raw[j] != ' ' && raw[j] != '\t' && raw[j] != '\n' && raw[j] != '\r' {
+			j++
+		}
+		return j, j > i
+	}
+}
+
+// decodeJSON decodes the API server's JSON into obj, case-sensitively as the
+// API server does, keeping integers integers.
+func decodeJSON(data []byte, obj any) error {
+	return sigsjson.UnmarshalCaseSensitivePreserveInts(data, obj)
+}

@@ -1,0 +1,106 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+type mergeSpec struct {
+	Size  int64             `json:"size,omitempty"`
+	Tags  []string          `json:"tags,omitempty"`
+	Extra map[string]string `json:"extra,omitempty"`
+}
+
+type mergeObj struct {
+	metav1.TypeMeta `json:",inline"`
+	Spec            mergeSpec `json:"spec"`
+}
+
+func (o *mergeObj) DeepCopyObject() runtime.Object {
+	c := *o
+	c.Spec.Tags = append([]string(nil), o.Spec.Tags...)
+	return &c
+}
+
+func TestApplyChangesAppliesOnlyTheDefaultersChanges(t *testing.T) {
+	t.Parallel()
+	type spec = mergeSpec
+	type obj = mergeObj
+	for name, tc := range map[string]struct {
+		raw           string
+		before, after obj
+		want          string
+	}{
+		"if a field is set, then it is added after the unknown ones, which keep their order": {
+			raw:    `{"spec":{"unknown":1},"status":{"x":true}}`,
+			before: obj{}, after: obj{Spec: spec{Size: 3}},
+			want: `{"spec":{"unknown":1,"size":3},"status":{"x":true}}`,
+		},
+		"if a field is cleared, then it is removed": {
+			raw:    `{"spec":{"size":3,"unknown":1}}`,
+			before: obj{Spec: spec{Size: 3}}, after: obj{},
+			want: `{"spec":{"unknown":1}}`,
+		},
+		"if a list changes, then it is replaced": {
+			raw:    `{"spec":{"tags":["a"]}}`,
+			before: obj{Spec: spec{Tags: []string{"a"}}}, after: obj{Spec: spec{Tags: []string{"a", "b"}}},
+			want: `{"spec":{"tags":["a","b"]}}`,
+		},
+		"if a zero value the type leaves out is in the raw object, then it stays": {
+			raw:    `{"spec":{"size":0,"extra":{}}}`,
+			before: obj{}, after: obj{Spec: spec{Tags: []string{"t"}}},
+			want: `{"spec":{"size":0,"extra":{},"tags":["t"]}}`,
+		},
+		"if a big integer is in the raw object, then it keeps every digit": {
+			raw:    `{"spec":{"id":9007199254740993}}`,
+			before: obj{}, after: obj{Spec: spec{Size: 1}},
+			want: `{"spec":{"id":9007199254740993,"size":1}}`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := applyChanges([]byte(tc.raw), &tc.before, &tc.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestObjectMembers(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`{}`,
+		` { "a" : 1 , "b":"x}\"]," ,"c":{"d":[1,{"e":"]}"}],"f":null},"g":[ ],"h":true,"i":-1.5e3 } `,
+		`{"k\u00e9y":"v","esc\"aped":{"x":"\\"}}`,
+	} {
+		members, ok := objectMembers([]byte(raw))
+		if !ok {
+			t.Errorf("%s: not split", raw)
+			continue
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(members) != len(want) {
+			t.Errorf("%s: %d members, want %d", raw, len(members), len(want))
+		}
+		for _, m := range members {
+			if string(m.value) != string(want[m.key]) {
+				t.Errorf("%s: member %q = %s, want %s", raw, m.key, m.value, want[m.key])
+			}
+		}
+	}
+	for _, raw := range []string{``, `[]`, `"x"`, `{"a":1`, `{"a" 1}`, `{"a":"x}`, `{"a":1}}`, `{a:1}`} {
+		if _, ok := objectMembers([]byte(raw)); ok {
+			t.Errorf("%q was split as an object", raw)
+		}
+	}
+}
