@@ -1,0 +1,149 @@
+"""The Tenant reconciler and validator."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import polyop
+from polyop import FieldError, Object, Owns, UpdateFilter
+
+from tenant.quantity import parse_quantity
+
+TENANT = "examples.polyop.dev/v1/Tenant"
+
+# spec.quota's keys and the ResourceQuota resources they limit.
+QUOTA_RESOURCES = {
+    "cpu": "requests.cpu",
+    "memory": "requests.memory",
+    "storage": "requests.storage",
+    "pods": "pods",
+}
+# spec.containerDefaults' keys: the default requests and limits of a container.
+DEFAULT_RESOURCES = ("cpu", "memory")
+
+op = polyop.Operator("tenant-operator")
+
+
+@op.reconciler(
+    TENANT,
+    owns=[Owns("v1/ResourceQuota", send_observed=True), "v1/LimitRange", "v1/ConfigMap"],
+    # Status writes do not reconcile again; events on the children still do.
+    update_filters=[UpdateFilter.GENERATION_CHANGED],
+    max_concurrent_reconciles=4,
+)
+def reconcile(tenant: Object, ctx: polyop.Context) -> polyop.Result:
+    """Declare the tenant's children; the host applies them and prunes the rest."""
+    generation = tenant.meta.generation
+    problems = validate_spec(tenant.spec)
+    if problems:
+        # The webhook refuses such a spec; without it, say so on the object.
+        message = "; ".join(f"{e.field}: {e.detail}" for e in problems)
+        polyop.set_condition(tenant.conditions, polyop.READY, False, "InvalidSpec", message, observed_generation=generation)
+        ctx.event("InvalidSpec", message, type="Warning")
+        raise polyop.TerminalError(message)
+
+    children = [resource_quota(tenant), config_map(tenant)]
+    if tenant.spec.get("containerDefaults"):
+        children.append(limit_range(tenant))
+
+    # The quota's usage, as the API server's quota controller counts it.
+    for quota in ctx.children_of("v1/ResourceQuota"):
+        used = quota.get("status", {}).get("used")
+        if used:
+            tenant.status["used"] = used
+
+    if tenant.status.get("observedGeneration") != generation:
+        ctx.event("Reconciled", f"applied {', '.join(c['kind'] for c in children)}")
+    tenant.status["observedGeneration"] = generation
+    tenant.status["children"] = [f"{c['kind']}/{c['metadata']['name']}" for c in children]
+    polyop.set_condition(
+        tenant.conditions, polyop.READY, True, "Reconciled", "the quota, limits and settings are applied",
+        observed_generation=generation,
+    )
+    return polyop.Result(children=children, children_complete=True)
+
+
+@op.validator(TENANT)
+def validate(req: polyop.AdmissionRequest) -> list[str]:
+    """Refuse quotas that are not positive quantities, and any change of owner."""
+    assert req.object is not None  # create and update only
+    spec = req.object.spec
+    errors = validate_spec(spec)
+    if req.old_object is not None:
+        old_owner = req.old_object.spec.get("owner")
+        if spec.get("owner") != old_owner:
+            errors.append(FieldError.forbidden("spec.owner", f"is immutable: the tenant belongs to {old_owner!r}"))
+    if errors:
+        raise polyop.Denied(f"Tenant {req.name!r} is invalid", errors)
+    warnings = []
+    if "pods" not in spec.get("quota", {}):
+        warnings.append("spec.quota.pods is not set: the tenant may create any number of pods")
+    return warnings
+
+
+def validate_spec(spec: dict[str, Any]) -> list[FieldError]:
+    """The field errors of a Tenant's spec."""
+    errors: list[FieldError] = []
+    if not spec.get("owner"):
+        errors.append(FieldError.required("spec.owner", "every tenant has an owner"))
+    quota = positive_quantities(spec.get("quota") or {}, "spec.quota", errors)
+    if "pods" in quota and quota["pods"] != quota["pods"].to_integral_value():
+        errors.append(FieldError.invalid("spec.quota.pods", spec["quota"]["pods"], "must be a whole number of pods"))
+    defaults = positive_quantities(spec.get("containerDefaults") or {}, "spec.containerDefaults", errors)
+    for key, value in defaults.items():
+        if key in quota and value > quota[key]:
+            errors.append(
+                FieldError.invalid(
+                    f"spec.containerDefaults.{key}", spec["containerDefaults"][key],
+                    f"must not exceed spec.quota.{key} ({spec['quota'][key]})",
+                )
+            )
+    return errors
+
+
+def positive_quantities(values: dict[str, Any], path: str, errors: list[FieldError]) -> dict[str, Decimal]:
+    parsed = {}
+    for key, raw in values.items():
+        try:
+            value = parse_quantity(raw)
+        except ValueError as err:
+            errors.append(FieldError.invalid(f"{path}.{key}", raw, str(err)))
+            continue
+        if value <= 0:
+            errors.append(FieldError.invalid(f"{path}.{key}", raw, "must be greater than zero"))
+            continue
+        parsed[key] = value
+    return parsed
+
+
+def child(tenant: Object, api_version: str, kind: str) -> dict[str, Any]:
+    """A child of the tenant, in its namespace, named after it."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {
+            "name": f"tenant-{tenant.name}",
+            "namespace": tenant.namespace,
+            "labels": {"app.kubernetes.io/managed-by": op.name, "examples.polyop.dev/tenant": tenant.name},
+        },
+    }
+
+
+def resource_quota(tenant: Object) -> dict[str, Any]:
+    quota = child(tenant, "v1", "ResourceQuota")
+    quota["spec"] = {"hard": {QUOTA_RESOURCES[k]: str(v) for k, v in tenant.spec["quota"].items() if k in QUOTA_RESOURCES}}
+    return quota
+
+
+def limit_range(tenant: Object) -> dict[str, Any]:
+    defaults = {k: str(v) for k, v in tenant.spec["containerDefaults"].items() if k in DEFAULT_RESOURCES}
+    limits = child(tenant, "v1", "LimitRange")
+    limits["spec"] = {"limits": [{"type": "Container", "default": defaults, "defaultRequest": defaults}]}
+    return limits
+
+
+def config_map(tenant: Object) -> dict[str, Any]:
+    settings = child(tenant, "v1", "ConfigMap")
+    settings["data"] = {"owner": tenant.spec["owner"], **{k: str(v) for k, v in (tenant.spec.get("settings") or {}).items()}}
+    return settings

@@ -1,0 +1,149 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { ClusterError, discardLogger, findCondition, NotFoundError, type KubeResource } from "@polyop/sidecar";
+import { FakeCluster, SidecarTester } from "@polyop/sidecar/testing";
+
+import { resyncMs, retryFailedMs } from "./controller.js";
+import { newSidecar } from "./sidecar.js";
+import { configMaps, configMapSyncs, labels, type ConfigMap, type ConfigMapSync, type ConfigMapSyncSpec } from "./types.js";
+
+// Fixture builders.
+function sync(spec: Partial<ConfigMapSyncSpec> = {}, name = "ca"): ConfigMapSync {
+  return {
+    ...configMapSyncs,
+    metadata: { namespace: "ops", name, uid: `uid-${name}`, generation: 3 },
+    spec: { source: "ca-bundle", targetNamespaces: ["team-a", "team-b"], ...spec },
+  };
+}
+
+function configMap(namespace: string, name: string, data: Record<string, string>, extraLabels: Record<string, string> = {}): ConfigMap {
+  return { ...configMaps, metadata: { namespace, name, labels: extraLabels }, data };
+}
+
+function namespace(name: string, nsLabels: Record<string, string> = {}): KubeResource {
+  return { apiVersion: "v1", kind: "Namespace", metadata: { name, labels: nsLabels } };
+}
+
+const source = () => configMap("ops", "ca-bundle", { "ca.crt": "CERT-1" });
+
+function setup(...objects: KubeResource[]) {
+  const cluster = new FakeCluster(objects);
+  const tester = new SidecarTester(newSidecar({ logger: discardLogger }).useCluster(cluster));
+  return { cluster, tester };
+}
+
+describe("reconcile", () => {
+  test("copies the source into every target namespace and reports Ready", async () => {
+    const { cluster, tester } = setup(source());
+    const out = await tester.reconcile(sync());
+    assert.equal(out.error, undefined);
+    const copies = cluster.all<ConfigMap>(configMaps).filter((c) => c.metadata.namespace !== "ops");
+    assert.deepEqual(
+      copies.map((c) => [c.metadata.namespace, c.metadata.name, c.data, c.metadata.labels?.[labels.owner]]),
+      [
+        ["team-a", "ca-bundle", { "ca.crt": "CERT-1" }, "uid-ca"],
+        ["team-b", "ca-bundle", { "ca.crt": "CERT-1" }, "uid-ca"],
+      ],
+    );
+    assert.deepEqual(out.status?.syncedNamespaces, ["team-a", "team-b"]);
+    assert.equal(out.status?.syncedCount, 2);
+    assert.equal(out.status?.targetCount, 2);
+    assert.equal(out.status?.observedGeneration, 3);
+    const ready = findCondition(out.status, "Ready");
+    assert.deepEqual([ready?.status, ready?.reason, ready?.observedGeneration], ["True", "Synced", 3]);
+    assert.deepEqual(out.events.map((e) => [e.type, e.reason]), [["Normal", "Synced"]]);
+    assert.equal(out.requeueAfter, resyncMs);
+  });
+
+  test("if nothing changed, then it writes nothing and records no event", async () => {
+    const { cluster, tester } = setup(source());
+    await tester.reconcile(sync());
+    const writes: string[] = [];
+    cluster.interceptors.push((verb) => void (verb === "get" || verb === "list" || writes.push(verb)));
+    const out = await tester.reconcile(sync());
+    assert.deepEqual(writes, []);
+    assert.deepEqual(out.events, []);
+  });
+
+  test("if the source changes, then the copies follow", async () => {
+    const { cluster, tester } = setup(source());
+    await tester.reconcile(sync());
+    await cluster.update({ ...(await cluster.get<ConfigMap>(configMaps, { namespace: "ops", name: "ca-bundle" })), data: { "ca.crt": "CERT-2" } });
+    const out = await tester.reconcile(sync());
+    const copy = await cluster.get<ConfigMap>(configMaps, { namespace: "team-b", name: "ca-bundle" });
+    assert.deepEqual(copy.data, { "ca.crt": "CERT-2" });
+    assert.match(out.events[0]?.message ?? "", /updated 2/);
+  });
+
+  test("if the source is missing, then Ready is False with SourceNotFound", async () => {
+    const { cluster, tester } = setup();
+    const out = await tester.reconcile(sync());
+    assert.equal(out.error, undefined);
+    assert.deepEqual([findCondition(out.status, "Ready")?.status, findCondition(out.status, "Ready")?.reason], ["False", "SourceNotFound"]);
+    assert.deepEqual(out.events.map((e) => [e.type, e.reason]), [["Warning", "SourceNotFound"]]);
+    assert.deepEqual(cluster.all(configMaps), []);
+  });
+
+  test("if a target holds a ConfigMap it does not manage, then it leaves it and reports the target failed", async () => {
+    const { cluster, tester } = setup(source(), configMap("team-b", "ca-bundle", { mine: "yes" }));
+    const out = await tester.reconcile(sync());
+    assert.deepEqual(out.status?.syncedNamespaces, ["team-a"]);
+    assert.deepEqual(out.status?.failedTargets?.map((f) => [f.namespace, f.reason]), [["team-b", "TargetExists"]]);
+    assert.deepEqual([findCondition(out.status, "Ready")?.status, findCondition(out.status, "Ready")?.reason], ["False", "SyncFailed"]);
+    assert.equal(out.requeueAfter, retryFailedMs);
+    assert.deepEqual((await cluster.get<ConfigMap>(configMaps, { namespace: "team-b", name: "ca-bundle" })).data, { mine: "yes" });
+  });
+
+  test("if a target namespace does not exist, then that target fails and the others sync", async () => {
+    const { cluster, tester } = setup(source());
+    cluster.interceptors.push((verb, _type, key) => {
+      if (verb === "create" && key?.namespace === "team-a") {
+        throw new NotFoundError('namespaces "team-a" not found', 5, { reason: "NotFound", code: 404 });
+      }
+    });
+    const out = await tester.reconcile(sync());
+    assert.deepEqual(out.status?.syncedNamespaces, ["team-b"]);
+    assert.deepEqual(out.status?.failedTargets?.map((f) => [f.namespace, f.reason]), [["team-a", "NamespaceNotFound"]]);
+    assert.deepEqual(out.events.map((e) => e.reason), ["Synced", "SyncFailed"]);
+  });
+
+  test("prunes the copies of namespaces no longer targeted, and those of an old target name", async () => {
+    const { cluster, tester } = setup(source());
+    await tester.reconcile(sync());
+    let out = await tester.reconcile(sync({ targetNamespaces: ["team-a"] }));
+    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
+    assert.match(out.events[0]?.message ?? "", /pruned 1/);
+    out = await tester.reconcile(sync({ targetNamespaces: ["team-a"], targetName: "ca" }));
+    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca"]);
+  });
+
+  test("adds the namespaces the selector matches, and never copies onto its own source", async () => {
+    const { cluster, tester } = setup(source(), namespace("ops", { ca: "yes" }), namespace("team-c", { ca: "yes" }), namespace("team-d"));
+    const out = await tester.reconcile(sync({ targetNamespaces: ["ops"], namespaceSelector: "ca=yes" }));
+    assert.deepEqual(out.status?.syncedNamespaces, ["team-c"]);
+    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => c.metadata.namespace), ["ops", "team-c"]);
+    assert.deepEqual((await cluster.get<ConfigMap>(configMaps, { namespace: "ops", name: "ca-bundle" })).data, { "ca.crt": "CERT-1" });
+  });
+
+  test("if the cluster cannot be reached, then the error is transient and the status so far is kept", async () => {
+    const { cluster, tester } = setup(source());
+    cluster.interceptors.push((verb) => {
+      if (verb === "list") {
+        throw new ClusterError("polyop cluster: listing ConfigMap: connection refused", 14);
+      }
+    });
+    const out = await tester.reconcile(sync());
+    assert.deepEqual(out.error, { message: "polyop cluster: listing ConfigMap: connection refused", terminal: false });
+    assert.equal(out.status?.sourceResourceVersion !== undefined, true);
+  });
+});
+
+test("finalize deletes every copy", async () => {
+  const { cluster, tester } = setup(source(), configMap("team-z", "other", {}, { [labels.owner]: "uid-other" }));
+  await tester.reconcile(sync());
+  const out = await tester.finalize({ ...sync(), metadata: { ...sync().metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
+  assert.equal(out.error, undefined);
+  assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-z/other"]);
+  assert.deepEqual(out.events.map((e) => e.message), ["deleted 2 copies of ca-bundle"]);
+});

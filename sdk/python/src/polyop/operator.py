@@ -1,0 +1,426 @@
+"""The Operator: register functions with decorators, then serve them to the host.
+
+Each decorator records what the function handles and how; the answer to the
+host's Describe is built from these registrations and nothing else. Every
+decorator returns the function unchanged, so it can still be called directly
+in a test.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+
+from polyop._address import DEFAULT_SIDECAR_ADDRESS
+from polyop.admission import AdmissionRequest, FailurePolicy, Operation
+from polyop.cluster import ADDRESS_ENV, Cluster
+from polyop.objects import GVK, KindLike, Object
+from polyop.reconcile import Context, Owns, Result, UpdateFilter, Watch
+from polyop.v1alpha1 import admission_pb2, describe_pb2
+
+if TYPE_CHECKING:
+    from polyop.server import Server
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "ConvertFunc",
+    "DefaultFunc",
+    "FinalizeFunc",
+    "Operator",
+    "ReconcileFunc",
+    "ValidateFunc",
+]
+
+PROTOCOL_VERSION = "v1alpha1"
+"""The polyop protocol version this SDK speaks."""
+
+ReconcileFunc = Callable[[Object, Context], Result | None]
+"""``reconcile(obj, ctx) -> Result | None``."""
+FinalizeFunc = Callable[[Object, Context], Result | None]
+"""``finalize(obj, ctx) -> Result | None``: clean-up done unless it raises or
+asks for ``requeue_after``."""
+DefaultFunc = Callable[[Object, AdmissionRequest], Sequence[str] | None]
+"""``default(obj, req) -> warnings | None``: set the defaults on obj in place."""
+ValidateFunc = Callable[[AdmissionRequest], Sequence[str] | None]
+"""``validate(req) -> warnings | None``: raise Denied to refuse."""
+ConvertFunc = Callable[[Object, str], Mapping[str, Any]]
+"""``convert(obj, api_version) -> the object at api_version``."""
+
+_R = TypeVar("_R", bound=ReconcileFunc)
+_D = TypeVar("_D", bound=DefaultFunc)
+_V = TypeVar("_V", bound=ValidateFunc)
+_C = TypeVar("_C", bound=ConvertFunc)
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass
+class _Controller:
+    description: describe_pb2.ControllerDescription
+    kind: GVK
+    owns: frozenset[GVK]
+    reconcile: ReconcileFunc
+    finalize: FinalizeFunc | None = None
+
+
+@dataclass
+class _Webhook:
+    kind: GVK
+    resource: str = ""
+    operations: tuple[Operation, ...] = ()
+    failure_policy: FailurePolicy | None = None
+    timeout_seconds: int = 0
+    default: DefaultFunc | None = None
+    validate: ValidateFunc | None = None
+
+    def description(self) -> admission_pb2.WebhookDescription:
+        return admission_pb2.WebhookDescription(
+            kind=self.kind.to_proto(),
+            resource=self.resource,
+            default=self.default is not None,
+            validate=self.validate is not None,
+            operations=[op.value for op in self.operations],
+            failure_policy=self.failure_policy.value if self.failure_policy else admission_pb2.FAILURE_POLICY_UNSPECIFIED,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+
+@dataclass
+class _Converter:
+    group: str
+    kind: str
+    versions: tuple[str, ...]
+    convert: ConvertFunc
+    description: admission_pb2.ConversionDescription = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.description = admission_pb2.ConversionDescription(group=self.group, kind=self.kind, versions=self.versions)
+
+
+class Operator:
+    """A polyop sidecar: the functions it registers, served to the host.
+
+    ``name`` is a short name for the sidecar (lower-case letters, digits and
+    '-'), used in the host's logs, metrics and leader election lease.
+    ``cluster`` is the Cluster client handed to reconcile functions as
+    ``ctx.cluster``; by default one is made, on first use, for the address the
+    host sends in its DescribeRequest, or else POLYOP_CLUSTER_ADDRESS.
+    """
+
+    def __init__(self, name: str, *, cluster: Cluster | None = None, logger: logging.Logger | None = None) -> None:
+        if not _DNS1123_LABEL.match(name) or len(name) > 63:
+            raise ValueError(f"operator name {name!r}: lower-case letters, digits and '-', at most 63")
+        self.name = name
+        self.log = logger or logging.getLogger("polyop")
+        self._cluster = cluster
+        self._cluster_address = ""
+        self._lock = threading.Lock()
+        self._serving = False
+        self._controllers: dict[str, _Controller] = {}
+        self._webhooks: dict[GVK, _Webhook] = {}
+        self._converters: dict[tuple[str, str], _Converter] = {}
+
+    # Registration.
+
+    def reconciler(
+        self,
+        kind: KindLike,
+        *,
+        name: str = "",
+        owns: Iterable[KindLike | Owns] = (),
+        watches: Iterable[Watch] = (),
+        update_filters: Iterable[UpdateFilter] = (),
+        label_selector: str = "",
+        namespaces: Iterable[str] = (),
+        max_concurrent_reconciles: int = 0,
+        finalizer: str = "",
+    ) -> Callable[[_R], _R]:
+        """Register a reconcile function for a kind, as
+        ``ctrl.NewControllerManagedBy(mgr).For(kind)`` does in controller-runtime.
+
+        - ``name``: the controller's name, unique in the operator; defaults to
+          the kind in lower case;
+        - ``owns``: the kinds of its children (``Owns(kind, send_observed=True)``
+          to receive them in ``ctx.children``);
+        - ``watches``: other kinds whose events enqueue reconciled objects;
+        - ``update_filters``: update events reconcile only when one of these
+          changed (every update does by default);
+        - ``label_selector``: only objects it selects are watched;
+        - ``namespaces``: only these namespaces (all by default);
+        - ``max_concurrent_reconciles``: objects reconciled at once (1 by default);
+        - ``finalizer``: a finalizer the host adds to every object; register the
+          clean-up with :meth:`finalizer`.
+        """
+        gvk = GVK.parse(kind)
+        controller_name = name or gvk.kind.lower()
+        if not _DNS1123_SUBDOMAIN.match(controller_name) or len(controller_name) > 253:
+            raise ValueError(f"controller name {controller_name!r}: lower-case letters, digits, '-' and '.'")
+        owned = [o if isinstance(o, Owns) else Owns(o) for o in owns]
+        filters = [UpdateFilter(f) for f in update_filters]
+        namespace_list: list[str] = []
+        for ns in namespaces:
+            if not _DNS1123_LABEL.match(ns):
+                raise ValueError(f"controller {controller_name!r}: namespace {ns!r} is not a valid name")
+            if ns not in namespace_list:
+                namespace_list.append(ns)
+        if not 0 <= max_concurrent_reconciles < 2**31:
+            raise ValueError(f"controller {controller_name!r}: max_concurrent_reconciles must be between 0 and 2^31-1")
+        description = describe_pb2.ControllerDescription(
+            name=controller_name,
+            for_kind=gvk.to_proto(),
+            namespaces=namespace_list,
+            max_concurrent_reconciles=max_concurrent_reconciles,
+            owns=[o.to_proto() for o in owned],
+            watches=[w.to_proto() for w in watches],
+            finalizer=finalizer,
+        )
+        if filters or label_selector:
+            description.predicates.CopyFrom(
+                describe_pb2.Predicates(update_filters=list(dict.fromkeys(f.value for f in filters)), label_selector=label_selector)
+            )
+
+        def register(fn: _R) -> _R:
+            with self._registering():
+                if controller_name in self._controllers:
+                    raise ValueError(f"controller {controller_name!r} is already registered: give each a unique name=")
+                self._controllers[controller_name] = _Controller(
+                    description=description, kind=gvk, owns=frozenset(GVK.parse(o.kind) for o in owned), reconcile=fn
+                )
+            return fn
+
+        return register
+
+    def finalizer(self, kind: KindLike | None = None, *, controller: str = "") -> Callable[[_R], _R]:
+        """Register the clean-up of a controller that declares a ``finalizer``,
+        named by its ``kind`` (for the controller of the default name) or its
+        ``controller`` name. The host calls it for an object being deleted and
+        removes the finalizer once it returns without error or requeue."""
+        if (kind is None) == (not controller):
+            raise ValueError("finalizer: name the controller by kind or by controller=, not both")
+        controller_name = controller or GVK.parse(kind or "").kind.lower()
+
+        def register(fn: _R) -> _R:
+            with self._registering():
+                c = self._controllers.get(controller_name)
+                if c is None:
+                    raise ValueError(f"finalizer: no controller {controller_name!r}; register its reconciler first")
+                if not c.description.finalizer:
+                    raise ValueError(f"finalizer: controller {controller_name!r} declares no finalizer=")
+                if c.finalize is not None:
+                    raise ValueError(f"finalizer: controller {controller_name!r} already has one")
+                c.finalize = fn
+            return fn
+
+        return register
+
+    def defaulter(
+        self,
+        kind: KindLike,
+        *,
+        resource: str = "",
+        operations: Iterable[Operation] = (),
+        failure_policy: FailurePolicy | None = None,
+        timeout_seconds: int = 0,
+    ) -> Callable[[_D], _D]:
+        """Register a mutating admission webhook for a kind at one version: the
+        function sets defaults on the object in place and may return warnings.
+
+        ``operations`` default to create and update; ``failure_policy`` to
+        FAIL; ``timeout_seconds`` (1 to 30) to 10. A defaulter and a validator
+        of one kind share these settings. ``resource`` (the plural) is
+        resolved through discovery when empty.
+        """
+
+        def register(fn: _D) -> _D:
+            with self._registering():
+                webhook = self._webhook(kind, resource, operations, failure_policy, timeout_seconds)
+                if webhook.default is not None:
+                    raise ValueError(f"defaulter: {webhook.kind} already has one")
+                webhook.default = fn
+            return fn
+
+        return register
+
+    def validator(
+        self,
+        kind: KindLike,
+        *,
+        resource: str = "",
+        operations: Iterable[Operation] = (),
+        failure_policy: FailurePolicy | None = None,
+        timeout_seconds: int = 0,
+    ) -> Callable[[_V], _V]:
+        """Register a validating admission webhook for a kind at one version:
+        the function raises Denied to refuse a request and may return warnings.
+        The settings are those of :meth:`defaulter`."""
+
+        def register(fn: _V) -> _V:
+            with self._registering():
+                webhook = self._webhook(kind, resource, operations, failure_policy, timeout_seconds)
+                if webhook.validate is not None:
+                    raise ValueError(f"validator: {webhook.kind} already has one")
+                webhook.validate = fn
+            return fn
+
+        return register
+
+    def converter(self, group: str, kind: str, versions: Sequence[str]) -> Callable[[_C], _C]:
+        """Register the conversion of a kind between its versions (a CRD
+        conversion webhook): the function returns the object at the apiVersion
+        asked for, its metadata unchanged but for labels and annotations."""
+        if len(versions) < 2:
+            raise ValueError(f"converter {group}/{kind}: name at least two versions")
+
+        def register(fn: _C) -> _C:
+            with self._registering():
+                if (group, kind) in self._converters:
+                    raise ValueError(f"converter: {group}/{kind} already has one")
+                self._converters[(group, kind)] = _Converter(group, kind, tuple(versions), fn)
+            return fn
+
+        return register
+
+    # Description.
+
+    def describe(self) -> describe_pb2.DescribeResponse:
+        """The answer to the host's Describe, built from the registrations."""
+        self._check()
+        with self._lock:
+            return describe_pb2.DescribeResponse(
+                protocol_version=PROTOCOL_VERSION,
+                name=self.name,
+                controllers=[c.description for c in self._controllers.values()],
+                webhooks=[w.description() for w in self._webhooks.values()],
+                conversions=[c.description for c in self._converters.values()],
+            )
+
+    @property
+    def cluster(self) -> Cluster | None:
+        """The Cluster client, or None while no address is known."""
+        with self._lock:
+            if self._cluster is None:
+                address = self._cluster_address or os.environ.get(ADDRESS_ENV, "")
+                if address:
+                    self._cluster = Cluster(address)
+            return self._cluster
+
+    # Serving.
+
+    def start(
+        self,
+        address: str = DEFAULT_SIDECAR_ADDRESS,
+        *,
+        max_message_size: int = 64 << 20,
+        max_workers: int | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+    ) -> Server:
+        """Serve on address in the background and return the running Server.
+        See :meth:`serve`."""
+        from polyop.server import start
+
+        return start(self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
+
+    def serve(
+        self,
+        address: str = DEFAULT_SIDECAR_ADDRESS,
+        *,
+        max_message_size: int = 64 << 20,
+        max_workers: int | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        grace: float = 30.0,
+    ) -> None:
+        """Serve until SIGTERM or SIGINT, then stop gracefully: report NOT_SERVING,
+        refuse new calls and wait up to ``grace`` seconds for the calls in flight.
+
+        ``address`` takes the forms of the host's --sidecar-address
+        (``unix:///abs.sock``, ``unix:rel.sock``, ``tcp://host:port``,
+        ``host:port``); it defaults to unix:///var/run/polyop/sidecar.sock, the
+        host's default. Next to the SidecarService the server serves
+        grpc.health.v1.Health. ``max_message_size`` should match the host's
+        --max-message-size; ``max_workers`` (the threads running calls)
+        defaults to the controllers' concurrency plus room for webhooks and
+        health checks. ``credentials`` (``grpc.ssl_server_credentials(...)``)
+        serve TLS or mTLS, for a sidecar on a TCP address; the default is
+        plaintext, as on the unix socket a pod's containers share.
+        """
+        from polyop.server import serve
+
+        serve(
+            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace
+        )
+
+    # Internals.
+
+    def _registering(self) -> _Registering:
+        return _Registering(self)
+
+    def _webhook(
+        self,
+        kind: KindLike,
+        resource: str,
+        operations: Iterable[Operation],
+        failure_policy: FailurePolicy | None,
+        timeout_seconds: int,
+    ) -> _Webhook:
+        gvk = GVK.parse(kind)
+        if timeout_seconds and not 1 <= timeout_seconds <= 30:
+            raise ValueError(f"webhook {gvk}: timeout_seconds must be between 1 and 30")
+        settings = _Webhook(gvk, resource, tuple(dict.fromkeys(Operation(o) for o in operations)), failure_policy, timeout_seconds)
+        webhook = self._webhooks.get(gvk)
+        if webhook is None:
+            self._webhooks[gvk] = settings
+            return settings
+        for attr in ("resource", "operations", "failure_policy", "timeout_seconds"):
+            mine, theirs = getattr(settings, attr), getattr(webhook, attr)
+            if mine and theirs and mine != theirs:
+                raise ValueError(f"webhook {gvk}: the defaulter and the validator disagree on {attr} ({theirs!r} and {mine!r})")
+            if mine:
+                setattr(webhook, attr, mine)
+        return webhook
+
+    def _check(self) -> None:
+        with self._lock:
+            if not (self._controllers or self._webhooks or self._converters):
+                raise ValueError(f"operator {self.name!r} registers nothing: register a reconciler, a webhook or a converter")
+            for c in self._controllers.values():
+                if c.description.finalizer and c.finalize is None:
+                    raise ValueError(
+                        f"controller {c.description.name!r} declares finalizer {c.description.finalizer!r} "
+                        "but registers no clean-up: add one with @op.finalizer"
+                    )
+
+    def _start_serving(self) -> None:
+        self._check()
+        with self._lock:
+            if self._serving:
+                raise RuntimeError(f"operator {self.name!r} is already serving")
+            self._serving = True
+
+    def _described_to(self, cluster_address: str) -> None:
+        with self._lock:
+            if cluster_address and not self._cluster_address:
+                self._cluster_address = cluster_address
+
+
+class _Registering:
+    """Holds the Operator's lock during a registration, which must happen before it serves."""
+
+    def __init__(self, op: Operator) -> None:
+        self.op = op
+
+    def __enter__(self) -> None:
+        self.op._lock.acquire()
+        if self.op._serving:
+            self.op._lock.release()
+            raise RuntimeError("register every function before serving: the host reads them once, at start")
+
+    def __exit__(self, *_: object) -> None:
+        self.op._lock.release()

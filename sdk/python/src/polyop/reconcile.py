@@ -1,0 +1,190 @@
+"""What a reconcile function declares, receives and returns.
+
+A reconcile function takes the object and a :class:`Context` and returns a
+:class:`Result` (or None: done, nothing to requeue)::
+
+    @op.reconciler(kind="examples.polyop.dev/v1/Tenant", owns=["v1/ConfigMap"],
+                   update_filters=[UpdateFilter.GENERATION_CHANGED])
+    def reconcile(tenant: Object, ctx: Context) -> Result:
+        tenant.status["observedGeneration"] = tenant.meta.generation
+        ctx.event("Reconciled", "the tenant is ready")
+        return Result(children=[config_map(tenant)], children_complete=True)
+
+Changes to ``obj.status`` are sent back to the host, which writes the status
+through the status subresource when it changed, also when the function
+raises. Changes to anything else in the object are ignored.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from polyop.errors import ClusterError
+from polyop.objects import GVK, KindLike, Object
+from polyop.v1alpha1 import describe_pb2, reconcile_pb2
+
+if TYPE_CHECKING:
+    from polyop.cluster import Cluster
+
+__all__ = ["Context", "EventType", "Owns", "Request", "Result", "UpdateFilter", "Watch"]
+
+
+class UpdateFilter(enum.IntEnum):
+    """A change an update event must carry to reconcile the object, after
+    controller-runtime's predicates of the same name. Creates and deletes
+    always reconcile."""
+
+    GENERATION_CHANGED = describe_pb2.UPDATE_FILTER_GENERATION_CHANGED
+    """metadata.generation changed: the spec changed. The usual choice for a
+    controller that writes status, as status-only updates then do not
+    reconcile again."""
+    LABELS_CHANGED = describe_pb2.UPDATE_FILTER_LABELS_CHANGED
+    ANNOTATIONS_CHANGED = describe_pb2.UPDATE_FILTER_ANNOTATIONS_CHANGED
+    DELETION_CHANGED = describe_pb2.UPDATE_FILTER_DELETION_CHANGED
+    """metadata.finalizers changed or metadata.deletionTimestamp was set."""
+
+
+@dataclass(frozen=True)
+class Owns:
+    """A kind of child the controller owns, as ``Owns(kind)`` in controller-runtime.
+
+    A plain kind in ``owns=[...]`` is ``Owns(kind)``. With ``send_observed``,
+    the host sends the children of this kind that point at the reconciled
+    object in :attr:`Context.children`.
+    """
+
+    kind: KindLike
+    send_observed: bool = False
+
+    def to_proto(self) -> describe_pb2.OwnedKind:
+        return describe_pb2.OwnedKind(kind=GVK.parse(self.kind).to_proto(), send_observed=self.send_observed)
+
+
+@dataclass(frozen=True)
+class Watch:
+    """Another kind whose events enqueue reconciled objects of the same
+    namespace, mapped by the host: set exactly one of ``label`` or
+    ``annotation`` (whose value names the reconciled object), or
+    ``field_path`` (a dot-separated field of the reconciled kind holding the
+    watched object's name)."""
+
+    kind: KindLike
+    label: str = ""
+    annotation: str = ""
+    field_path: str = ""
+
+    def __post_init__(self) -> None:
+        if sum(bool(x) for x in (self.label, self.annotation, self.field_path)) != 1:
+            raise ValueError(f"Watch({self.kind}): set exactly one of label, annotation or field_path")
+
+    def to_proto(self) -> describe_pb2.Watch:
+        out = describe_pb2.Watch(kind=GVK.parse(self.kind).to_proto())
+        if self.label:
+            out.label = self.label
+        elif self.annotation:
+            out.annotation = self.annotation
+        else:
+            out.field_path = self.field_path
+        return out
+
+
+@dataclass
+class Result:
+    """The outcome of a successful reconcile.
+
+    - ``requeue_after``: reconcile again after this long (seconds, or a
+      timedelta), as controller-runtime's Result.RequeueAfter;
+    - ``requeue``: reconcile again after the controller's backoff;
+    - ``children``: the desired children, of the kinds the controller owns
+      (apiVersion, kind, metadata.name and what the controller manages; the
+      namespace defaults to the object's). The host applies them with
+      server-side apply and makes the object their controller owner;
+    - ``children_complete``: ``children`` is the complete set, so the host
+      deletes the owned children that are not in it. Off by default, so that a
+      partial answer never removes a child.
+    """
+
+    requeue_after: float | timedelta | None = None
+    requeue: bool = False
+    children: Sequence[Mapping[str, Any]] | None = None
+    children_complete: bool = False
+
+    @property
+    def requeue_after_seconds(self) -> float:
+        if isinstance(self.requeue_after, timedelta):
+            return self.requeue_after.total_seconds()
+        return float(self.requeue_after or 0)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the host asked: the controller, the kind, the object's key, and how
+    many times in a row this object has failed and been retried."""
+
+    controller: str
+    kind: GVK
+    namespace: str
+    name: str
+    retries: int = 0
+
+
+EventType = Literal["Normal", "Warning"]
+
+
+class Context:
+    """Everything a reconcile or finalize function gets beside the object.
+
+    - :attr:`request`: the controller, kind, key and retry count;
+    - :attr:`children`: the observed children (owned kinds declared with
+      ``send_observed``);
+    - :attr:`log`: a logger whose records carry the controller and object;
+    - :meth:`event`: record a Kubernetes event on the object;
+    - :attr:`cluster`: the host's Cluster service, for everything else.
+    """
+
+    def __init__(
+        self,
+        request: Request,
+        children: Sequence[Object] = (),
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+        cluster: Cluster | None = None,
+    ) -> None:
+        self.request = request
+        self.children = list(children)
+        self.log = log or logging.getLogger("polyop")
+        self._cluster = cluster
+        self._events: list[reconcile_pb2.Event] = []
+        self._lock = threading.Lock()
+
+    @property
+    def cluster(self) -> Cluster:
+        """The Cluster client, whose address comes from the host's
+        DescribeRequest or the POLYOP_CLUSTER_ADDRESS environment variable."""
+        if self._cluster is None:
+            raise ClusterError("no Cluster service: the host announced none and POLYOP_CLUSTER_ADDRESS is not set")
+        return self._cluster
+
+    def children_of(self, kind: KindLike) -> list[Object]:
+        """The observed children of one kind."""
+        gvk = GVK.parse(kind)
+        return [c for c in self.children if c.gvk == gvk]
+
+    def event(self, reason: str, message: str, *, type: EventType = "Normal", action: str = "") -> None:
+        """Record an event on the object: ``reason`` a short CamelCase word,
+        ``action`` what was done (defaults to the reason). The host records the
+        events, in order, once the function returns."""
+        kind = reconcile_pb2.EVENT_TYPE_WARNING if type == "Warning" else reconcile_pb2.EVENT_TYPE_NORMAL
+        with self._lock:
+            self._events.append(reconcile_pb2.Event(type=kind, reason=reason, message=message, action=action))
+
+    @property
+    def events(self) -> list[reconcile_pb2.Event]:
+        """The events recorded so far."""
+        with self._lock:
+            return list(self._events)

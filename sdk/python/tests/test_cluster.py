@@ -1,0 +1,210 @@
+"""The Cluster client against a ClusterService served over a real unix socket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import any_pb2
+from google.rpc import status_pb2
+from grpc_status import rpc_status
+
+import polyop
+from polyop import GVK, PatchType, Propagation, ReadSource
+from polyop.testing import Harness
+from polyop.v1alpha1 import cluster_pb2, cluster_pb2_grpc, types_pb2
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1", "namespace": "ns", "resourceVersion": "5"}}
+
+
+def api_error(context: grpc.ServicerContext, code: grpc.StatusCode, status: dict[str, Any]) -> None:
+    detail = any_pb2.Any()
+    detail.Pack(cluster_pb2.APIError(status=json.dumps(status).encode()))
+    context.abort_with_status(
+        rpc_status.to_status(status_pb2.Status(code=code.value[0], message=status["message"], details=[detail]))
+    )
+
+
+class FakeCluster(cluster_pb2_grpc.ClusterServiceServicer):
+    """Records every request; answers from ``objects``, or with ``error`` when set."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+        self.error: tuple[grpc.StatusCode, dict[str, Any] | None, str] | None = None
+
+    def _answer(self, request: Any, context: grpc.ServicerContext) -> None:
+        self.requests.append(request)
+        if self.error is not None:
+            code, status, message = self.error
+            if status is not None:
+                api_error(context, code, status)
+            context.abort(code, message)
+
+    def Get(self, request: cluster_pb2.GetRequest, context: grpc.ServicerContext) -> cluster_pb2.GetResponse:
+        self._answer(request, context)
+        return cluster_pb2.GetResponse(object=json.dumps(CM).encode(), source=cluster_pb2.READ_SOURCE_CACHE)
+
+    def List(self, request: cluster_pb2.ListRequest, context: grpc.ServicerContext) -> cluster_pb2.ListResponse:
+        self._answer(request, context)
+        return cluster_pb2.ListResponse(
+            items=[json.dumps(CM).encode()], continue_token="next", resource_version="9", source=cluster_pb2.READ_SOURCE_API_SERVER
+        )
+
+    def Create(self, request: cluster_pb2.CreateRequest, context: grpc.ServicerContext) -> cluster_pb2.CreateResponse:
+        self._answer(request, context)
+        return cluster_pb2.CreateResponse(object=request.object)
+
+    def Update(self, request: cluster_pb2.UpdateRequest, context: grpc.ServicerContext) -> cluster_pb2.UpdateResponse:
+        self._answer(request, context)
+        return cluster_pb2.UpdateResponse(object=request.object)
+
+    def Patch(self, request: cluster_pb2.PatchRequest, context: grpc.ServicerContext) -> cluster_pb2.PatchResponse:
+        self._answer(request, context)
+        return cluster_pb2.PatchResponse(object=json.dumps(CM).encode())
+
+    def Delete(self, request: cluster_pb2.DeleteRequest, context: grpc.ServicerContext) -> cluster_pb2.DeleteResponse:
+        self._answer(request, context)
+        return cluster_pb2.DeleteResponse()
+
+    def RecordEvent(self, request: cluster_pb2.RecordEventRequest, context: grpc.ServicerContext) -> cluster_pb2.RecordEventResponse:
+        self._answer(request, context)
+        return cluster_pb2.RecordEventResponse()
+
+    def ResolveKind(self, request: cluster_pb2.ResolveKindRequest, context: grpc.ServicerContext) -> cluster_pb2.ResolveKindResponse:
+        self._answer(request, context)
+        kind = types_pb2.GroupVersionKind(group="apps", version="v1", kind=request.kind.kind)
+        return cluster_pb2.ResolveKindResponse(kind=kind, resource="deployments", namespaced=True)
+
+
+@pytest.fixture
+def fake(sock_dir: str) -> Iterator[tuple[FakeCluster, polyop.Cluster]]:
+    fake = FakeCluster()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(fake, server)
+    server.add_insecure_port(f"unix:{sock_dir}/cluster.sock")
+    server.start()
+    client = polyop.Cluster(f"unix://{sock_dir}/cluster.sock", field_manager="widget-operator", timeout=5)
+    yield fake, client
+    client.close()
+    server.stop(None)
+
+
+def test_reads(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+    server, client = fake
+    got = client.get("v1/ConfigMap", "c1", "ns", uncached=True)
+    assert got == CM and got.meta.resource_version == "5"
+    listed = client.list("v1/ConfigMap", "ns", label_selector="a=b", field_selector="metadata.name=c1", limit=10, continue_token="t")
+    assert (listed.items, listed.continue_token, listed.resource_version, listed.source) == ([CM], "next", "9", ReadSource.API_SERVER)
+    resolved = client.resolve_kind(GVK("apps", "", "Deployment"))
+    assert resolved == polyop.ResolvedKind(GVK("apps", "v1", "Deployment"), "deployments", True)
+
+    get, lst, _ = server.requests
+    assert (GVK.from_proto(get.kind), get.key.namespace, get.key.name, get.uncached) == (GVK("", "v1", "ConfigMap"), "ns", "c1", True)
+    assert (lst.namespace, lst.label_selector, lst.field_selector, lst.limit, lst.continue_token) == ("ns", "a=b", "metadata.name=c1", 10, "t")
+
+
+def test_writes(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+    server, client = fake
+    assert client.create(CM, dry_run=True) == CM
+    assert client.update(CM, subresource="status", field_manager="me") == CM
+    client.patch("v1/ConfigMap", "c1", [{"op": "remove", "path": "/data/x"}], "ns", type=PatchType.JSON)
+    client.apply({**CM, "data": {"a": "1"}}, force=True)
+    client.delete("v1/ConfigMap", "c1", "ns", propagation=Propagation.FOREGROUND, precondition_uid="u", grace_period_seconds=0)
+    client.delete("v1/ConfigMap", "c2", "ns")
+    client.record_event("v1/ConfigMap", "c1", "ns", reason="Touched", message="hi", type="Warning")
+
+    create, update, patch, apply, delete, delete2, event = server.requests
+    assert json.loads(create.object) == CM and create.options.dry_run and create.options.field_manager == "widget-operator"
+    assert update.subresource == "status" and update.options.field_manager == "me"
+    assert patch.type == cluster_pb2.PATCH_TYPE_JSON and json.loads(patch.patch) == [{"op": "remove", "path": "/data/x"}]
+    assert (apply.type, apply.force, apply.key.name, apply.key.namespace) == (cluster_pb2.PATCH_TYPE_APPLY, True, "c1", "ns")
+    assert json.loads(apply.patch)["data"] == {"a": "1"}
+    assert (delete.propagation, delete.precondition_uid, delete.HasField("grace_period_seconds"), delete.grace_period_seconds) == (
+        cluster_pb2.DELETE_PROPAGATION_FOREGROUND, "u", True, 0,
+    )
+    assert not delete2.HasField("grace_period_seconds")
+    assert (event.event.reason, event.event.type) == ("Touched", 2)
+
+
+def status(reason: str, code: int, message: str, **details: Any) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code, "details": details}
+
+
+@pytest.mark.parametrize(
+    ("code", "st", "want"),
+    [
+        pytest.param(grpc.StatusCode.NOT_FOUND, status("NotFound", 404, 'configmaps "c1" not found'), polyop.NotFound, id="NotFound"),
+        pytest.param(grpc.StatusCode.ALREADY_EXISTS, status("AlreadyExists", 409, "exists"), polyop.AlreadyExists, id="AlreadyExists"),
+        pytest.param(grpc.StatusCode.ABORTED, status("Conflict", 409, "modified"), polyop.Conflict, id="Conflict"),
+        pytest.param(grpc.StatusCode.PERMISSION_DENIED, status("Forbidden", 403, "no"), polyop.Forbidden, id="Forbidden"),
+        pytest.param(grpc.StatusCode.UNAUTHENTICATED, status("Unauthorized", 401, "who"), polyop.Unauthorized, id="Unauthorized"),
+        pytest.param(grpc.StatusCode.RESOURCE_EXHAUSTED, status("TooManyRequests", 429, "slow down"), polyop.TooManyRequests, id="TooManyRequests"),
+        pytest.param(grpc.StatusCode.UNAVAILABLE, status("ServiceUnavailable", 503, "down"), polyop.ServerError, id="a 5xx is a ServerError"),
+        pytest.param(grpc.StatusCode.FAILED_PRECONDITION, status("", 410, "expired"), polyop.Gone, id="a reason-less status falls back on its HTTP code"),
+    ],
+)
+def test_api_errors_keep_their_kubernetes_meaning(
+    fake: tuple[FakeCluster, polyop.Cluster], code: grpc.StatusCode, st: dict[str, Any], want: type[polyop.APIError]
+) -> None:
+    server, client = fake
+    server.error = (code, st, "")
+    with pytest.raises(want) as err:
+        client.get("v1/ConfigMap", "c1", "ns")
+    assert type(err.value) is want
+    assert (err.value.message, err.value.http_code, err.value.code, err.value.status) == (st["message"], st["code"], code, st)
+
+
+def test_an_invalid_error_carries_its_causes(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+    server, client = fake
+    causes = [{"reason": "FieldValueInvalid", "message": "Invalid value: -1", "field": "spec.size"}]
+    server.error = (grpc.StatusCode.INVALID_ARGUMENT, status("Invalid", 422, "Widget is invalid", causes=causes), "")
+    with pytest.raises(polyop.Invalid) as err:
+        client.create(CM)
+    assert err.value.causes == [polyop.Cause("FieldValueInvalid", "Invalid value: -1", "spec.size")]
+    assert isinstance(err.value, polyop.ClusterError)
+
+
+def test_errors_that_did_not_come_from_the_api_server(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+    server, client = fake
+    server.error = (grpc.StatusCode.NOT_FOUND, None, "no kind Widget in group example.com")
+    with pytest.raises(polyop.ClusterError) as err:
+        client.get("example.com/v1/Widget", "w", "ns")
+    assert not isinstance(err.value, polyop.APIError)
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert str(err.value) == "getting Widget ns/w: NOT_FOUND: no kind Widget in group example.com"
+
+
+def test_an_unreachable_host_is_unavailable(sock_dir: str) -> None:
+    with polyop.Cluster(f"unix://{sock_dir}/nobody.sock", timeout=2) as client:
+        with pytest.raises(polyop.ClusterError) as err:
+            client.get("v1/ConfigMap", "c1")
+    assert err.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_the_address_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, sock_dir: str) -> None:
+    monkeypatch.delenv(polyop.ADDRESS_ENV, raising=False)
+    with pytest.raises(polyop.ClusterError, match="POLYOP_CLUSTER_ADDRESS"):
+        polyop.Cluster()
+    monkeypatch.setenv(polyop.ADDRESS_ENV, f"unix://{sock_dir}/c.sock")
+    polyop.Cluster().close()
+
+
+def test_a_reconcile_reaches_the_cluster_the_host_announced(fake: tuple[FakeCluster, polyop.Cluster], sock_dir: str) -> None:
+    server, _ = fake
+    op = polyop.Operator("w")
+
+    @op.reconciler("v1/ConfigMap")
+    def reconcile(obj: polyop.Object, ctx: polyop.Context) -> None:
+        try:
+            ctx.cluster.get("v1/Secret", obj.name, obj.namespace)
+        except polyop.NotFound:
+            obj.status["secret"] = "missing"
+
+    server.error = (grpc.StatusCode.NOT_FOUND, status("NotFound", 404, "gone"), "")
+    harness = Harness(op)
+    harness.describe(cluster_address=f"unix://{sock_dir}/cluster.sock")
+    assert harness.reconcile(CM).status == {"secret": "missing"}

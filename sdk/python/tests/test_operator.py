@@ -1,0 +1,145 @@
+"""Registrations, and the Describe answer built from them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import polyop
+from polyop import FailurePolicy, Operation, Owns, UpdateFilter, Watch
+from polyop.testing import Harness
+from polyop.v1alpha1 import admission_pb2, describe_pb2, types_pb2
+
+WIDGET = "example.com/v1/Widget"
+
+
+def nothing(obj: polyop.Object, ctx: polyop.Context) -> None:
+    return None
+
+
+def test_describe_is_built_from_the_registrations() -> None:
+    op = polyop.Operator("widget-operator")
+    op.reconciler(
+        WIDGET,
+        owns=["v1/ConfigMap", Owns("apps/v1/Deployment", send_observed=True)],
+        watches=[Watch("v1/Secret", label="example.com/widget"), Watch("v1/Service", field_path="spec.serviceName")],
+        update_filters=[UpdateFilter.GENERATION_CHANGED, UpdateFilter.GENERATION_CHANGED, UpdateFilter.LABELS_CHANGED],
+        label_selector="tier=web",
+        namespaces=["a", "b", "a"],
+        max_concurrent_reconciles=4,
+        finalizer="example.com/cleanup",
+    )(nothing)
+    op.finalizer(WIDGET)(nothing)
+    op.reconciler(WIDGET, name="widget.audit")(nothing)
+    op.defaulter(WIDGET, operations=[Operation.CREATE])(lambda obj, req: None)
+    op.validator(WIDGET, failure_policy=FailurePolicy.IGNORE, timeout_seconds=5)(lambda req: None)
+    op.validator("example.com/v2/Widget")(lambda req: None)
+    op.converter("example.com", "Widget", ["v1", "v2"])(lambda obj, v: obj)
+
+    got = Harness(op).describe()
+
+    def gvk(group: str, version: str, kind: str) -> types_pb2.GroupVersionKind:
+        return polyop.GVK(group, version, kind).to_proto()
+
+    want = describe_pb2.DescribeResponse(
+        protocol_version="v1alpha1",
+        name="widget-operator",
+        controllers=[
+            describe_pb2.ControllerDescription(
+                name="widget",
+                for_kind=gvk("example.com", "v1", "Widget"),
+                predicates=describe_pb2.Predicates(
+                    update_filters=[describe_pb2.UPDATE_FILTER_GENERATION_CHANGED, describe_pb2.UPDATE_FILTER_LABELS_CHANGED],
+                    label_selector="tier=web",
+                ),
+                namespaces=["a", "b"],
+                max_concurrent_reconciles=4,
+                owns=[
+                    describe_pb2.OwnedKind(kind=gvk("", "v1", "ConfigMap")),
+                    describe_pb2.OwnedKind(kind=gvk("apps", "v1", "Deployment"), send_observed=True),
+                ],
+                watches=[
+                    describe_pb2.Watch(kind=gvk("", "v1", "Secret"), label="example.com/widget"),
+                    describe_pb2.Watch(kind=gvk("", "v1", "Service"), field_path="spec.serviceName"),
+                ],
+                finalizer="example.com/cleanup",
+            ),
+            describe_pb2.ControllerDescription(name="widget.audit", for_kind=gvk("example.com", "v1", "Widget")),
+        ],
+        webhooks=[
+            admission_pb2.WebhookDescription(
+                kind=gvk("example.com", "v1", "Widget"),
+                default=True,
+                validate=True,
+                operations=[admission_pb2.OPERATION_CREATE],
+                failure_policy=admission_pb2.FAILURE_POLICY_IGNORE,
+                timeout_seconds=5,
+            ),
+            admission_pb2.WebhookDescription(kind=gvk("example.com", "v2", "Widget"), validate=True),
+        ],
+        conversions=[admission_pb2.ConversionDescription(group="example.com", kind="Widget", versions=["v1", "v2"])],
+    )
+    assert got == want
+
+
+def test_describe_remembers_the_cluster_address() -> None:
+    op = polyop.Operator("w")
+    op.reconciler(WIDGET)(nothing)
+    assert op.cluster is None
+    Harness(op).describe(cluster_address="unix:///tmp/cluster.sock")
+    assert isinstance(op.cluster, polyop.Cluster)
+
+
+def register_twice(op: polyop.Operator) -> None:
+    op.reconciler(WIDGET)(nothing)
+    op.reconciler(WIDGET)(nothing)
+
+
+def validators_disagree(op: polyop.Operator) -> None:
+    op.defaulter(WIDGET, timeout_seconds=3)(lambda obj, req: None)
+    op.validator(WIDGET, timeout_seconds=5)(lambda req: None)
+
+
+@pytest.mark.parametrize(
+    ("register", "match"),
+    [
+        pytest.param(register_twice, "already registered", id="two controllers of one name are refused"),
+        pytest.param(lambda op: op.reconciler(WIDGET, name="Widget")(nothing), "controller name", id="a name that is not DNS is refused"),
+        pytest.param(lambda op: op.reconciler(WIDGET, namespaces=["A_b"])(nothing), "namespace", id="an invalid namespace is refused"),
+        pytest.param(lambda op: op.reconciler(WIDGET, max_concurrent_reconciles=-1)(nothing), "max_concurrent", id="negative concurrency is refused"),
+        pytest.param(lambda op: op.reconciler("Widget")(nothing), "group/version/Kind", id="a kind without a version is refused"),
+        pytest.param(lambda op: op.finalizer(WIDGET)(nothing), "no controller", id="a finalizer needs its controller first"),
+        pytest.param(
+            lambda op: (op.reconciler(WIDGET)(nothing), op.finalizer(WIDGET)(nothing)), "declares no finalizer",
+            id="a finalizer needs the controller's finalizer name",
+        ),
+        pytest.param(lambda op: op.finalizer()(nothing), "not both", id="a finalizer names its controller"),
+        pytest.param(validators_disagree, "disagree on timeout_seconds", id="a defaulter and a validator must agree"),
+        pytest.param(lambda op: op.validator(WIDGET, timeout_seconds=31)(lambda r: None), "between 1 and 30", id="a long timeout is refused"),
+        pytest.param(lambda op: op.converter("g", "K", ["v1"])(lambda o, v: o), "two versions", id="a converter needs two versions"),
+        pytest.param(lambda op: Watch("v1/Secret"), "exactly one", id="a watch maps in exactly one way"),
+    ],
+)
+def test_registration_refuses(register: Callable[[polyop.Operator], object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        register(polyop.Operator("w"))
+
+
+def test_describe_refuses_an_operator_that_cannot_work() -> None:
+    op = polyop.Operator("w")
+    with pytest.raises(ValueError, match="registers nothing"):
+        op.describe()
+    op.reconciler(WIDGET, finalizer="example.com/x")(nothing)
+    with pytest.raises(ValueError, match="registers no clean-up"):
+        op.describe()
+
+
+def test_operator_name_must_be_a_dns_label() -> None:
+    with pytest.raises(ValueError, match="operator name"):
+        polyop.Operator("Widget_Operator")
+
+
+def test_decorators_return_the_function_unchanged() -> None:
+    op = polyop.Operator("w")
+    assert op.reconciler(WIDGET)(nothing) is nothing

@@ -1,0 +1,360 @@
+import { connect } from "node:net";
+
+import { create } from "@bufbuild/protobuf";
+import { createClient, type CallOptions, type Client } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+
+import { parseAddress } from "./address.js";
+import { clusterError } from "./errors.js";
+import {
+  ClusterService,
+  DeletePropagation,
+  PatchType as PatchTypeProto,
+  ReadSource as ReadSourceProto,
+  WriteOptionsSchema,
+} from "./gen/polyop/v1alpha1/cluster_pb.js";
+import { EventType } from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
+
+/** The environment variable a sidecar reads the Cluster service's address from. */
+export const CLUSTER_ADDRESS_ENV = "POLYOP_CLUSTER_ADDRESS";
+
+/** Where a read was served from: the host's informer cache, or the API server. */
+export type ReadSource = "cache" | "apiServer" | "unknown";
+
+/** Every call takes an AbortSignal; inside a reconcile it defaults to the reconcile's. */
+export interface CallSignal {
+  signal?: AbortSignal;
+}
+
+export interface GetOptions extends CallSignal {
+  /** Read from the API server even when the host caches the kind. */
+  uncached?: boolean;
+}
+
+export interface ListOptions extends CallSignal {
+  /** Only objects in this namespace; every namespace when absent. */
+  namespace?: string;
+  /** A label selector in kubectl's -l syntax. */
+  labelSelector?: string;
+  /** A field selector, for example "metadata.name=foo". */
+  fieldSelector?: string;
+  /** The most objects to return (honoured by the API server; the cache returns all). */
+  limit?: number;
+  /** The continue token of a previous, limited list. */
+  continue?: string;
+  /** Read from the API server even when the host caches the kind. */
+  uncached?: boolean;
+}
+
+/** A page of objects. */
+export interface ObjectList<T> {
+  items: T[];
+  /** The token for the next page; "" on the last. */
+  continue: string;
+  resourceVersion: string;
+  source: ReadSource;
+}
+
+export interface WriteOptions extends CallSignal {
+  /** Validate and admit the write, but persist nothing. */
+  dryRun?: boolean;
+  /** The field manager recorded in managedFields. Defaults to the host's, "polyop-<sidecar name>". */
+  fieldManager?: string;
+}
+
+export interface UpdateOptions extends WriteOptions {
+  /** The subresource to write, for example "status"; the object itself when absent. */
+  subresource?: string;
+}
+
+/** merge: RFC 7386; json: RFC 6902; strategic: built-in kinds only; apply: server-side apply. */
+export type PatchType = "merge" | "json" | "strategic" | "apply";
+
+export interface PatchOptions extends UpdateOptions {
+  type: PatchType;
+  /** With "apply", take ownership of fields other managers own. */
+  force?: boolean;
+}
+
+export interface ApplyOptions extends UpdateOptions {
+  /** Take ownership of fields other managers own. */
+  force?: boolean;
+}
+
+export interface DeleteOptions extends CallSignal {
+  /** What happens to the object's dependents. Defaults to the kind's default. */
+  propagation?: "Background" | "Foreground" | "Orphan";
+  /** Delete only if the object still has this UID and/or resourceVersion. */
+  preconditions?: { uid?: string; resourceVersion?: string };
+  /** The grace period in seconds; the kind's default when absent. */
+  gracePeriodSeconds?: number;
+  dryRun?: boolean;
+}
+
+/** A Kubernetes Event. */
+export interface EventSpec {
+  type: "Normal" | "Warning";
+  /** A short CamelCase reason, for example "Synced". */
+  reason: string;
+  message: string;
+  /** What was done (events.k8s.io/v1 action); defaults to the reason. */
+  action?: string;
+}
+
+/** How the API server serves a kind. */
+export interface ResolvedKind extends TypeMeta {
+  /** The resource, plural and lower-case, for example "configmaps". */
+  resource: string;
+  namespaced: boolean;
+}
+
+/**
+ * Cluster reads and writes the cluster through the polyop host: reads from
+ * the host's informer cache for the kinds it watches, from the API server
+ * otherwise; writes with the host's credentials. Errors from the API server
+ * are NotFoundError, AlreadyExistsError, ConflictError, InvalidError,
+ * ForbiddenError, … (all ClusterError), carrying the API server's status.
+ *
+ * Kinds are named as in a manifest, by apiVersion and kind:
+ *
+ *     const configMaps = { apiVersion: "v1", kind: "ConfigMap" };
+ *     const cm = await cluster.get<ConfigMap>(configMaps, { namespace: "default", name: "settings" });
+ */
+export interface Cluster {
+  get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T>;
+  list<T extends KubeResource = KubeResource>(type: TypeMeta, options?: ListOptions): Promise<ObjectList<T>>;
+  create<T extends KubeResource>(obj: T, options?: WriteOptions): Promise<T>;
+  /** Replaces the object (or a subresource), with optimistic concurrency on metadata.resourceVersion. */
+  update<T extends KubeResource>(obj: T, options?: UpdateOptions): Promise<T>;
+  patch<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T>;
+  /** Server-side apply of obj, the fields this manager owns, as a whole object. */
+  apply<T extends KubeResource>(obj: T, options?: ApplyOptions): Promise<T>;
+  delete(type: TypeMeta, key: ObjectKey, options?: DeleteOptions): Promise<void>;
+  /** Records an Event on obj (its apiVersion, kind, namespace and name are used). */
+  recordEvent(obj: KubeResource, event: EventSpec, options?: CallSignal): Promise<void>;
+  /** Maps a kind to its resource and scope (an empty version: the preferred one). */
+  resolveKind(type: TypeMeta, options?: CallSignal): Promise<ResolvedKind>;
+}
+
+/** Options of a ClusterClient. */
+export interface ClusterClientOptions {
+  /** The largest message sent or received, in bytes. Defaults to 64 MiB, as the host's. */
+  maxMessageSize?: number;
+  /** The deadline of a call that has no signal, in milliseconds. Defaults to 30 seconds. */
+  timeoutMs?: number;
+  /** The signal of calls that pass none, for example a reconcile's. Defaults to none. */
+  signal?: AbortSignal;
+}
+
+const readSources: Record<ReadSourceProto, ReadSource> = {
+  [ReadSourceProto.UNSPECIFIED]: "unknown",
+  [ReadSourceProto.CACHE]: "cache",
+  [ReadSourceProto.API_SERVER]: "apiServer",
+};
+
+const patchTypes: Record<PatchType, PatchTypeProto> = {
+  merge: PatchTypeProto.MERGE,
+  json: PatchTypeProto.JSON,
+  strategic: PatchTypeProto.STRATEGIC_MERGE,
+  apply: PatchTypeProto.APPLY,
+};
+
+const propagations = {
+  Background: DeletePropagation.BACKGROUND,
+  Foreground: DeletePropagation.FOREGROUND,
+  Orphan: DeletePropagation.ORPHAN,
+} as const;
+
+/**
+ * The Cluster service's gRPC client. Make one with connectCluster; a sidecar
+ * makes one itself (Sidecar.cluster, ctx.cluster) from the address the host
+ * sends in its handshake.
+ */
+export class ClusterClient implements Cluster {
+  readonly address: string;
+  private readonly client: Client<typeof ClusterService>;
+  private readonly sessions: Http2SessionManager;
+  private readonly options: ClusterClientOptions;
+
+  constructor(address: string, options: ClusterClientOptions = {}, shared?: ClusterClient) {
+    this.address = address;
+    this.options = options;
+    if (shared) {
+      this.client = shared.client;
+      this.sessions = shared.sessions;
+      return;
+    }
+    const endpoint = parseAddress(address);
+    const baseUrl =
+      "path" in endpoint ? "http://localhost" : `http://${endpoint.host.includes(":") ? `[${endpoint.host}]` : endpoint.host || "localhost"}:${endpoint.port}`;
+    this.sessions = new Http2SessionManager(
+      baseUrl,
+      { pingIntervalMs: 30_000 },
+      "path" in endpoint ? { createConnection: () => connect({ path: endpoint.path }) } : {},
+    );
+    const max = options.maxMessageSize ?? 64 << 20;
+    this.client = createClient(
+      ClusterService,
+      createGrpcTransport({ baseUrl, sessionManager: this.sessions, readMaxBytes: max, writeMaxBytes: max }),
+    );
+  }
+
+  /** A client sharing this one's connection whose calls default to signal. */
+  withSignal(signal: AbortSignal): ClusterClient {
+    return new ClusterClient(this.address, { ...this.options, signal }, this);
+  }
+
+  /** Closes the connection. */
+  close(): void {
+    this.sessions.abort();
+  }
+
+  private call(options: CallSignal | undefined): CallOptions {
+    const signal = options?.signal ?? this.options.signal;
+    return signal ? { signal } : { timeoutMs: this.options.timeoutMs ?? 30_000 };
+  }
+
+  private async run<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw clusterError(err, what);
+    }
+  }
+
+  async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T> {
+    const resp = await this.run(`getting ${type.kind} ${describeKey(key)}`, () =>
+      this.client.get({ kind: gvkOf(type), key: wireKey(key), uncached: options?.uncached ?? false }, this.call(options)),
+    );
+    return withType(decodeJSON<T>(resp.object), type);
+  }
+
+  async list<T extends KubeResource = KubeResource>(type: TypeMeta, options?: ListOptions): Promise<ObjectList<T>> {
+    const resp = await this.run(`listing ${type.kind}`, () =>
+      this.client.list(
+        {
+          kind: gvkOf(type),
+          namespace: options?.namespace ?? "",
+          labelSelector: options?.labelSelector ?? "",
+          fieldSelector: options?.fieldSelector ?? "",
+          limit: BigInt(options?.limit ?? 0),
+          continueToken: options?.continue ?? "",
+          uncached: options?.uncached ?? false,
+        },
+        this.call(options),
+      ),
+    );
+    return {
+      items: resp.items.map((item) => withType(decodeJSON<T>(item), type)),
+      continue: resp.continueToken,
+      resourceVersion: resp.resourceVersion,
+      source: readSources[resp.source] ?? "unknown",
+    };
+  }
+
+  async create<T extends KubeResource>(obj: T, options?: WriteOptions): Promise<T> {
+    const resp = await this.run(`creating ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
+      this.client.create({ object: encodeJSON(obj), options: writeOptions(options) }, this.call(options)),
+    );
+    return decodeJSON<T>(resp.object);
+  }
+
+  async update<T extends KubeResource>(obj: T, options?: UpdateOptions): Promise<T> {
+    const resp = await this.run(`updating ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
+      this.client.update(
+        { object: encodeJSON(obj), subresource: options?.subresource ?? "", options: writeOptions(options) },
+        this.call(options),
+      ),
+    );
+    return decodeJSON<T>(resp.object);
+  }
+
+  async patch<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T> {
+    const body = patch instanceof Uint8Array ? patch : typeof patch === "string" ? new TextEncoder().encode(patch) : encodeJSON(patch);
+    const resp = await this.run(`patching ${type.kind} ${describeKey(key)}`, () =>
+      this.client.patch(
+        {
+          kind: gvkOf(type),
+          key: wireKey(key),
+          type: patchTypes[options.type],
+          patch: body,
+          subresource: options.subresource ?? "",
+          force: options.force ?? false,
+          options: writeOptions(options),
+        },
+        this.call(options),
+      ),
+    );
+    return decodeJSON<T>(resp.object);
+  }
+
+  apply<T extends KubeResource>(obj: T, options?: ApplyOptions): Promise<T> {
+    return this.patch<T>(obj, keyOf(obj), obj, { ...options, type: "apply" });
+  }
+
+  async delete(type: TypeMeta, key: ObjectKey, options?: DeleteOptions): Promise<void> {
+    await this.run(`deleting ${type.kind} ${describeKey(key)}`, () =>
+      this.client.delete(
+        {
+          kind: gvkOf(type),
+          key: wireKey(key),
+          propagation: options?.propagation ? propagations[options.propagation] : DeletePropagation.UNSPECIFIED,
+          preconditionUid: options?.preconditions?.uid ?? "",
+          preconditionResourceVersion: options?.preconditions?.resourceVersion ?? "",
+          ...(options?.gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds: BigInt(options.gracePeriodSeconds) }),
+          options: writeOptions(options),
+        },
+        this.call(options),
+      ),
+    );
+  }
+
+  async recordEvent(obj: KubeResource, event: EventSpec, options?: CallSignal): Promise<void> {
+    await this.run(`recording an event on ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
+      this.client.recordEvent(
+        {
+          kind: gvkOf(obj),
+          key: wireKey(keyOf(obj)),
+          event: {
+            type: event.type === "Warning" ? EventType.WARNING : EventType.NORMAL,
+            reason: event.reason,
+            message: event.message,
+            action: event.action ?? "",
+          },
+        },
+        this.call(options),
+      ),
+    );
+  }
+
+  async resolveKind(type: TypeMeta, options?: CallSignal): Promise<ResolvedKind> {
+    const resp = await this.run(`resolving ${type.kind}`, () => this.client.resolveKind({ kind: gvkOf(type) }, this.call(options)));
+    const gvk = resp.kind ?? gvkOf(type);
+    return { apiVersion: apiVersionOf(gvk), kind: gvk.kind, resource: resp.resource, namespaced: resp.namespaced };
+  }
+}
+
+/** Dials the host's Cluster service at address (in the sidecar address forms). It connects on first use. */
+export function connectCluster(address: string, options?: ClusterClientOptions): ClusterClient {
+  return new ClusterClient(address, options);
+}
+
+function wireKey(key: ObjectKey) {
+  return { namespace: key.namespace ?? "", name: key.name };
+}
+
+function describeKey(key: ObjectKey): string {
+  return key.namespace ? `${key.namespace}/${key.name}` : key.name;
+}
+
+function writeOptions(options: WriteOptions | undefined) {
+  return create(WriteOptionsSchema, { dryRun: options?.dryRun ?? false, fieldManager: options?.fieldManager ?? "" });
+}
+
+/** Sets the apiVersion and kind a read object lacks (the cache may leave them out). */
+function withType<T extends KubeResource>(obj: T, type: TypeMeta): T {
+  obj.apiVersion ||= type.apiVersion;
+  obj.kind ||= type.kind;
+  return obj;
+}

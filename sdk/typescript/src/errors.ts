@@ -1,0 +1,196 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import { formatFieldError, type FieldError } from "./field.js";
+import { APIErrorSchema } from "./gen/polyop/v1alpha1/cluster_pb.js";
+import { decodeJSON } from "./objects.js";
+
+/**
+ * An error that retrying cannot fix, as controller-runtime's TerminalError:
+ * the host does not retry the object until its next event. Throw it from a
+ * reconciler or a finalizer:
+ *
+ *     throw new TerminalError(`spec.size must not be negative, got ${size}`);
+ *
+ * Any other error thrown is transient: the host retries with exponential
+ * backoff.
+ */
+export class TerminalError extends Error {
+  override name = "TerminalError";
+
+  /** Wraps an error (kept as the cause) or a message. */
+  constructor(error: unknown) {
+    super(error instanceof Error ? error.message : String(error), error instanceof Error ? { cause: error } : undefined);
+  }
+}
+
+/**
+ * Refuses an admission request. Throw it from a defaulter or a validator;
+ * with field errors the API server answers 422 Invalid with one cause per
+ * field, without them 403 Forbidden with the message. A validator may also
+ * simply return its field errors.
+ */
+export class DeniedError extends Error {
+  override name = "DeniedError";
+  readonly fieldErrors: readonly FieldError[];
+
+  constructor(message: string, fieldErrors: readonly FieldError[] = []) {
+    super(message || fieldErrors.map(formatFieldError).join(", "));
+    this.fieldErrors = fieldErrors;
+  }
+}
+
+/** A cause of an API server error, as metav1.StatusCause: for Invalid, one per field. */
+export interface StatusCause {
+  reason?: string;
+  message?: string;
+  field?: string;
+}
+
+/** The API server's metav1.Status, which the host sends with every error the API server answered. */
+export interface Status {
+  apiVersion?: string;
+  kind?: string;
+  status?: "Success" | "Failure";
+  message?: string;
+  /** A CamelCase reason: NotFound, AlreadyExists, Conflict, Invalid, Forbidden, … */
+  reason?: string;
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    uid?: string;
+    causes?: StatusCause[];
+    retryAfterSeconds?: number;
+  };
+  /** The HTTP status code. */
+  code?: number;
+}
+
+/**
+ * An error from the Cluster service. When the API server answered, status is
+ * its metav1.Status and the error is an instance of the subclass naming its
+ * reason (NotFoundError, ConflictError, …); otherwise (the host is
+ * unreachable, the deadline passed, the request was malformed) it is a plain
+ * ClusterError with the gRPC code.
+ */
+export class ClusterError extends Error {
+  override name = "ClusterError";
+  /** The gRPC status code. */
+  readonly code: Code;
+  /** The API server's status, when the error came from the API server. */
+  readonly status: Status | undefined;
+
+  constructor(message: string, code: Code, status?: Status, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.status = status;
+  }
+
+  /** The API server's reason, for example "NotFound"; "" when the error did not come from it. */
+  get reason(): string {
+    return this.status?.reason ?? "";
+  }
+
+  /** The causes the API server gave, for Invalid one per field. */
+  get causes(): StatusCause[] {
+    return this.status?.details?.causes ?? [];
+  }
+}
+
+/** The object (or its kind's resource) does not exist: HTTP 404. */
+export class NotFoundError extends ClusterError {
+  override name = "NotFoundError";
+}
+/** An object of that name exists already: HTTP 409, reason AlreadyExists. */
+export class AlreadyExistsError extends ClusterError {
+  override name = "AlreadyExistsError";
+}
+/** The object changed since it was read (its resourceVersion is stale): HTTP 409, reason Conflict. */
+export class ConflictError extends ClusterError {
+  override name = "ConflictError";
+}
+/** The object failed validation: HTTP 422; the causes name the fields. */
+export class InvalidError extends ClusterError {
+  override name = "InvalidError";
+}
+/** The host's credentials do not allow the request: HTTP 403. */
+export class ForbiddenError extends ClusterError {
+  override name = "ForbiddenError";
+}
+/** The host's credentials were not accepted: HTTP 401. */
+export class UnauthorizedError extends ClusterError {
+  override name = "UnauthorizedError";
+}
+/** The API server asks the caller to slow down: HTTP 429. */
+export class TooManyRequestsError extends ClusterError {
+  override name = "TooManyRequestsError";
+}
+
+const byReason: Record<string, typeof ClusterError> = {
+  NotFound: NotFoundError,
+  AlreadyExists: AlreadyExistsError,
+  Conflict: ConflictError,
+  Invalid: InvalidError,
+  Forbidden: ForbiddenError,
+  Unauthorized: UnauthorizedError,
+  TooManyRequests: TooManyRequestsError,
+};
+
+const byHTTPCode: Record<number, typeof ClusterError> = {
+  401: UnauthorizedError,
+  403: ForbiddenError,
+  404: NotFoundError,
+  409: ConflictError,
+  422: InvalidError,
+  429: TooManyRequestsError,
+};
+
+/**
+ * Translates an error from a Cluster service call into a ClusterError: the
+ * APIError detail, when present, gives the API server's status, whose reason
+ * (or, without one, HTTP code) picks the subclass.
+ */
+export function clusterError(err: unknown, what: string): ClusterError {
+  const ce = ConnectError.from(err);
+  let status: Status | undefined;
+  for (const detail of ce.findDetails(APIErrorSchema)) {
+    try {
+      status = decodeJSON<Status>(detail.status);
+      break;
+    } catch {
+      // A detail that does not decode says nothing; keep looking.
+    }
+  }
+  if (status === undefined) {
+    // A socket with no one listening on it is a host that is down (or not
+    // yet up), as a refused TCP connection is.
+    const code = ce.code === Code.Internal && systemCode(ce) === "ENOENT" ? Code.Unavailable : ce.code;
+    return new ClusterError(`polyop cluster: ${what}: ${ce.rawMessage || Code[ce.code]}`, code, undefined, { cause: err });
+  }
+  const Class = byReason[status.reason ?? ""] ?? byHTTPCode[status.code ?? 0] ?? ClusterError;
+  return new Class(status.message || ce.rawMessage, ce.code, status, { cause: err });
+}
+
+/** The code of the system error (ENOENT, ECONNREFUSED, …) among err's causes, if any. */
+function systemCode(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string") {
+      return code;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Returns undefined for a NotFoundError and rethrows anything else, for reads
+ * where absence is an answer:
+ *
+ *     const cm = await cluster.get<ConfigMap>(configMaps, key).catch(ignoreNotFound);
+ */
+export function ignoreNotFound(err: unknown): undefined {
+  if (err instanceof NotFoundError) {
+    return undefined;
+  }
+  throw err;
+}

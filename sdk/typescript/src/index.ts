@@ -1,0 +1,121 @@
+/**
+ * Write a polyop sidecar in TypeScript.
+ *
+ * The polyop host runs controller-runtime (informers, workqueues, leader
+ * election, webhooks) and calls the sidecar over gRPC for every object to
+ * reconcile, admit or convert. This package registers plain functions for
+ * those calls and serves them:
+ *
+ *     import { Sidecar, setCondition, shutdownSignal, type KubeObject } from "@polyop/sidecar";
+ *
+ *     type Widget = KubeObject<{ size: number }, { conditions?: Condition[] }>;
+ *
+ *     const sidecar = new Sidecar({ name: "widget-operator" });
+ *     sidecar.reconciler<Widget>(
+ *       { for: { apiVersion: "example.com/v1", kind: "Widget" }, updateFilters: ["GenerationChanged"] },
+ *       async (widget, ctx) => {
+ *         widget.status ??= {};
+ *         setCondition(widget.status, { type: "Ready", status: "True", reason: "Reconciled" });
+ *         ctx.event("Normal", "Reconciled", "the widget is ready");
+ *         return { requeueAfter: 10 * 60_000 };
+ *       },
+ *     );
+ *     await sidecar.serve("unix:///var/run/polyop/sidecar.sock", { signal: shutdownSignal() });
+ *
+ * Inside a reconciler: change obj.status in place and it is sent back (also
+ * when the reconciler throws); throw TerminalError for what retrying cannot
+ * fix, anything else to be retried with backoff; ctx.event records events;
+ * ctx.cluster reads and writes other objects through the host.
+ *
+ * "@polyop/sidecar/testing" calls a sidecar's functions without a host, and
+ * has an in-memory Cluster.
+ */
+export { DEFAULT_ADDRESS, parseAddress } from "./address.js";
+export {
+  CLUSTER_ADDRESS_ENV,
+  ClusterClient,
+  connectCluster,
+  type ApplyOptions,
+  type CallSignal,
+  type Cluster,
+  type ClusterClientOptions,
+  type DeleteOptions,
+  type EventSpec,
+  type GetOptions,
+  type ListOptions,
+  type ObjectList,
+  type PatchOptions,
+  type PatchType,
+  type ReadSource,
+  type ResolvedKind,
+  type UpdateOptions,
+  type WriteOptions,
+} from "./cluster.js";
+export {
+  findCondition,
+  isConditionFalse,
+  isConditionTrue,
+  now,
+  removeCondition,
+  setCondition,
+  type Condition,
+  type ConditionStatus,
+  type Conditions,
+  type NewCondition,
+} from "./conditions.js";
+export {
+  AlreadyExistsError,
+  ClusterError,
+  ConflictError,
+  DeniedError,
+  ForbiddenError,
+  ignoreNotFound,
+  InvalidError,
+  NotFoundError,
+  TerminalError,
+  TooManyRequestsError,
+  UnauthorizedError,
+  type Status,
+  type StatusCause,
+} from "./errors.js";
+export { field, formatFieldError, type FieldError, type FieldErrorType } from "./field.js";
+export { discardLogger, jsonLogger, type LogFields, type Logger, type LogLevel } from "./log.js";
+export {
+  apiVersionOf,
+  formatKey,
+  gvkOf,
+  keyOf,
+  type GroupVersionKind,
+  type KubeObject,
+  type KubeResource,
+  type ObjectKey,
+  type ObjectMeta,
+  type OwnerReference,
+  type TypeMeta,
+} from "./objects.js";
+export type { RunningServer } from "./serve.js";
+export {
+  childrenComplete,
+  PROTOCOL_VERSION,
+  requeueAfter,
+  Sidecar,
+  type AdmissionContext,
+  type CallContext,
+  type ControllerOptions,
+  type ConversionOptions,
+  type Converter,
+  type Defaulter,
+  type FinalizeResult,
+  type Finalizer,
+  type Operation,
+  type OwnedKind,
+  type ReconcileContext,
+  type Reconciler,
+  type Result,
+  type SidecarOptions,
+  type UpdateFilter,
+  type Validator,
+  type WatchedKind,
+  type WebhookOptions,
+} from "./sidecar.js";
+export { shutdownSignal } from "./signals.js";

@@ -1,0 +1,201 @@
+// The sidecar served on a real unix socket (and TCP), called by
+// @grpc/grpc-js's client: what the host's grpc-go client does, from an
+// implementation independent of the server's.
+import assert from "node:assert/strict";
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test, type TestContext } from "node:test";
+
+import {
+  Health,
+  HealthCheckRequestSchema,
+  HealthCheckResponseSchema,
+  HealthCheckResponse_ServingStatus as ServingStatus,
+  HealthListRequestSchema,
+  HealthListResponseSchema,
+} from "./gen/grpc/health/v1/health_pb.js";
+import { DescribeRequestSchema, DescribeResponseSchema } from "./gen/polyop/v1alpha1/describe_pb.js";
+import { ReconcileRequestSchema, ReconcileResponseSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
+import { GrpcClient, status, type ServiceError } from "./grpcjs.testutil.js";
+import { discardLogger } from "./log.js";
+import type { KubeObject } from "./objects.js";
+import { Sidecar } from "./sidecar.js";
+
+type Widget = KubeObject<{ size: number; sleepMs?: number }, { seen?: number }>;
+const widgets = { apiVersion: "example.com/v1", kind: "Widget" };
+
+function newSidecar(options: { gracefulShutdownTimeoutMs?: number } = {}) {
+  return new Sidecar({ name: "widget-operator", logger: discardLogger, ...options }).reconciler<Widget>(
+    { for: widgets },
+    async (w, ctx) => {
+      if (w.spec.sleepMs) {
+        await new Promise((resolve) => setTimeout(resolve, w.spec.sleepMs));
+      }
+      w.status = { seen: w.spec.size };
+      ctx.event("Normal", "Seen", String(w.spec.size));
+    },
+  );
+}
+
+async function socketAddress(t: TestContext): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "po-"));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return `unix://${join(dir, "sidecar.sock")}`;
+}
+
+function reconcileRequest(size: number, sleepMs = 0) {
+  const obj: Widget = { ...widgets, metadata: { namespace: "default", name: "w" }, spec: { size, sleepMs } };
+  return {
+    controller: "widget",
+    kind: { group: "example.com", version: "v1", kind: "Widget" },
+    key: { namespace: "default", name: "w" },
+    object: new TextEncoder().encode(JSON.stringify(obj)),
+  };
+}
+
+describe("serving on a unix socket", () => {
+  test("answers health checks, Describe and Reconcile", async (t) => {
+    const address = await socketAddress(t);
+    const server = await newSidecar().listen(address);
+    t.after(() => server.stop());
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+
+    for (const service of ["", "polyop.v1alpha1.SidecarService"]) {
+      const health = await client.unary(Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service });
+      assert.equal(health.status, ServingStatus.SERVING, `service ${JSON.stringify(service)}`);
+    }
+    await assert.rejects(
+      client.unary(Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "unknown" }),
+      (err: ServiceError) => err.code === status.NOT_FOUND,
+    );
+    const list = await client.unary(Health, "List", HealthListRequestSchema, HealthListResponseSchema, {});
+    assert.deepEqual(Object.keys(list.statuses).sort(), ["", "polyop.v1alpha1.SidecarService"]);
+
+    const description = await client.unary(SidecarService, "Describe", DescribeRequestSchema, DescribeResponseSchema, {
+      protocolVersion: "v1alpha1",
+    });
+    assert.equal(description.name, "widget-operator");
+    assert.deepEqual(description.controllers.map((c) => c.name), ["widget"]);
+
+    const resp = await client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(7));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(resp.status)), { seen: 7 });
+    assert.deepEqual(resp.events.map((e) => e.message), ["7"]);
+
+    await assert.rejects(
+      client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, { ...reconcileRequest(1), controller: "nope" }),
+      (err: ServiceError) => err.code === status.NOT_FOUND && /no controller named "nope"/.test(err.details),
+    );
+    await assert.rejects(
+      client.unary(SidecarService, "Finalize", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1)),
+      (err: ServiceError) => err.code === status.UNIMPLEMENTED,
+      "a controller without a finalizer",
+    );
+  });
+
+  test("serves calls concurrently", async (t) => {
+    const address = await socketAddress(t);
+    const server = await newSidecar().listen(address);
+    t.after(() => server.stop());
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+    const start = Date.now();
+    const calls = Array.from({ length: 10 }, (_, i) =>
+      client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(i, 300)),
+    );
+    const resps = await Promise.all(calls);
+    assert.deepEqual(resps.map((r) => JSON.parse(new TextDecoder().decode(r.status)).seen), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert.ok(Date.now() - start < 2000, `10 calls of 300 ms took ${Date.now() - start} ms: not concurrent`);
+  });
+
+  test("if the host's deadline passes, then the call fails with DEADLINE_EXCEEDED", async (t) => {
+    const address = await socketAddress(t);
+    const server = await newSidecar().listen(address);
+    t.after(() => server.stop());
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+    await assert.rejects(
+      client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1, 1000), 200),
+      (err: ServiceError) => err.code === status.DEADLINE_EXCEEDED,
+    );
+  });
+
+  test("stops gracefully: health turns NOT_SERVING, calls in flight finish, the socket goes", async (t) => {
+    const address = await socketAddress(t);
+    const server = await newSidecar().listen(address);
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+
+    const watch = client.serverStream(Health, "Watch", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "" });
+    const seen: ServingStatus[] = [];
+    const watchEnded = new Promise<ServiceError | undefined>((resolve) => {
+      watch.on("data", (m: { status: ServingStatus }) => seen.push(m.status));
+      watch.on("error", (err: ServiceError) => resolve(err));
+      watch.on("end", () => resolve(undefined));
+    });
+    const inFlight = client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(5, 500));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await server.stop();
+
+    const resp = await inFlight;
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(resp.status)), { seen: 5 }, "the call in flight finished");
+    const err = await watchEnded;
+    assert.equal(err?.code, status.UNAVAILABLE);
+    assert.deepEqual(seen, [ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
+    await assert.rejects(stat(address.slice("unix://".length)), { code: "ENOENT" });
+  });
+
+  test("if calls outlast the graceful shutdown timeout, then their connections close", async (t) => {
+    const address = await socketAddress(t);
+    const server = await newSidecar({ gracefulShutdownTimeoutMs: 200 }).listen(address);
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+    const slow = client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1, 3000), 10_000);
+    slow.catch(() => {});
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const start = Date.now();
+    await server.stop();
+    assert.ok(Date.now() - start < 2000, `stopping took ${Date.now() - start} ms`);
+    await assert.rejects(slow, (err: ServiceError) => err.code === status.UNAVAILABLE || err.code === status.INTERNAL || err.code === status.CANCELLED);
+  });
+
+  test("serve stops when its signal aborts", async (t) => {
+    const address = await socketAddress(t);
+    const controller = new AbortController();
+    const served = newSidecar().serve(address, { signal: controller.signal });
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+    let health;
+    for (let i = 0; i < 50 && !health; i++) {
+      health = await client
+        .unary(Health, "Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "" }, 200)
+        .catch(() => new Promise((resolve) => setTimeout(() => resolve(undefined), 20)));
+    }
+    assert.ok(health);
+    controller.abort();
+    await served;
+  });
+
+  test("refuses to serve twice, or with nothing registered, or where another process serves", async (t) => {
+    const address = await socketAddress(t);
+    const sidecar = newSidecar();
+    const server = await sidecar.listen(address);
+    t.after(() => server.stop());
+    await assert.rejects(sidecar.listen(address), /already serving/);
+    await assert.rejects(newSidecar().listen(address), /another process is serving/);
+    await assert.rejects(new Sidecar({ name: "empty", logger: discardLogger }).listen(address), /nothing is registered/);
+    assert.throws(() => sidecar.reconciler({ for: { apiVersion: "v1", kind: "ConfigMap" } }, () => {}), /before serving/);
+  });
+});
+
+test("serves on TCP, reporting the port chosen", async (t) => {
+  const server = await newSidecar().listen("tcp://127.0.0.1:0");
+  t.after(() => server.stop());
+  assert.match(server.address, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+  const client = new GrpcClient(server.address.slice("tcp://".length));
+  t.after(() => client.close());
+  const resp = await client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(3));
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(resp.status)), { seen: 3 });
+});

@@ -1,0 +1,172 @@
+import { lstat, rm } from "node:fs/promises";
+
+import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import { ConnectError } from "@connectrpc/connect";
+import * as grpc from "@grpc/grpc-js";
+
+import { parseAddress, prepareSocket } from "./address.js";
+import { Health } from "./gen/grpc/health/v1/health_pb.js";
+import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
+import { HealthService, ServingStatus } from "./health.js";
+import type { Sidecar } from "./sidecar.js";
+
+/** A sidecar serving on an address. */
+export interface RunningServer {
+  /** The address served on; for "host:0", with the port chosen. */
+  readonly address: string;
+  /** Resolves once the server has stopped. */
+  readonly closed: Promise<void>;
+  /**
+   * Stops gracefully: health reports NOT_SERVING and its watchers are let go,
+   * new calls are refused, calls in flight finish (at most the sidecar's
+   * gracefulShutdownTimeoutMs, then their connections close).
+   */
+  stop(): Promise<void>;
+}
+
+/** What the handlers of a service get besides the request. */
+type Call = { signal: AbortSignal };
+type Handlers = Record<string, (req: never, call: Call) => unknown>;
+
+/**
+ * Serves a sidecar's SidecarService and gRPC's health service with
+ * @grpc/grpc-js, over HTTP/2 cleartext on a unix socket or TCP, as the host's
+ * gRPC client expects. (The handlers are protocol-neutral: they take a request
+ * message and an AbortSignal and throw ConnectErrors, whose codes are gRPC's.)
+ */
+export async function listen(sidecar: Sidecar, address: string): Promise<RunningServer> {
+  const endpoint = parseAddress(address);
+  if ("path" in endpoint) {
+    await prepareSocket(endpoint.path);
+  }
+  const health = new HealthService();
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": sidecar.maxMessageSize,
+    "grpc.max_send_message_length": sidecar.maxMessageSize,
+  });
+  addService(server, SidecarService, sidecar.service);
+  addService(server, Health, health.service);
+
+  const target =
+    "path" in endpoint ? `unix:${endpoint.path}` : `${endpoint.host.includes(":") ? `[${endpoint.host}]` : endpoint.host || "0.0.0.0"}:${endpoint.port}`;
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(target, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(new Error(`polyop: listening on ${address}: ${err.message}`)) : resolve(port))),
+  );
+  const served = "path" in endpoint ? address : `tcp://${target.slice(0, target.lastIndexOf(":"))}:${port}`;
+
+  health.set("", ServingStatus.SERVING);
+  health.set(SidecarService.typeName, ServingStatus.SERVING);
+  const description = sidecar.describe();
+  sidecar.log.info("Serving", {
+    address: served,
+    protocolVersion: description.protocolVersion,
+    controllers: description.controllers.map((c) => c.name),
+    webhooks: description.webhooks.map((w) => w.kind?.kind),
+    conversions: description.conversions.map((c) => c.kind),
+  });
+
+  let stopping: Promise<void> | undefined;
+  let markClosed: () => void;
+  const closed = new Promise<void>((resolve) => (markClosed = resolve));
+  const stop = () => {
+    stopping ??= (async () => {
+      sidecar.log.info("Stopping: waiting for the calls in flight", { timeoutMs: sidecar.gracefulShutdownTimeoutMs });
+      health.shutdown();
+      const timer = setTimeout(() => {
+        sidecar.log.info("Calls still in flight after the graceful shutdown timeout; closing their connections");
+        server.forceShutdown();
+      }, sidecar.gracefulShutdownTimeoutMs);
+      await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+      clearTimeout(timer);
+      if ("path" in endpoint) {
+        // Leave no socket behind for the next sidecar to find stale.
+        const isSocket = await lstat(endpoint.path).then((s) => s.isSocket(), () => false);
+        if (isSocket) {
+          await rm(endpoint.path, { force: true });
+        }
+      }
+      sidecar.log.info("Stopped");
+      markClosed();
+    })();
+    return stopping;
+  };
+  return { address: served, closed, stop };
+}
+
+/**
+ * Registers handlers for the unary and server-streaming methods of a
+ * protobuf-es service on a grpc-js server. Each call gets an AbortSignal that
+ * aborts when the client cancels or the call's deadline passes.
+ */
+function addService(server: grpc.Server, service: DescService, handlers: Handlers) {
+  const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  const implementation: grpc.UntypedServiceImplementation = {};
+  for (const method of service.methods) {
+    const impl = handlers[method.localName];
+    if (!impl || (method.methodKind !== "unary" && method.methodKind !== "server_streaming")) {
+      continue;
+    }
+    const streaming = method.methodKind === "server_streaming";
+    definition[method.localName] = {
+      path: `/${service.typeName}/${method.name}`,
+      requestStream: false,
+      responseStream: streaming,
+      requestSerialize: serialize(method.input),
+      requestDeserialize: (b: Buffer) => fromBinary(method.input, b),
+      responseSerialize: serialize(method.output),
+      responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
+      originalName: method.localName,
+    };
+    implementation[method.localName] = streaming
+      ? async (call: grpc.ServerWritableStream<unknown, unknown>) => {
+          const { signal, done } = callSignal(call);
+          try {
+            for await (const message of impl(call.request as never, { signal }) as AsyncIterable<unknown>) {
+              call.write(message);
+            }
+            call.end();
+          } catch (err) {
+            call.emit("error", serviceError(err));
+          } finally {
+            done();
+          }
+        }
+      : (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+          const { signal, done } = callSignal(call);
+          Promise.resolve()
+            .then(() => impl(call.request as never, { signal }))
+            .then(
+              (resp) => callback(null, resp),
+              (err: unknown) => callback(serviceError(err)),
+            )
+            .finally(done);
+        };
+  }
+  server.addService(definition, implementation);
+}
+
+/** Encodes a message, or the plain object a handler answered with, as desc. */
+function serialize<D extends DescMessage>(desc: D) {
+  return (value: unknown) => {
+    const message = value as MessageShape<D>;
+    return Buffer.from(toBinary(desc, "$typeName" in message ? message : create(desc, message)));
+  };
+}
+
+/** An AbortSignal for a call: aborted when the client cancels or the deadline passes. */
+function callSignal(call: { on(event: "cancelled", fn: () => void): unknown; getDeadline(): grpc.Deadline }) {
+  const controller = new AbortController();
+  call.on("cancelled", () => controller.abort(new ConnectError("the host cancelled the call", 1)));
+  const deadline = call.getDeadline();
+  const ms = deadline instanceof Date ? deadline.getTime() - Date.now() : deadline - Date.now();
+  const timer = Number.isFinite(ms) ? setTimeout(() => controller.abort(new ConnectError("the host's deadline passed", 4)), Math.max(ms, 0)) : undefined;
+  return { signal: controller.signal, done: () => clearTimeout(timer) };
+}
+
+/** The gRPC status of a handler's error: a ConnectError's code (gRPC's own) and message, otherwise UNKNOWN. */
+function serviceError(err: unknown): Partial<grpc.StatusObject> {
+  if (err instanceof ConnectError) {
+    return { code: err.code as number, details: err.rawMessage };
+  }
+  return { code: grpc.status.UNKNOWN, details: err instanceof Error ? err.message : String(err) };
+}

@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+
+import { connectCluster } from "./cluster.js";
+import { AlreadyExistsError, ConflictError, NotFoundError } from "./errors.js";
+import type { KubeObject, KubeResource } from "./objects.js";
+import { FakeCluster, serveCluster } from "./testing.js";
+
+const widgets = { apiVersion: "example.com/v1", kind: "Widget" };
+type Widget = KubeObject<{ size: number }, { seen?: number }>;
+const widget = (name: string, labels: Record<string, string> = {}): Widget => ({
+  ...widgets,
+  metadata: { namespace: "default", name, labels },
+  spec: { size: 1 },
+});
+
+describe("FakeCluster", () => {
+  test("keeps uid, resourceVersion and generation as the API server does", async () => {
+    const cluster = new FakeCluster();
+    const created = await cluster.create(widget("a"));
+    assert.ok(created.metadata.uid);
+    assert.equal(created.metadata.generation, 1);
+    const specChanged = await cluster.update({ ...created, spec: { size: 2 } });
+    assert.equal(specChanged.metadata.generation, 2);
+    assert.notEqual(specChanged.metadata.resourceVersion, created.metadata.resourceVersion);
+    const statusOnly = await cluster.update({ ...specChanged, spec: { size: 99 }, status: { seen: 2 } }, { subresource: "status" });
+    assert.deepEqual([statusOnly.spec.size, statusOnly.status?.seen, statusOnly.metadata.generation], [2, 2, 2]);
+    const labelled = await cluster.update({ ...statusOnly, metadata: { ...statusOnly.metadata, labels: { a: "b" } } });
+    assert.equal(labelled.metadata.generation, 2, "metadata changes do not bump the generation");
+    assert.equal(labelled.status?.seen, 2, "an update of the object keeps the status");
+  });
+
+  test("refuses what the API server refuses", async () => {
+    const cluster = new FakeCluster([widget("a")]);
+    await assert.rejects(cluster.create(widget("a")), AlreadyExistsError);
+    await assert.rejects(cluster.get(widgets, { namespace: "default", name: "b" }), NotFoundError);
+    await assert.rejects(cluster.update({ ...widget("a"), metadata: { namespace: "default", name: "a", resourceVersion: "0" } }), ConflictError);
+    await assert.rejects(cluster.delete(widgets, { namespace: "default", name: "b" }), NotFoundError);
+  });
+
+  test("lists by namespace and label selector, and merge-patches", async () => {
+    const cluster = new FakeCluster([widget("a", { team: "x" }), widget("b", { team: "y" }), { ...widget("c", { team: "x" }), metadata: { namespace: "other", name: "c", labels: { team: "x" } } }]);
+    const names = async (opts: Parameters<FakeCluster["list"]>[1]) => (await cluster.list(widgets, opts)).items.map((w) => w.metadata.name);
+    assert.deepEqual(await names({ labelSelector: "team=x" }), ["a", "c"]);
+    assert.deepEqual(await names({ namespace: "default", labelSelector: "team!=x" }), ["b"]);
+    assert.deepEqual(await names({ labelSelector: "!team" }), []);
+    const patched = await cluster.patch<Widget>(widgets, { namespace: "default", name: "a" }, { spec: { size: 5 }, metadata: { labels: { team: null } } }, { type: "merge" });
+    assert.deepEqual([patched.spec.size, patched.metadata.labels], [5, {}]);
+  });
+
+  test("served as a ClusterService, its errors reach a ClusterClient with their type", async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), "po-"));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const address = `unix://${join(dir, "cluster.sock")}`;
+    const fake = new FakeCluster([widget("a")]);
+    const server = await serveCluster(fake, address);
+    t.after(() => server.stop());
+    const client = connectCluster(address);
+    t.after(() => client.close());
+    assert.equal((await client.get<Widget>(widgets, { namespace: "default", name: "a" })).spec.size, 1);
+    await assert.rejects(client.create(widget("a")), AlreadyExistsError);
+    await assert.rejects(client.get(widgets, { namespace: "default", name: "zz" }), NotFoundError);
+    await client.recordEvent(widget("a") as KubeResource, { type: "Warning", reason: "R", message: "m" });
+    assert.deepEqual(fake.events.map((e) => [e.type, e.reason, e.object.name]), [["Warning", "R", "a"]]);
+  });
+});

@@ -1,0 +1,578 @@
+/**
+ * Test a sidecar without a host: SidecarTester calls its reconcilers,
+ * finalizers, defaulters, validators and converters through the same code
+ * path the host's gRPC calls take (requests and responses go through protobuf
+ * encoding too), and FakeCluster is an in-memory Cluster.
+ *
+ *     const cluster = new FakeCluster([sourceConfigMap]);
+ *     const tester = new SidecarTester(newSidecar().useCluster(cluster));
+ *     const out = await tester.reconcile(sync);
+ *     assert.equal(out.status?.conditions?.[0]?.status, "True");
+ */
+import { randomUUID } from "node:crypto";
+import { createServer, type ServerHttp2Session } from "node:http2";
+
+import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+
+import { parseAddress, prepareSocket } from "./address.js";
+
+import type { Cluster, DeleteOptions, EventSpec, GetOptions, ListOptions, ObjectList, PatchOptions, PatchType, ResolvedKind, UpdateOptions, WriteOptions } from "./cluster.js";
+import { AlreadyExistsError, ClusterError, ConflictError, InvalidError, NotFoundError, type Status } from "./errors.js";
+import type { FieldError, FieldErrorType } from "./field.js";
+import {
+  ConvertRequestSchema,
+  ConvertResponseSchema,
+  DefaultRequestSchema,
+  DefaultResponseSchema,
+  FieldErrorType as FieldErrorTypeProto,
+  Operation as OperationProto,
+  ValidateRequestSchema,
+  ValidateResponseSchema,
+  type Denial,
+} from "./gen/polyop/v1alpha1/admission_pb.js";
+import {
+  EventType,
+  FinalizeRequestSchema,
+  FinalizeResponseSchema,
+  ReconcileRequestSchema,
+  ReconcileResponseSchema,
+  type Event,
+} from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import { APIErrorSchema, ClusterService, DeletePropagation, PatchType as PatchTypeProto, ReadSource } from "./gen/polyop/v1alpha1/cluster_pb.js";
+import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
+import type { Operation, Sidecar } from "./sidecar.js";
+
+/** What one reconcile answered, decoded. */
+export interface ReconcileOutcome<Status> {
+  /** The status the sidecar sent; undefined for none. */
+  status: Status | undefined;
+  /** The requeue delay in milliseconds; undefined for none. */
+  requeueAfter: number | undefined;
+  requeue: boolean;
+  /** The error the sidecar reported; undefined on success. */
+  error: { message: string; terminal: boolean } | undefined;
+  events: EventSpec[];
+  children: KubeResource[];
+  childrenComplete: boolean;
+}
+
+/** What one admission call answered, decoded. */
+export interface AdmissionOutcome<T> {
+  /** The object after defaulting (for Default), as the host would patch it. */
+  object: T;
+  allowed: boolean;
+  denied: { message: string; fieldErrors: FieldError[] } | undefined;
+  warnings: string[];
+}
+
+/** Options of an admission call. */
+export interface AdmissionCallOptions<T> {
+  operation?: Operation;
+  oldObject?: T;
+  dryRun?: boolean;
+  userInfo?: { username?: string; groups?: string[] };
+}
+
+/** Calls a Sidecar's functions as the host would, in process. */
+export class SidecarTester {
+  constructor(readonly sidecar: Sidecar) {}
+
+  /** Reconciles obj with the controller registered for its kind (or options.controller). */
+  async reconcile<T extends KubeResource & { status?: unknown }>(
+    obj: T,
+    options: { controller?: string; retries?: number; children?: KubeResource[]; signal?: AbortSignal } = {},
+  ): Promise<ReconcileOutcome<NonNullable<T["status"]>>> {
+    const resp = await roundTrip(ReconcileRequestSchema, ReconcileResponseSchema, this.request(obj, options), (req) =>
+      this.sidecar.service.reconcile(req, { signal: options.signal ?? new AbortController().signal }),
+    );
+    return {
+      status: resp.status.length ? decodeJSON(resp.status) : undefined,
+      requeueAfter: resp.requeueAfter ? Number(resp.requeueAfter.seconds) * 1000 + resp.requeueAfter.nanos / 1e6 : undefined,
+      requeue: resp.requeue,
+      error: resp.error ? { message: resp.error.message, terminal: resp.error.terminal } : undefined,
+      events: resp.events.map(eventSpec),
+      children: resp.desiredChildren.map((c) => decodeJSON<KubeResource>(c)),
+      childrenComplete: resp.childrenComplete,
+    };
+  }
+
+  /** Tells the controller that the object at key is gone. */
+  async reconcileDeleted(type: TypeMeta, key: ObjectKey, options: { controller?: string } = {}) {
+    const gvk = gvkOf(type);
+    const resp = await roundTrip(
+      ReconcileRequestSchema,
+      ReconcileResponseSchema,
+      { controller: options.controller ?? this.controllerFor(type), kind: gvk, key: { namespace: key.namespace ?? "", name: key.name } },
+      (req) => this.sidecar.service.reconcile(req, { signal: new AbortController().signal }),
+    );
+    return { error: resp.error ? { message: resp.error.message, terminal: resp.error.terminal } : undefined, requeue: resp.requeue };
+  }
+
+  /** Finalizes obj, which should carry a deletionTimestamp, as the host does for an object being deleted. */
+  async finalize(obj: KubeResource, options: { controller?: string; retries?: number } = {}) {
+    const resp = await roundTrip(FinalizeRequestSchema, FinalizeResponseSchema, this.request(obj, options), (req) =>
+      this.sidecar.service.finalize(req, { signal: new AbortController().signal }),
+    );
+    return {
+      requeueAfter: resp.requeueAfter ? Number(resp.requeueAfter.seconds) * 1000 + resp.requeueAfter.nanos / 1e6 : undefined,
+      error: resp.error ? { message: resp.error.message, terminal: resp.error.terminal } : undefined,
+      events: resp.events.map(eventSpec),
+    };
+  }
+
+  /** Calls the defaulter of obj's kind; the outcome's object is obj with the defaults. */
+  async default<T extends KubeResource>(obj: T, options: AdmissionCallOptions<T> = {}): Promise<AdmissionOutcome<T>> {
+    const resp = await roundTrip(DefaultRequestSchema, DefaultResponseSchema, { request: admissionRequest(obj, options) }, (req) =>
+      this.sidecar.service.default(req, { signal: new AbortController().signal }),
+    );
+    return {
+      object: resp.object.length ? decodeJSON<T>(resp.object) : obj,
+      allowed: !resp.denied,
+      denied: denied(resp.denied),
+      warnings: resp.warnings,
+    };
+  }
+
+  /** Calls the validator of obj's kind. */
+  async validate<T extends KubeResource>(obj: T, options: AdmissionCallOptions<T> = {}): Promise<AdmissionOutcome<T>> {
+    const resp = await roundTrip(ValidateRequestSchema, ValidateResponseSchema, { request: admissionRequest(obj, options) }, (req) =>
+      this.sidecar.service.validate(req, { signal: new AbortController().signal }),
+    );
+    return { object: obj, allowed: !resp.denied, denied: denied(resp.denied), warnings: resp.warnings };
+  }
+
+  /** Converts objects to desiredApiVersion; throws the sidecar's error. */
+  async convert(objects: KubeResource[], desiredApiVersion: string): Promise<KubeResource[]> {
+    const resp = await roundTrip(
+      ConvertRequestSchema,
+      ConvertResponseSchema,
+      { uid: randomUUID(), desiredApiVersion, objects: objects.map((o) => encodeJSON(o)) },
+      (req) => this.sidecar.service.convert(req, { signal: new AbortController().signal }),
+    );
+    if (resp.error) {
+      throw new Error(resp.error);
+    }
+    return resp.objects.map((o) => decodeJSON<KubeResource>(o));
+  }
+
+  private request(obj: KubeResource, options: { controller?: string; retries?: number; children?: KubeResource[] }) {
+    return {
+      controller: options.controller ?? this.controllerFor(obj),
+      kind: gvkOf(obj),
+      key: keyOf(obj),
+      object: encodeJSON(obj),
+      retries: options.retries ?? 0,
+      children: (options.children ?? []).map((c) => encodeJSON(c)),
+    };
+  }
+
+  private controllerFor(type: TypeMeta): string {
+    const gvk = gvkOf(type);
+    const names = this.sidecar
+      .describe()
+      .controllers.filter((c) => c.forKind?.group === gvk.group && c.forKind.version === gvk.version && c.forKind.kind === gvk.kind)
+      .map((c) => c.name);
+    if (names.length !== 1) {
+      throw new Error(`${names.length} controllers reconcile ${type.apiVersion} ${type.kind}: name one with options.controller`);
+    }
+    return names[0]!;
+  }
+}
+
+/** Encodes a request, calls fn with it decoded, and does the same with the response, as the wire would. */
+async function roundTrip<I extends DescMessage, O extends DescMessage>(
+  input: I,
+  output: O,
+  init: MessageInitShape<I>,
+  fn: (req: MessageShape<I>) => Promise<MessageShape<O>> | MessageShape<O>,
+): Promise<MessageShape<O>> {
+  const req = fromBinary(input, toBinary(input, create(input, init)));
+  return fromBinary(output, toBinary(output, await fn(req)));
+}
+
+function eventSpec(e: Event): EventSpec {
+  return { type: e.type === EventType.WARNING ? "Warning" : "Normal", reason: e.reason, message: e.message, ...(e.action ? { action: e.action } : {}) };
+}
+
+const fieldErrorTypes = Object.fromEntries(
+  Object.entries(FieldErrorTypeProto)
+    .filter(([, v]) => typeof v === "number")
+    .map(([k, v]) => [v, k.toLowerCase().replace(/(^|_)(\w)/g, (_, __, c: string) => c.toUpperCase())]),
+) as Record<number, FieldErrorType>;
+
+function denied(d: Denial | undefined) {
+  if (!d) {
+    return undefined;
+  }
+  return {
+    message: d.message,
+    fieldErrors: d.fieldErrors.map((e) => ({
+      field: e.field,
+      type: fieldErrorTypes[e.type] ?? "Invalid",
+      ...(e.badValue.length ? { badValue: decodeJSON<unknown>(e.badValue) } : {}),
+      ...(e.detail ? { detail: e.detail } : {}),
+    })),
+  };
+}
+
+function admissionRequest<T extends KubeResource>(obj: T, options: AdmissionCallOptions<T>) {
+  const operation = options.operation ?? (options.oldObject ? "UPDATE" : "CREATE");
+  return {
+    uid: randomUUID(),
+    kind: gvkOf(obj),
+    resource: `${obj.kind.toLowerCase()}s`,
+    key: keyOf(obj),
+    operation: OperationProto[operation],
+    userInfo: { username: options.userInfo?.username ?? "tester", groups: options.userInfo?.groups ?? [] },
+    object: operation === "DELETE" ? new Uint8Array() : encodeJSON(obj),
+    oldObject: options.oldObject ? encodeJSON(options.oldObject) : operation === "DELETE" ? encodeJSON(obj) : new Uint8Array(),
+    dryRun: options.dryRun ?? false,
+  };
+}
+
+/** A recorded call to FakeCluster.recordEvent. */
+export interface RecordedEvent extends EventSpec {
+  object: TypeMeta & ObjectKey;
+}
+
+/**
+ * An in-memory Cluster for tests, after controller-runtime's fake client:
+ * objects get a uid, a resourceVersion and a generation; create refuses
+ * existing objects (AlreadyExistsError), update and delete missing ones
+ * (NotFoundError), update a stale resourceVersion (ConflictError). List
+ * selects by namespace and by equality label selectors ("a=b,c!=d,e,!f").
+ * Patches are merge patches (apply is treated as one). Every call passes
+ * through the interceptors first, which may throw to inject failures.
+ */
+export class FakeCluster implements Cluster {
+  /** The events recorded, in order. */
+  readonly events: RecordedEvent[] = [];
+  /** Called before every operation; throw to make it fail. */
+  readonly interceptors: Array<(verb: string, type: TypeMeta, key: ObjectKey | undefined) => void> = [];
+  private readonly store = new Map<string, KubeResource>();
+  private version = 0;
+
+  constructor(objects: KubeResource[] = []) {
+    for (const obj of objects) {
+      this.seed(obj);
+    }
+  }
+
+  /** Stores obj as is (with a uid and resourceVersion when it has none), without interceptors. */
+  seed(obj: KubeResource): void {
+    const copy = clone(obj);
+    copy.metadata.uid ??= randomUUID();
+    copy.metadata.resourceVersion = String(++this.version);
+    copy.metadata.generation ??= 1;
+    this.store.set(storeKey(copy, keyOf(copy)), copy);
+  }
+
+  /** Every stored object of the kind, sorted by namespace and name. */
+  all<T extends KubeResource = KubeResource>(type: TypeMeta): T[] {
+    return [...this.store.values()]
+      .filter((o) => o.apiVersion === type.apiVersion && o.kind === type.kind)
+      .sort((a, b) => storeKey(a, keyOf(a)).localeCompare(storeKey(b, keyOf(b))))
+      .map((o) => clone(o) as T);
+  }
+
+  private intercept(verb: string, type: TypeMeta, key?: ObjectKey) {
+    for (const fn of this.interceptors) {
+      fn(verb, type, key);
+    }
+  }
+
+  private find(type: TypeMeta, key: ObjectKey): KubeResource {
+    const obj = this.store.get(storeKey(type, key));
+    if (!obj) {
+      throw apiError(NotFoundError, 404, "NotFound", `${resourceOf(type)} "${key.name}" not found`);
+    }
+    return obj;
+  }
+
+  async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, _options?: GetOptions): Promise<T> {
+    this.intercept("get", type, key);
+    return clone(this.find(type, key)) as T;
+  }
+
+  async list<T extends KubeResource = KubeResource>(type: TypeMeta, options: ListOptions = {}): Promise<ObjectList<T>> {
+    this.intercept("list", type);
+    const selector = parseSelector(options.labelSelector ?? "");
+    const items = this.all<T>(type).filter(
+      (o) => (!options.namespace || o.metadata.namespace === options.namespace) && selector(o.metadata.labels ?? {}),
+    );
+    return { items, continue: "", resourceVersion: String(this.version), source: "cache" };
+  }
+
+  async create<T extends KubeResource>(obj: T, options: WriteOptions = {}): Promise<T> {
+    this.intercept("create", obj, keyOf(obj));
+    if (!obj.metadata.name) {
+      throw apiError(InvalidError, 422, "Invalid", `${obj.kind} is invalid: metadata.name: Required value`);
+    }
+    if (this.store.has(storeKey(obj, keyOf(obj)))) {
+      throw apiError(AlreadyExistsError, 409, "AlreadyExists", `${resourceOf(obj)} "${obj.metadata.name}" already exists`);
+    }
+    const copy = clone(obj);
+    copy.metadata = { ...copy.metadata, uid: randomUUID(), resourceVersion: String(++this.version), generation: 1, creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, "Z") };
+    if (!options.dryRun) {
+      this.store.set(storeKey(copy, keyOf(copy)), copy);
+    }
+    return clone(copy);
+  }
+
+  async update<T extends KubeResource>(obj: T, options: UpdateOptions = {}): Promise<T> {
+    this.intercept(options.subresource ? `update/${options.subresource}` : "update", obj, keyOf(obj));
+    const current = this.find(obj, keyOf(obj));
+    if (obj.metadata.resourceVersion && obj.metadata.resourceVersion !== current.metadata.resourceVersion) {
+      throw apiError(
+        ConflictError,
+        409,
+        "Conflict",
+        `Operation cannot be fulfilled on ${resourceOf(obj)} "${obj.metadata.name}": the object has been modified; please apply your changes to the latest version and try again`,
+      );
+    }
+    return this.write(current, clone(obj), options);
+  }
+
+  async patch<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T> {
+    this.intercept(`patch/${options.type}`, type, key);
+    if (options.type === "json" || options.type === "strategic") {
+      throw new ClusterError(`FakeCluster does not apply ${options.type} patches`, Code.Unimplemented);
+    }
+    const body = typeof patch === "string" ? JSON.parse(patch) : patch instanceof Uint8Array ? decodeJSON(patch) : patch;
+    if (options.type === "apply" && !this.store.has(storeKey(type, key))) {
+      return this.create(body as T, options);
+    }
+    const current = this.find(type, key);
+    return this.write(current, mergePatch(clone(current), body) as T, options);
+  }
+
+  apply<T extends KubeResource>(obj: T, options: UpdateOptions & { force?: boolean } = {}): Promise<T> {
+    return this.patch<T>(obj, keyOf(obj), obj, { ...options, type: "apply" });
+  }
+
+  async delete(type: TypeMeta, key: ObjectKey, options: DeleteOptions = {}): Promise<void> {
+    this.intercept("delete", type, key);
+    const current = this.find(type, key);
+    if (options.preconditions?.uid && options.preconditions.uid !== current.metadata.uid) {
+      throw apiError(ConflictError, 409, "Conflict", `precondition failed: UID in precondition: ${options.preconditions.uid}, UID in object meta: ${current.metadata.uid}`);
+    }
+    if (!options.dryRun) {
+      this.store.delete(storeKey(type, key));
+    }
+  }
+
+  async recordEvent(obj: KubeResource, event: EventSpec): Promise<void> {
+    this.intercept("recordEvent", obj, keyOf(obj));
+    this.events.push({ ...event, object: { apiVersion: obj.apiVersion, kind: obj.kind, ...keyOf(obj) } });
+  }
+
+  async resolveKind(type: TypeMeta): Promise<ResolvedKind> {
+    this.intercept("resolveKind", type);
+    return { ...type, resource: resourceOf(type), namespaced: type.kind !== "Namespace" };
+  }
+
+  /** Writes next over current: the status subresource changes only the status, the object everything else. */
+  private write<T extends KubeResource>(current: KubeResource, next: T, options: UpdateOptions): T {
+    const stored = clone(current) as T & { status?: unknown; spec?: unknown };
+    const incoming = next as T & { status?: unknown };
+    if (options.subresource === "status") {
+      stored.status = incoming.status;
+    } else {
+      const { status } = stored;
+      const specChanged = JSON.stringify(strip(stored)) !== JSON.stringify(strip(incoming));
+      Object.assign(stored, incoming, { status });
+      for (const k of Object.keys(stored)) {
+        if (!(k in incoming) && k !== "status") {
+          delete (stored as Record<string, unknown>)[k];
+        }
+      }
+      stored.metadata = { ...incoming.metadata, uid: current.metadata.uid, creationTimestamp: current.metadata.creationTimestamp, generation: (current.metadata.generation ?? 1) + (specChanged ? 1 : 0) };
+    }
+    stored.metadata.resourceVersion = String(++this.version);
+    if (!options.dryRun) {
+      this.store.set(storeKey(stored, keyOf(stored)), stored);
+    }
+    return clone(stored);
+  }
+}
+
+function storeKey(type: TypeMeta, key: ObjectKey): string {
+  return `${type.apiVersion}|${type.kind}|${key.namespace ?? ""}|${key.name}`;
+}
+
+function resourceOf(type: TypeMeta): string {
+  const group = gvkOf(type).group;
+  return `${type.kind.toLowerCase()}s${group ? `.${group}` : ""}`;
+}
+
+function clone<T>(value: T): T {
+  return structuredClone(value);
+}
+
+/** What generation counts: everything but metadata and status. */
+function strip(obj: KubeResource): unknown {
+  const { metadata: _m, status: _s, ...rest } = obj as KubeResource & { status?: unknown };
+  return rest;
+}
+
+/** RFC 7386. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== "object" || patch === null || Array.isArray(patch)) {
+    return patch;
+  }
+  const out: Record<string, unknown> = typeof target === "object" && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) {
+      delete out[k];
+    } else {
+      out[k] = mergePatch(out[k], v);
+    }
+  }
+  return out;
+}
+
+function parseSelector(selector: string): (labels: Record<string, string>) => boolean {
+  const terms = selector
+    .split(",")
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((term) => {
+      const m = /^(!?)([^=!]+?)\s*(?:(==|=|!=)\s*(.*))?$/.exec(term);
+      if (!m) {
+        throw new Error(`FakeCluster: unsupported label selector term ${JSON.stringify(term)}`);
+      }
+      const [, not, key, op, value] = m;
+      return (labels: Record<string, string>) => {
+        const has = key! in labels;
+        if (!op) {
+          return not ? !has : has;
+        }
+        return op === "!=" ? labels[key!] !== value : labels[key!] === value;
+      };
+    });
+  return (labels) => terms.every((t) => t(labels));
+}
+
+function apiError(Class: typeof ClusterError, code: number, reason: string, message: string): ClusterError {
+  const grpc: Record<number, Code> = {
+    404: Code.NotFound,
+    409: reason === "AlreadyExists" ? Code.AlreadyExists : Code.Aborted,
+    422: Code.InvalidArgument,
+  };
+  const status: Status = { kind: "Status", apiVersion: "v1", status: "Failure", message, reason, code };
+  return new Class(message, grpc[code] ?? Code.Unknown, status);
+}
+
+const patchTypes: Record<number, PatchType> = {
+  [PatchTypeProto.MERGE]: "merge",
+  [PatchTypeProto.JSON]: "json",
+  [PatchTypeProto.STRATEGIC_MERGE]: "strategic",
+  [PatchTypeProto.APPLY]: "apply",
+};
+
+/**
+ * Serves any Cluster (a FakeCluster, typically) as the host's
+ * ClusterService on address, so that a sidecar process under test can be
+ * pointed at it with its Cluster service address. ClusterErrors cross the
+ * wire as the host sends them: a gRPC code and the API server's status.
+ */
+export async function serveCluster(cluster: Cluster, address: string): Promise<{ stop(): Promise<void> }> {
+  const type = (kind: { group: string; version: string; kind: string } | undefined): TypeMeta => ({
+    apiVersion: apiVersionOf(kind ?? { group: "", version: "" }),
+    kind: kind?.kind ?? "",
+  });
+  const key = (k: { namespace: string; name: string } | undefined): ObjectKey => ({ namespace: k?.namespace ?? "", name: k?.name ?? "" });
+  const wrap =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      try {
+        return await fn(...args);
+      } catch (err) {
+        if (err instanceof ClusterError) {
+          const details = err.status ? [{ desc: APIErrorSchema, value: { status: encodeJSON(err.status) } }] : [];
+          throw new ConnectError(err.message, err.code, undefined, details);
+        }
+        throw err;
+      }
+    };
+  const handler = connectNodeAdapter({
+    grpc: true,
+    grpcWeb: false,
+    connect: false,
+    routes: (router) =>
+      router.service(ClusterService, {
+        get: wrap(async (req) => ({
+          object: encodeJSON(await cluster.get(type(req.kind), key(req.key), { uncached: req.uncached })),
+          source: ReadSource.CACHE,
+        })),
+        list: wrap(async (req) => {
+          const list = await cluster.list(type(req.kind), {
+            ...(req.namespace ? { namespace: req.namespace } : {}),
+            ...(req.labelSelector ? { labelSelector: req.labelSelector } : {}),
+          });
+          return { items: list.items.map((i) => encodeJSON(i)), continueToken: list.continue, resourceVersion: list.resourceVersion, source: ReadSource.CACHE };
+        }),
+        create: wrap(async (req) => ({
+          object: encodeJSON(await cluster.create(decodeJSON<KubeResource>(req.object), { dryRun: req.options?.dryRun ?? false })),
+        })),
+        update: wrap(async (req) => ({
+          object: encodeJSON(
+            await cluster.update(decodeJSON<KubeResource>(req.object), { subresource: req.subresource, dryRun: req.options?.dryRun ?? false }),
+          ),
+        })),
+        patch: wrap(async (req) => ({
+          object: encodeJSON(
+            await cluster.patch(type(req.kind), key(req.key), decodeJSON(req.patch), {
+              type: patchTypes[req.type] ?? "merge",
+              subresource: req.subresource,
+              force: req.force,
+            }),
+          ),
+        })),
+        delete: wrap(async (req) => {
+          const propagation = { [DeletePropagation.BACKGROUND]: "Background", [DeletePropagation.FOREGROUND]: "Foreground", [DeletePropagation.ORPHAN]: "Orphan" } as const;
+          await cluster.delete(type(req.kind), key(req.key), {
+            ...(req.propagation ? { propagation: propagation[req.propagation as 1 | 2 | 3] } : {}),
+            preconditions: { uid: req.preconditionUid, resourceVersion: req.preconditionResourceVersion },
+          });
+          return {};
+        }),
+        recordEvent: wrap(async (req) => {
+          const object = { ...type(req.kind), metadata: key(req.key) };
+          await cluster.recordEvent(object, {
+            type: req.event?.type === EventType.WARNING ? "Warning" : "Normal",
+            reason: req.event?.reason ?? "",
+            message: req.event?.message ?? "",
+            ...(req.event?.action ? { action: req.event.action } : {}),
+          });
+          return {};
+        }),
+        resolveKind: wrap(async (req) => {
+          const resolved = await cluster.resolveKind(type(req.kind));
+          return { kind: gvkOf(resolved), resource: resolved.resource, namespaced: resolved.namespaced };
+        }),
+      }),
+  });
+  const endpoint = parseAddress(address);
+  if ("path" in endpoint) {
+    await prepareSocket(endpoint.path);
+  }
+  const server = createServer(handler);
+  const sessions = new Set<ServerHttp2Session>();
+  server.on("session", (s) => {
+    sessions.add(s);
+    s.once("close", () => sessions.delete(s));
+  });
+  await new Promise<void>((resolve) => ("path" in endpoint ? server.listen(endpoint.path, resolve) : server.listen(endpoint.port, endpoint.host, resolve)));
+  return {
+    stop: async () => {
+      const closed = new Promise((resolve) => server.close(resolve));
+      for (const s of sessions) {
+        s.destroy();
+      }
+      await closed;
+    },
+  };
+}
