@@ -30,6 +30,30 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 # must match the k8s.io/kubernetes version hack/tools/envtest/go.mod requires.
 K8S_VERSION ?= 1.37.2
 
+# The Python virtualenv (gitignored) holds the Python code generators, the
+# Python SDK and examples (installed editable), mypy and pytest, at the pins of
+# PYTHON_REQUIREMENTS. Its stamp is named by a checksum of the pins and of the
+# packages' pyproject.toml, so a change to either makes it again from scratch,
+# and nothing else does. buf.gen.yaml runs the generators from .venv/bin.
+PYTHON ?= python3
+VENV := .venv
+PYTHON_REQUIREMENTS := sdk/python/requirements-dev.txt
+PYTHON_PACKAGES ?= sdk/python examples/python/tenant
+PYTHON_GEN_DIR := sdk/python/src/polyop/v1alpha1
+VENV_STAMP := $(VENV)/.polyop-$(shell cat $(PYTHON_REQUIREMENTS) $(addsuffix /pyproject.toml,$(PYTHON_PACKAGES)) 2>/dev/null | sha256sum | cut -c1-16)
+# Flags for pytest, e.g. PYTEST_FLAGS='-k reconcile -v'.
+PYTEST_FLAGS ?=
+
+# The npm workspace of package.json (the TypeScript SDK and examples) installs
+# from package-lock.json into node_modules (gitignored) with npm ci. Its stamp
+# is named by a checksum of the lockfile and the package.json files, so a
+# change to either installs again, and nothing else does. buf.gen.yaml runs
+# protoc-gen-es from node_modules/.bin.
+NPM ?= npm
+TS_PACKAGES ?= sdk/typescript examples/typescript/configmapsync
+TS_GEN_DIR := sdk/typescript/src/gen
+NODE_MODULES_STAMP := node_modules/.polyop-$(shell cat package-lock.json package.json $(addsuffix /package.json,$(TS_PACKAGES)) 2>/dev/null | sha256sum | cut -c1-16)
+
 # LOCALBIN holds every installed tool and the control-plane binaries.
 LOCALBIN ?= $(shell pwd)/bin
 $(LOCALBIN):
@@ -56,9 +80,12 @@ KUBECTL_LDFLAGS := -X k8s.io/client-go/pkg/version.gitVersion=v$(K8S_VERSION) \
 EXAMPLE_DIR ?= examples/go/maintenancewindow
 EXAMPLE_PKG ?= ./$(EXAMPLE_DIR)
 GENERATED_PATHS ?= gen \
+	':(glob)$(PYTHON_GEN_DIR)/*_pb2*' \
 	':(glob)examples/**/zz_generated.*.go' \
 	':(glob)examples/**/config/crd/**' \
-	':(glob)examples/**/config/rbac/**'
+	':(glob)examples/**/config/rbac/**' \
+	':(glob)config/overlays/*/generated/**' \
+	$(TS_GEN_DIR)
 
 # go test settings. Packages that start an API server are heavy: two at a time
 # suits a machine with two cores. Add flags such as -run or -v with GO_TEST_FLAGS.
@@ -68,6 +95,9 @@ GO_TEST_TIMEOUT ?= 30m
 GO_TEST_FLAGS ?=
 BENCH_PKGS ?= ./internal/...
 BENCH_FLAGS ?=
+# Flags for the end-to-end benchmark (hack/bench), e.g. BENCH_ARGS='-rounds 1 -sizes 500'
+# for a quick look, or BENCH_ARGS=-update to also rewrite BENCHMARKS.md's table.
+BENCH_ARGS ?=
 
 # Arguments for `make run`, e.g. make run ARGS=--exit-when-reconciled
 ARGS ?=
@@ -86,9 +116,11 @@ help: ## Display this help.
 generate: generate-proto generate-examples ## Regenerate all generated code.
 
 .PHONY: generate-proto
-generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## Generate code from proto/ with buf (removes gen/go first so deleted protos vanish).
-	rm -rf gen/go
+generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Generate code from proto/ with buf (removes the generated code first so deleted protos vanish).
+	rm -rf gen/go $(TS_GEN_DIR)
+	rm -f $(PYTHON_GEN_DIR)/*_pb2*.py $(PYTHON_GEN_DIR)/*_pb2*.pyi
 	$(BUF) generate
+	$(BUF) generate --template sdk/typescript/buf.gen.yaml
 
 # The examples' generate.go files carry //go:generate lines; bin/ comes first on
 # PATH so they find controller-gen at the pinned version.
@@ -97,7 +129,7 @@ generate-examples: $(CONTROLLER_GEN) ## Generate the examples' CRDs and deepcopy
 	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/...
 
 .PHONY: check-generated
-check-generated: generate ## Fail if regenerating changes any generated file.
+check-generated: generate manifests ## Fail if regenerating changes any generated file.
 	@if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		echo "check-generated needs a git work tree"; exit 1; \
 	fi
@@ -127,14 +159,40 @@ vet: ## Run go vet.
 # `test` runs every check, then the tests of each language; add a test-<lang>
 # target and list it here.
 .PHONY: test
-test: tools envtest lint-proto check-generated vet test-go ## Run all checks and tests.
+test: tools envtest lint-proto check-generated vet test-go test-python test-typescript ## Run all checks and tests.
 
 .PHONY: test-go
-test-go: envtest ## Run the Go tests (against a real API server, see KUBEBUILDER_ASSETS).
+test-go: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Run the Go tests (against a real API server, see KUBEBUILDER_ASSETS; the end-to-end tests run the Python example from .venv and the TypeScript example with node).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -count=1 -timeout $(GO_TEST_TIMEOUT) -p $(GO_TEST_PARALLEL) $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
 
+# test-python type-checks (mypy --strict) and tests (pytest) each Python
+# package. pytest exits 5 when it collects no test: that fails too.
+.PHONY: test-python
+test-python: $(VENV_STAMP) ## Run the Python checks and tests (mypy --strict, pytest) of the SDK and the examples.
+	@for pkg in $(PYTHON_PACKAGES); do \
+		echo "--- $$pkg: mypy"; \
+		(cd $$pkg && $(CURDIR)/$(VENV)/bin/mypy) || exit 1; \
+		echo "--- $$pkg: pytest"; \
+		rc=0; (cd $$pkg && $(CURDIR)/$(VENV)/bin/pytest $(PYTEST_FLAGS)) || rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "$$pkg: pytest collected no tests"; exit 1; fi; \
+		[ $$rc -eq 0 ] || exit $$rc; \
+	done
+
+# test-typescript compiles each TypeScript package with tsc -b (strict; a type
+# error fails) and runs its tests with node's test runner.
+.PHONY: test-typescript
+test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (tsc strict, node --test) of the SDK and the examples.
+	@for pkg in $(TS_PACKAGES); do \
+		echo "--- $$pkg: tsc -b"; \
+		node_modules/.bin/tsc -b $$pkg || exit 1; \
+		echo "--- $$pkg: node --test"; \
+		(cd $$pkg && node --test dist/*.test.js) || exit 1; \
+	done
+
 .PHONY: bench
-bench: envtest ## Run the Go benchmarks.
+bench: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) | $(LOCALBIN) ## Run the end-to-end benchmark (the host and its sidecars against in-process controller-runtime, see BENCHMARKS.md), then the Go benchmarks.
+	go build -o $(LOCALBIN)/polyop-bench ./hack/bench
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/polyop-bench $(BENCH_ARGS)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) $(BENCH_PKGS)
 
 ##@ Build
@@ -155,17 +213,136 @@ run: envtest | $(LOCALBIN) ## Run the example against a cluster (the configured 
 
 .PHONY: clean
 clean: ## Remove built binaries and `make run` state (keeps tools and the control plane).
-	rm -rf $(LOCALBIN)/host $(LOCALBIN)/maintenancewindow-sidecar $(LOCALBIN)/testsidecar $(LOCALBIN)/polyop-run $(LOCALBIN)/run
+	rm -rf $(LOCALBIN)/host $(LOCALBIN)/maintenancewindow-sidecar $(LOCALBIN)/testsidecar $(LOCALBIN)/polyop-run $(LOCALBIN)/run $(LOCALBIN)/polyop-bench \
+		$(LOCALBIN)/memcached-sidecar $(LOCALBIN)/website-sidecar $(LOCALBIN)/manifests
 	go clean -testcache
 
 .PHONY: clean-all
-clean-all: clean ## Also remove every installed tool and the control-plane binaries (bin/).
-	rm -rf $(LOCALBIN)
+clean-all: clean ## Also remove every installed tool, the control-plane binaries (bin/), the Python virtualenv and node_modules.
+	rm -rf $(LOCALBIN) $(VENV) node_modules $(addsuffix /dist,$(TS_PACKAGES))
+
+##@ Deployment
+
+# The examples config/overlays deploys, one folder each. For an example NAME,
+# NAME_BUILD builds its sidecar, NAME_SIDECAR is the command that serves it
+# (make manifests appends the address), NAME_CRDS is the folder of its CRDs and
+# NAME_DOCKERFILE builds its image.
+EXAMPLES ?= go-maintenancewindow go-memcached go-website python-tenant typescript-configmapsync
+go-maintenancewindow_BUILD = go build -o $(LOCALBIN)/maintenancewindow-sidecar ./examples/go/maintenancewindow
+go-maintenancewindow_SIDECAR = $(LOCALBIN)/maintenancewindow-sidecar --address
+go-maintenancewindow_CRDS = examples/go/maintenancewindow/config/crd
+go-maintenancewindow_DOCKERFILE = examples/go/maintenancewindow/Dockerfile
+go-memcached_BUILD = go build -o $(LOCALBIN)/memcached-sidecar ./examples/go/memcached
+go-memcached_SIDECAR = $(LOCALBIN)/memcached-sidecar --address
+go-memcached_CRDS = examples/go/memcached/config/crd
+go-memcached_DOCKERFILE = examples/go/memcached/Dockerfile
+go-website_BUILD = go build -o $(LOCALBIN)/website-sidecar ./examples/go/website
+go-website_SIDECAR = $(LOCALBIN)/website-sidecar --address
+go-website_CRDS = examples/go/website/config/crd
+go-website_DOCKERFILE = examples/go/website/Dockerfile
+python-tenant_BUILD = @: installed in $(VENV) by $(VENV_STAMP)
+python-tenant_SIDECAR = $(VENV)/bin/tenant-sidecar --address
+python-tenant_CRDS = examples/python/tenant/config/crd
+python-tenant_DOCKERFILE = examples/python/tenant/Dockerfile
+typescript-configmapsync_BUILD = node_modules/.bin/tsc -b examples/typescript/configmapsync
+typescript-configmapsync_SIDECAR = node examples/typescript/configmapsync/dist/main.js --address
+typescript-configmapsync_CRDS = examples/typescript/configmapsync/config/crd
+typescript-configmapsync_DOCKERFILE = examples/typescript/configmapsync/Dockerfile
+
+# What deploy, undeploy, install, uninstall and docker-build act on: an overlay
+# of config/overlays, EXAMPLE/VARIANT (certmanager: cert-manager issues the
+# webhook certificate; selfsigned: the host makes it), and the images.
+OVERLAY ?= go-maintenancewindow/certmanager
+EXAMPLE = $(firstword $(subst /, ,$(OVERLAY)))
+IMG ?= polyop-host:dev
+SIDECAR_IMG ?= polyop-$(EXAMPLE):dev
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+CONTAINER_TOOL ?= docker
+KUBECTL ?= kubectl
+# kubectl's built-in kustomize, from the control-plane build.
+KUSTOMIZE ?= $(ENVTEST_ASSETS)/kubectl kustomize
+ignore-not-found ?= false
+
+# example-manifests generates config/overlays/$(1)/generated.
+define example-manifests
+	$($(1)_BUILD)
+	hack/manifests.sh $(LOCALBIN)/host config/overlays/$(1)/generated $($(1)_CRDS) $($(1)_SIDECAR)
+
+endef
+
+.PHONY: manifests
+manifests: generate-examples $(ENVTEST_ASSETS)/kubectl $(VENV_STAMP) $(NODE_MODULES_STAMP) | $(LOCALBIN) ## Generate each example's CRDs, RBAC and webhook configurations from its sidecar's description; render every overlay into bin/manifests.
+	go build -o $(LOCALBIN)/host ./cmd/host
+	$(foreach example,$(EXAMPLES),$(call example-manifests,$(example)))
+	@for k in config/overlays/*/*/kustomization.yaml; do \
+		dir=$${k%/kustomization.yaml}; \
+		case $$dir in */generated) continue ;; esac; \
+		grep -q '^kind: Component' $$k && continue; \
+		out=$(LOCALBIN)/manifests/$${dir#config/overlays/}.yaml; \
+		mkdir -p $$(dirname $$out); \
+		echo "Rendering $$dir into $$out"; \
+		$(KUSTOMIZE) $$dir >$$out; \
+	done
+
+.PHONY: install
+install: $(ENVTEST_ASSETS)/kubectl ## Install the CRDs of OVERLAY's example into the cluster of your kubeconfig.
+	$(KUSTOMIZE) config/overlays/$(EXAMPLE)/generated/crd | $(KUBECTL) apply -f -
+
+.PHONY: uninstall
+uninstall: $(ENVTEST_ASSETS)/kubectl ## Uninstall the CRDs of OVERLAY's example. Call with ignore-not-found=true to ignore resource not found errors.
+	$(KUSTOMIZE) config/overlays/$(EXAMPLE)/generated/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+# deploy renders OVERLAY through a throwaway kustomization in bin/ that sets
+# the images, so no committed file changes.
+.PHONY: deploy
+deploy: $(ENVTEST_ASSETS)/kubectl | $(LOCALBIN) ## Deploy OVERLAY to the cluster of your kubeconfig, with the images IMG (host) and SIDECAR_IMG.
+	@mkdir -p bin; tmp=$$(mktemp -d bin/deploy.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	printf '%s\n' 'resources:' '- ../../config/overlays/$(OVERLAY)' 'images:' \
+		'- name: host' '  newName: $(IMG)' '- name: sidecar' '  newName: $(SIDECAR_IMG)' >"$$tmp/kustomization.yaml"; \
+	$(KUSTOMIZE) "$$tmp" | $(KUBECTL) apply -f -
+
+.PHONY: undeploy
+undeploy: $(ENVTEST_ASSETS)/kubectl ## Remove OVERLAY from the cluster. Call with ignore-not-found=true to ignore resource not found errors.
+	$(KUSTOMIZE) config/overlays/$(OVERLAY) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+# The images build from the repository root, where the Go module is; building
+# them takes Docker (or CONTAINER_TOOL=podman), which the tests do not need.
+.PHONY: docker-build
+docker-build: ## Build the host image IMG and the image SIDECAR_IMG of OVERLAY's example sidecar.
+	$(CONTAINER_TOOL) build -t $(IMG) --build-arg VERSION=$(VERSION) .
+	$(CONTAINER_TOOL) build -t $(SIDECAR_IMG) -f $($(EXAMPLE)_DOCKERFILE) .
+
+.PHONY: docker-push
+docker-push: ## Push IMG and SIDECAR_IMG.
+	$(CONTAINER_TOOL) push $(IMG)
+	$(CONTAINER_TOOL) push $(SIDECAR_IMG)
 
 ##@ Dependencies
 
 .PHONY: tools
 tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(CONTROLLER_GEN) ## Install the pinned tools into bin/.
+
+.PHONY: venv .venv
+venv: .venv ## Make the Python virtualenv .venv from the pinned requirements (once per change of the pins).
+.venv: $(VENV_STAMP)
+
+$(VENV_STAMP):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
+		echo "$(PYTHON) is older than Python 3.10: set PYTHON to a newer one"; exit 1; }
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r $(PYTHON_REQUIREMENTS)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation $(addprefix -e ,$(PYTHON_PACKAGES))
+	$(VENV)/bin/pip check --disable-pip-version-check
+	touch $@
+
+.PHONY: node_modules
+node_modules: $(NODE_MODULES_STAMP) ## Install the TypeScript packages from package-lock.json (npm ci; once per change of the lockfile).
+
+$(NODE_MODULES_STAMP):
+	@command -v node >/dev/null || { echo "node is not installed: the TypeScript SDK needs Node.js 20 or later"; exit 1; }
+	$(NPM) ci --no-audit --no-fund
+	touch $@
 
 .PHONY: envtest
 envtest: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd $(ENVTEST_ASSETS)/kubectl ## Build kube-apiserver, etcd and kubectl for KUBEBUILDER_ASSETS (once per version).

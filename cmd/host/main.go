@@ -33,6 +33,8 @@ type command struct {
 // commands are the host's subcommands, by name.
 var commands = map[string]command{
 	"describe": {summary: "print the sidecar's description as JSON", run: runDescribe},
+	"webhooks": {summary: "print the webhook configurations and CRD conversion stanzas as YAML", run: runWebhooks},
+	"rbac":     {summary: "print the RBAC the host needs for the sidecar's description as YAML", run: runRBAC},
 }
 
 func main() {

@@ -36,6 +36,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 	sc, err := sidecar.New(sidecar.Options{
 		Address:          opts.SidecarAddress,
+		ClusterAddress:   clusterAddress(opts),
 		MaxMessageSize:   opts.MaxMessageSize,
 		DescribeTimeout:  opts.DescribeTimeout,
 		ReconcileTimeout: opts.ReconcileTimeout,
@@ -66,6 +67,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if err := resolveRelatedKinds(mapper, desc, namespaced); err != nil {
+		return err
+	}
 	if err := narrow(desc, namespaced, opts); err != nil {
 		return err
 	}
@@ -73,6 +77,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	addRelatedCacheViews(&cacheOpts, desc, namespaced)
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -112,6 +117,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	if err := controller.Setup(mgr, sc, desc, controller.Options{SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff}); err != nil {
+		return err
+	}
+	if err := addClusterService(mgr, cfg, httpClient, desc, cacheOpts, opts); err != nil {
+		return err
+	}
+	if err := setupWebhooks(ctx, cfg, mgr, sc, desc, mapper, opts.Webhook); err != nil {
 		return err
 	}
 	log.Info("starting manager", "sidecar", desc.Name, "address", sc.Address())

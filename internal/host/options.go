@@ -19,6 +19,11 @@ type Options struct {
 	// SidecarAddress is the sidecar's gRPC endpoint. Defaults to
 	// sidecar.DefaultAddress, a unix socket in the pod's shared volume.
 	SidecarAddress string
+	// ClusterAddress is where the host serves the ClusterService to its
+	// sidecar, in the same forms as SidecarAddress; "0" serves none. Defaults
+	// to "": cluster.sock beside a unix SidecarAddress, else
+	// cluster.DefaultAddress (unix:///var/run/polyop/cluster.sock).
+	ClusterAddress string
 	// SidecarWaitTimeout bounds how long the host waits at start for the
 	// sidecar's health service to report SERVING. Defaults to 2m.
 	SidecarWaitTimeout time.Duration
@@ -66,6 +71,10 @@ type Options struct {
 	// objects sent to the sidecar. Defaults to false: they are stripped, which
 	// saves 20–30% of the memory of each cached object.
 	KeepManagedFields bool
+
+	// Webhook configures the webhook server that serves the sidecar's
+	// admission webhooks and conversions. Defaults to DefaultWebhookOptions().
+	Webhook WebhookOptions
 }
 
 // NewOptions returns Options holding every default.
@@ -80,6 +89,7 @@ func NewOptions() Options {
 		MetricsBindAddress:     "0",
 		SecureMetrics:          true,
 		HealthProbeBindAddress: ":8081",
+		Webhook:                DefaultWebhookOptions(),
 	}
 }
 
@@ -88,6 +98,9 @@ func NewOptions() Options {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SidecarAddress, "sidecar-address", o.SidecarAddress,
 		"The sidecar's gRPC endpoint: unix:///path/to.sock, unix:relative.sock, tcp://host:port or host:port.")
+	fs.StringVar(&o.ClusterAddress, "cluster-address", o.ClusterAddress,
+		"Where to serve the cluster service the sidecar reads and writes the cluster through, in the forms of --sidecar-address; 0 serves none. "+
+			"Default: cluster.sock beside a unix --sidecar-address (unix:///var/run/polyop/cluster.sock for the default), else unix:///var/run/polyop/cluster.sock.")
 	fs.DurationVar(&o.SidecarWaitTimeout, "sidecar-wait-timeout", o.SidecarWaitTimeout,
 		"How long to wait at start for the sidecar to report SERVING on its health service.")
 	fs.DurationVar(&o.DescribeTimeout, "describe-timeout", o.DescribeTimeout, "The deadline of the Describe call.")
@@ -116,6 +129,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"A label selector every watched object must also match, added to what the sidecar declares.")
 	fs.BoolVar(&o.KeepManagedFields, "keep-managed-fields", o.KeepManagedFields,
 		"Keep metadata.managedFields in the cache and in the objects sent to the sidecar.")
+	o.Webhook.BindFlags(fs)
 }
 
 // stringList is a flag.Value collecting repeated and comma-separated values.

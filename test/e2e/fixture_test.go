@@ -76,6 +76,9 @@ func (f *fixture) startHost(args ...string) *testenv.Process {
 		"--health-probe-bind-address", "0",
 		"--metrics-bind-address", "0",
 		"--zap-log-level", "debug",
+		// No webhook server unless a test asks for one on a port of its own:
+		// tests run in parallel and must not share :9443.
+		"--webhook-port", "0",
 	}, args...)
 	return f.start("host", hostBin, args...)
 }

@@ -17,7 +17,7 @@ var (
 	env *testenv.Env
 	k8s client.Client
 
-	hostBin, testSidecarBin, exampleSidecarBin string
+	hostBin, testSidecarBin, exampleSidecarBin, childSidecarBin string
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +26,10 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	env, err = testenv.Start(filepath.Join(testenv.RepoRoot(), "examples", "go", "maintenancewindow", "config", "crd"))
+	env, err = testenv.Start(
+		filepath.Join(testenv.RepoRoot(), "examples", "go", "maintenancewindow", "config", "crd"),
+		filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "crd"),
+	)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -48,6 +51,7 @@ func run(m *testing.M) int {
 		"./cmd/host":                      &hostBin,
 		"./test/testsidecar":              &testSidecarBin,
 		"./examples/go/maintenancewindow": &exampleSidecarBin,
+		"./test/childsidecar":             &childSidecarBin,
 	} {
 		if *dst, err = testenv.Build(pkg); err != nil {
 			fmt.Fprintln(os.Stderr, err)

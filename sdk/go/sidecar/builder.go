@@ -51,6 +51,7 @@ type Builder[T client.Object] struct {
 	labelSelector string
 	namespaces    []string
 	maxConcurrent int
+	children      builderChildren // owned and watched kinds, finalizer
 }
 
 // NewControllerManagedBy returns a Builder for a controller that reconciles
@@ -206,5 +207,9 @@ func (b *Builder[T]) complete(r Reconciler[T]) error {
 	if d, ok := r.(DeletionReconciler); ok {
 		h.deletion = d
 	}
-	return b.srv.register(&controller{desc: desc, gvk: gvk, reconcile: h.reconcile})
+	c := &controller{desc: desc, gvk: gvk, reconcile: h.reconcile}
+	if err := b.children.complete(b.srv.Scheme(), desc, typ.Elem(), c, h.finalizer()); err != nil {
+		return fmt.Errorf("controller %q: %w", name, err)
+	}
+	return b.srv.register(c)
 }

@@ -47,6 +47,29 @@
 // A reconciler that also implements DeletionReconciler is called when the host
 // reports that the object is gone.
 //
-// Package sidecartest (sdk/go/sidecartest) calls a Server's reconcilers
-// without a host, through the same code path.
+// # Admission webhooks and conversion
+//
+// Defaulters and validators are controller-runtime's own admission.Defaulter
+// and admission.Validator (aliased here as Defaulter and Validator), and the
+// conversion interfaces its conversion.Hub and conversion.Convertible, so the
+// webhook code of a kubebuilder project moves into a sidecar unchanged:
+//
+//	err = sidecar.NewWebhookManagedBy[*v1.MaintenanceWindow](srv).
+//		WithDefaulter(&MaintenanceWindowDefaulter{}).
+//		WithValidator(&MaintenanceWindowValidator{}).
+//		WithOperations(sidecar.Create, sidecar.Update, sidecar.Delete).
+//		WithFailurePolicy(sidecar.Fail).
+//		Complete()
+//
+// The host serves them from its webhook server and calls the sidecar's
+// Default, Validate and Convert for each request; `host webhooks` prints the
+// webhook configurations and CRD conversion stanzas to install. Errors built
+// with apierrors.NewInvalid from field errors reach kubectl as the API
+// server's own validation errors do; warnings are printed by kubectl. When the
+// kind's versions are in the scheme, one of them a Hub and the others
+// Convertible, Complete also registers the kind's conversion (or give
+// WithConverter a converter, such as conversion.NewHubSpokeConverter).
+//
+// Package sidecartest (sdk/go/sidecartest) calls a Server's reconcilers,
+// webhooks and conversions without a host, through the same code path.
 package sidecar

@@ -96,8 +96,8 @@ func (s *Server) startServing() ([]string, error) {
 	if s.serving {
 		return nil, errors.New("sidecar: the server is already serving")
 	}
-	if len(s.order) == 0 {
-		return nil, errors.New("sidecar: no controllers are registered: register at least one with NewControllerManagedBy before serving")
+	if len(s.order) == 0 && s.admission.empty() {
+		return nil, errors.New("sidecar: no controllers or webhooks are registered: register at least one with NewControllerManagedBy or NewWebhookManagedBy before serving")
 	}
 	s.serving = true
 	return append([]string(nil), s.order...), nil

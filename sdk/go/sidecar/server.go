@@ -39,6 +39,9 @@ type Server struct {
 	controllers map[string]*controller
 	order       []string // registration order, for Describe
 	serving     bool
+	admission   admissionRegistry // webhooks and conversions, see webhook.go
+
+	cluster clusterAccess // the host's Cluster service, for GetClient
 }
 
 var _ polyopv1alpha1.SidecarServiceServer = (*Server)(nil)
@@ -51,6 +54,8 @@ type controller struct {
 	// reconcile handles one request whose controller and key are known; object
 	// is empty when the object is gone.
 	reconcile func(ctx context.Context, req Request, object []byte) (*polyopv1alpha1.ReconcileResponse, error)
+	// finalize handles one Finalize request; nil without a finalizer.
+	finalize func(ctx context.Context, req Request, object []byte) (*polyopv1alpha1.FinalizeResponse, error)
 }
 
 // New returns a Server with no controllers.
@@ -114,6 +119,7 @@ func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 	if req.GetProtocolVersion() != ProtocolVersion {
 		log.Info("The host speaks another protocol version; answering anyway, the host decides", "protocolVersion", ProtocolVersion)
 	}
+	s.setClusterAddress(req.GetClusterAddress())
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	resp := &polyopv1alpha1.DescribeResponse{
@@ -124,6 +130,7 @@ func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 	for _, name := range s.order {
 		resp.Controllers = append(resp.Controllers, proto.CloneOf(s.controllers[name].desc))
 	}
+	resp.Webhooks, resp.Conversions = s.admission.describe()
 	log.V(1).Info("Described the sidecar to the host", "controllers", s.order)
 	return resp, nil
 }
@@ -166,5 +173,6 @@ func (s *Server) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequ
 	}
 	ctx = logf.IntoContext(ctx, log)
 	ctx = withRequest(ctx, req)
-	return c.reconcile(ctx, req, in.GetObject())
+	ctx, state := s.withReconcileState(ctx, c, req, in.GetChildren())
+	return state.respond(c.reconcile(ctx, req, in.GetObject()))
 }

@@ -17,6 +17,16 @@
 //	var got v1.MaintenanceWindow
 //	res.Status(&got) // the object with the status the host would write
 //
+// Webhooks and conversions are called the same way:
+//
+//	res := h.ValidateCreate(t.Context(), window)  // also Default, ValidateUpdate, ValidateDelete
+//	if res.Allowed { … }                           // else res.Denial.Message, res.Denial.FieldErrors
+//	res.Warnings
+//
+//	var beta v1beta1.MaintenanceWindow
+//	err := h.Convert(t.Context(), window, &beta)   // to the version of beta's type
+//
 // The Harness fails the test (t.Fatal) on anything the host would treat as a
-// broken sidecar, such as a gRPC error; Harness.Call returns those instead.
+// broken sidecar, such as a gRPC error; Harness.Call, CallDefault,
+// CallValidate and CallConvert return those instead.
 package sidecartest
