@@ -34,6 +34,11 @@ type example struct {
 	// service beyond the kinds it declares, which `host rbac` cannot know:
 	// the overlay grants it in a role of its own, cluster-wide.
 	sidecarRules []rbacv1.PolicyRule
+	// finalizes says the sidecar puts a finalizer of its own on its objects:
+	// the tests wait for it before deleting a sample, so that the deletion
+	// runs the sidecar's clean-up (and records its event) instead of racing
+	// it.
+	finalizes bool
 }
 
 var examples = map[string]example{
@@ -50,6 +55,7 @@ var examples = map[string]example{
 		samples:     "examples/go/memcached/config/samples",
 		// It adds and removes its finalizer itself, with Update, as
 		// kubebuilder's memcached does.
+		finalizes: true,
 		sidecarRules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"examples.polyop.dev"}, Resources: []string{"memcacheds"}, Verbs: []string{"update"}},
 		},

@@ -138,6 +138,9 @@ func TestHostRunsWithTheDeployedRBAC(t *testing.T) {
 					if status, _, _ := unstructured.NestedMap(got.Object, "status"); len(status) == 0 {
 						return fmt.Errorf("no status yet")
 					}
+					if ex.finalizes && len(got.GetFinalizers()) == 0 {
+						return fmt.Errorf("no finalizer yet")
+					}
 					return nil
 				})
 			}
