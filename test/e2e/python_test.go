@@ -32,7 +32,7 @@ func python(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(testenv.RepoRoot(), ".venv", "bin", "python")
 	if out, err := exec.Command(bin, "-c", "import polyop, tenant").CombinedOutput(); err != nil {
-		t.Skipf("no Python virtualenv with the polyop SDK (run make .venv): %v\n%s", err, out)
+		t.Fatalf("no Python virtualenv with the polyop SDK (run make .venv, or make test): %v\n%s", err, out)
 	}
 	return bin
 }

@@ -35,7 +35,7 @@ func node(t *testing.T) string {
 	t.Helper()
 	err := testenv.BuildTypeScript(filepath.Join("examples", "typescript", "configmapsync"))
 	if errors.Is(err, testenv.ErrNoNode) {
-		t.Skipf("cannot run the TypeScript example: %v", err)
+		t.Fatalf("cannot run the TypeScript example (run make node_modules, or make test): %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
