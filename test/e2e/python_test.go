@@ -27,7 +27,7 @@ var tenantGVK = schema.GroupVersionKind{Group: "examples.polyop.dev", Version: "
 func tenantDir() string { return filepath.Join(testenv.RepoRoot(), "examples", "python", "tenant") }
 
 // python returns the virtualenv's interpreter, with the polyop SDK and the
-// Tenant example installed (make .venv), or skips the test.
+// Tenant example installed (make .venv), or fails the test saying so.
 func python(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(testenv.RepoRoot(), ".venv", "bin", "python")

@@ -29,7 +29,7 @@ func configMapSyncDir() string {
 }
 
 // node compiles the TypeScript SDK and the ConfigMapSync example (tsc -b) and
-// returns node's path, or skips the test when node or node_modules is
+// returns node's path, or fails the test when node or node_modules is
 // missing (make node_modules installs them).
 func node(t *testing.T) string {
 	t.Helper()
