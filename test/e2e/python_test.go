@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,29 +36,8 @@ func python(t *testing.T) string {
 	return bin
 }
 
-var tenantCRD struct {
-	once sync.Once
-	err  error
-}
-
-// installTenantCRD applies the example's CRD with kubectl, as a user would,
-// once for every test, and waits until the API server serves it.
-func installTenantCRD(t *testing.T) {
-	t.Helper()
-	tenantCRD.once.Do(func() {
-		crd := filepath.Join(tenantDir(), "config", "crd")
-		if out, err := kubectl(t, "apply", "--server-side", "-f", crd); err != nil {
-			tenantCRD.err = fmt.Errorf("kubectl apply %s: %v\n%s", crd, err, out)
-			return
-		}
-		if out, err := kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/tenants.examples.polyop.dev"); err != nil {
-			tenantCRD.err = fmt.Errorf("the Tenant CRD is not established: %v\n%s", err, out)
-		}
-	})
-	if tenantCRD.err != nil {
-		t.Fatal(tenantCRD.err)
-	}
-}
+// tenantCRD is the Tenant example's CRD.
+var tenantCRD = &exampleCRD{dir: filepath.Join(tenantDir(), "config", "crd"), name: "tenants.examples.polyop.dev"}
 
 // startPythonTenant starts the Tenant example's sidecar on the fixture's
 // socket.
@@ -120,7 +98,7 @@ func tenantControls(obj metav1.Object, owner *unstructured.Unstructured) bool {
 func TestPythonTenantExample(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	installTenantCRD(t)
+	tenantCRD.install(t)
 	f := newFixture(t)
 	sidecar := f.startPythonTenant(py)
 	f.startHostWithWebhooks(f.installWebhooks())

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,29 +46,8 @@ func node(t *testing.T) string {
 	return bin
 }
 
-var configMapSyncCRD struct {
-	once sync.Once
-	err  error
-}
-
-// installConfigMapSyncCRD applies the example's CRD with kubectl, once for
-// every test, and waits until the API server serves it.
-func installConfigMapSyncCRD(t *testing.T) {
-	t.Helper()
-	configMapSyncCRD.once.Do(func() {
-		crd := filepath.Join(configMapSyncDir(), "config", "crd")
-		if out, err := kubectl(t, "apply", "--server-side", "-f", crd); err != nil {
-			configMapSyncCRD.err = fmt.Errorf("kubectl apply %s: %v\n%s", crd, err, out)
-			return
-		}
-		if out, err := kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/configmapsyncs.examples.polyop.dev"); err != nil {
-			configMapSyncCRD.err = fmt.Errorf("the ConfigMapSync CRD is not established: %v\n%s", err, out)
-		}
-	})
-	if configMapSyncCRD.err != nil {
-		t.Fatal(configMapSyncCRD.err)
-	}
-}
+// configMapSyncCRD is the ConfigMapSync example's CRD.
+var configMapSyncCRD = &exampleCRD{dir: filepath.Join(configMapSyncDir(), "config", "crd"), name: "configmapsyncs.examples.polyop.dev"}
 
 // startConfigMapSync starts the TypeScript example's sidecar on the fixture's
 // socket. It is told the Cluster service's address on its command line, as a
@@ -128,7 +106,7 @@ func (f *fixture) configMapSync(name string) (*unstructured.Unstructured, error)
 func TestTypeScriptConfigMapSyncExample(t *testing.T) {
 	t.Parallel()
 	nodeBin := node(t)
-	installConfigMapSyncCRD(t)
+	configMapSyncCRD.install(t)
 	f := newFixture(t)
 	teamA := f.labelledNamespace("a", nil)
 	teamB := f.labelledNamespace("b", nil)
