@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,54 +15,39 @@ import (
 )
 
 var (
-	env    *testenv.Env
-	k8s    client.Client
-	scheme = runtime.NewScheme()
+	env *testenv.Env
+	k8s client.Client
+	// scheme knows the examples' types, for the SDK clients the tests make.
+	scheme  = newScheme()
+	schemes = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, memcachedv1.AddToScheme, websitev1.AddToScheme}
 
 	hostBin, memcachedBin, websiteBin, finalizeBin string
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(testenv.Suite{
+		CRDDirs: []string{
+			filepath.Join(testenv.RepoRoot(), "examples", "go", "memcached", "config", "crd"),
+			filepath.Join(testenv.RepoRoot(), "examples", "go", "website", "config", "crd"),
+		},
+		Schemes: schemes,
+		Binaries: map[string]*string{
+			"./cmd/host":                         &hostBin,
+			"./examples/go/memcached":            &memcachedBin,
+			"./examples/go/website":              &websiteBin,
+			"./test/conformance/finalizesidecar": &finalizeBin,
+		},
+		Env:    &env,
+		Client: &k8s,
+	}.Run(m))
 }
 
-func run(m *testing.M) int {
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, memcachedv1.AddToScheme, websitev1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range schemes {
+		if err := add(s); err != nil {
+			panic(err)
 		}
 	}
-	var err error
-	env, err = testenv.Start(
-		filepath.Join(testenv.RepoRoot(), "examples", "go", "memcached", "config", "crd"),
-		filepath.Join(testenv.RepoRoot(), "examples", "go", "website", "config", "crd"),
-	)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}()
-	defer testenv.CleanBuilds()
-
-	if k8s, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	for pkg, dst := range map[string]*string{
-		"./cmd/host":                         &hostBin,
-		"./examples/go/memcached":            &memcachedBin,
-		"./examples/go/website":              &websiteBin,
-		"./test/conformance/finalizesidecar": &finalizeBin,
-	} {
-		if *dst, err = testenv.Build(pkg); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	return m.Run()
+	return s
 }
