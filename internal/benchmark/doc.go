@@ -1,0 +1,32 @@
+// Package benchmark is polyop's end-to-end benchmark: the host and its
+// sidecars reconciling real objects on a real API server, side by side with
+// an in-process controller-runtime operator doing the same work, every
+// figure reported as a ratio to that baseline. `make bench` runs it through
+// hack/bench; TestSmoke runs it small in `make test`.
+//
+// The workload is the Widget kind (api/v1alpha1, CRD in config/crd): each
+// Widget is reconciled into an owned ConfigMap holding its data, plus a
+// status with a Ready condition. The logic is package widget's. It runs as
+// the variants Variants lists, each as real processes so that CPU time and
+// memory come from /proc:
+//
+//   - in-process: the baseline, an ordinary controller-runtime operator
+//     (inprocess) with the host's cache settings and the same writes;
+//   - go-unix and go-tcp: the host (cmd/host) with the Go sidecar
+//     (gosidecar) over a unix socket or TCP loopback;
+//   - python-unix and typescript-unix: the host with the sidecars of
+//     sidecars/python and sidecars/typescript, built on those SDKs, when
+//     their runtimes are installed.
+//
+// A run (one variant, N Widgets) starts the processes against a fresh
+// control plane (or a fresh namespace of a shared one), waits for the
+// controller's workers, creates the Widgets and watches them until all are
+// ready, waits for the reconciles to stop, stays idle to show that nothing
+// reconciles without cause, then touches every ConfigMap once (the no-op
+// wave) to measure reconciles that have nothing to do. Reconcile counts,
+// latencies and API requests come from each process's Prometheus metrics
+// (scraped in the protobuf format, for the native histograms), CPU and
+// memory from /proc/<pid>/stat and /proc/<pid>/status.
+//
+// Run returns a Report; Report.Markdown renders it for BENCHMARKS.md.
+package benchmark

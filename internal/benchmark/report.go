@@ -1,0 +1,412 @@
+package benchmark
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is the outcome of a benchmark.
+type Report struct {
+	// Command is the command that ran the benchmark, for the report's first
+	// line. Defaults to "make bench".
+	Command string
+	// Machine describes the machine: CPU, cores, memory, kernel, Go.
+	Machine string
+	// Started is when the benchmark started.
+	Started time.Time
+	// Options are the options it ran with, defaults applied.
+	Options Options
+	// Sizes holds the runs of every size, in the order of Options.Sizes.
+	Sizes []SizeReport
+	// Memory holds the memory run; nil when skipped.
+	Memory *SizeReport
+	// Skipped lists the variants that could not run here, and why.
+	Skipped []Skipped
+	// Footprints are the memory a cached Widget and ConfigMap take, typed
+	// and unstructured; measured with the memory run.
+	Footprints []Footprint
+}
+
+// SizeReport holds the runs of one size, the baseline's first.
+type SizeReport struct {
+	// N is the number of Widgets.
+	N int
+	// Results are the runs the report shows, one per variant: with several
+	// rounds, each variant's median run by throughput.
+	Results []*Result
+	// Rounds are every run, by round and then by variant, in the order of
+	// Results.
+	Rounds [][]*Result
+}
+
+// medianRuns picks each variant's run of median throughput from the rounds.
+func medianRuns(rounds [][]*Result) []*Result {
+	if len(rounds) == 0 {
+		return nil
+	}
+	out := make([]*Result, len(rounds[0]))
+	for i := range out {
+		runs := make([]*Result, 0, len(rounds))
+		for _, round := range rounds {
+			runs = append(runs, round[i])
+		}
+		sort.Slice(runs, func(a, b int) bool { return runs[a].Throughput() < runs[b].Throughput() })
+		out[i] = runs[(len(runs)-1)/2]
+	}
+	return out
+}
+
+// throughputRatios returns, for the variant at index i, its throughput
+// divided by the baseline's of the same round, for every round, and their
+// median: pairs of runs close in time share the machine's mood.
+func (s SizeReport) throughputRatios(i int) (ratios []float64, median float64) {
+	base := 0
+	for j, r := range s.Results {
+		if r.Variant.Baseline {
+			base = j
+		}
+	}
+	for _, round := range s.Rounds {
+		ratios = append(ratios, round[i].Throughput()/round[base].Throughput())
+	}
+	sorted := append([]float64(nil), ratios...)
+	sort.Float64s(sorted)
+	n := len(sorted)
+	if n%2 == 1 {
+		return ratios, sorted[n/2]
+	}
+	return ratios, (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// Baseline is the run of the in-process baseline.
+func (s SizeReport) Baseline() *Result {
+	for _, r := range s.Results {
+		if r.Variant.Baseline {
+			return r
+		}
+	}
+	return nil
+}
+
+// BeginMarker and EndMarker enclose the generated section of BENCHMARKS.md.
+const (
+	BeginMarker = "<!-- begin make bench: written by `make bench BENCH_ARGS=-update`; edit around it, not in it -->"
+	EndMarker   = "<!-- end make bench -->"
+)
+
+// Markdown renders the report: the command and machine, a table of speed and
+// a table of cost per size, the memory run, and the goals.
+func (rep *Report) Markdown() string {
+	var b strings.Builder
+	o := rep.Options
+	command := rep.Command
+	if command == "" {
+		command = "make bench"
+	}
+	fmt.Fprintf(&b, "`%s` on %s, %s.\n\n", command, rep.Machine, rep.Started.UTC().Format("2006-01-02"))
+	plane := "a fresh control plane (envtest: kube-apiserver and etcd) per run"
+	if o.SharedControlPlane {
+		plane = "one control plane (envtest) for every run, a namespace each"
+	}
+	rounds := "one round"
+	if o.Rounds > 1 {
+		rounds = fmt.Sprintf("%d rounds, each variant's median run by throughput shown", o.Rounds)
+	}
+	fmt.Fprintf(&b, "Each Widget carries %d × %d B of data; each controller runs %d reconcile(s) at a time; %s; "+
+		"runs one after another, %s. Ratios (×) are against the in-process baseline of the same size: "+
+		"below 1 is better for times, CPU and memory, above 1 for throughput.\n",
+		o.DataEntries, o.ValueBytes, o.MaxConcurrentReconciles, plane, rounds)
+
+	for _, s := range rep.Sizes {
+		fmt.Fprintf(&b, "\n#### %s Widgets\n\n", thousands(s.N))
+		speedTable(&b, s)
+		b.WriteString("\n")
+		costTable(&b, s)
+	}
+	if rep.Memory != nil {
+		fmt.Fprintf(&b, "\n#### Memory with %s Widgets cached\n\n", thousands(rep.Memory.N))
+		memoryTable(&b, *rep.Memory)
+	}
+	if len(rep.Footprints) > 0 {
+		fmt.Fprintf(&b, "\nWhat one cached object takes, decoded %s times in the harness from its JSON (managedFields stripped), "+
+			"into its Go type as the baseline caches it and into map[string]any as the host does:\n\n", thousands(footprintObjects))
+		b.WriteString("| object | JSON | typed (baseline) | unstructured (host) |\n| --- | ---: | ---: | ---: |\n")
+		for _, f := range rep.Footprints {
+			fmt.Fprintf(&b, "| %s | %d B | %.0f B | %.0f B (%.2f×) |\n", f.Kind, f.JSON, f.Typed, f.Unstructured, f.Unstructured/f.Typed)
+		}
+	}
+	if len(rep.Skipped) > 0 {
+		b.WriteString("\nNot run:\n")
+		for _, s := range rep.Skipped {
+			fmt.Fprintf(&b, "- %s: %s.\n", s.Variant.Title, s.Reason)
+		}
+	}
+	if goals := rep.goals(); len(goals) > 0 {
+		b.WriteString("\n#### Goals\n\n| goal | variant | measured | |\n| --- | --- | --- | --- |\n")
+		for _, g := range goals {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.goal, g.variant, g.measured, g.verdict)
+		}
+	}
+	return b.String()
+}
+
+func speedTable(b *strings.Builder, s SizeReport) {
+	base := s.Baseline()
+	b.WriteString("| variant | converged | Widgets/s | reconciles/s | reconciles per Widget | reconcile p50 | reconcile p99 | no-op reconcile p50 / p99 | sidecar call p50 / p99 |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range s.Results {
+		isBase := r == base
+		hop := "—"
+		if !r.Variant.Baseline {
+			hop = ms(r.Hop.P50) + " / " + ms(r.Hop.P99)
+		}
+		noop := "—"
+		if w, bw := r.NoopWave, base.NoopWave; w != nil && bw != nil {
+			noop = ms(w.Latency.P50) + " / " + ms(w.Latency.P99)
+			if !isBase {
+				noop += fmt.Sprintf(" (%s / %s)", signedMs(w.Latency.P50-bw.Latency.P50), signedMs(w.Latency.P99-bw.Latency.P99))
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Variant.Title,
+			withRatio(seconds(r.Convergence), r.Convergence.Seconds(), base.Convergence.Seconds(), isBase),
+			withRatio(fmt.Sprintf("%.0f", r.Throughput()), r.Throughput(), base.Throughput(), isBase),
+			withRatio(fmt.Sprintf("%.0f", r.ReconcileRate()), r.ReconcileRate(), base.ReconcileRate(), isBase),
+			withRatio(fmt.Sprintf("%.2f", r.ReconcilesPerObject()), r.ReconcilesPerObject(), base.ReconcilesPerObject(), isBase),
+			withRatio(ms(r.Latency.P50), float64(r.Latency.P50), float64(base.Latency.P50), isBase),
+			withRatio(ms(r.Latency.P99), float64(r.Latency.P99), float64(base.Latency.P99), isBase),
+			noop, hop)
+	}
+	b.WriteString("\nA no-op reconcile is one of the no-op wave: its Widget and ConfigMap are as they should be, so it writes " +
+		"nothing, and for a sidecar variant it is mostly the hop; beside it, the difference from the baseline's. " +
+		"The sidecar call is the host's Reconcile call to the sidecar, from the first create until the reconciles stopped.\n")
+}
+
+func costTable(b *strings.Builder, s SizeReport) {
+	base := s.Baseline()
+	b.WriteString("| variant | API requests per reconcile (GETs) | CPU | peak RSS | idle: reconciles, requests | no-op wave: reconciles, requests |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range s.Results {
+		isBase := r == base
+		cpu := seconds(r.CPU())
+		rss := mib(r.Operator.PeakRSS + r.Sidecar.PeakRSS)
+		if !r.Variant.Baseline {
+			cpu += fmt.Sprintf(" = %s + %s", seconds(r.Operator.CPU), seconds(r.Sidecar.CPU))
+			rss += fmt.Sprintf(" = %s + %s", mib(r.Operator.PeakRSS), mib(r.Sidecar.PeakRSS))
+		}
+		wave := "skipped"
+		if w := r.NoopWave; w != nil {
+			wave = fmt.Sprintf("%.0f, %.0f", w.Reconciles, total(w.Requests))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f, %.0f in %s | %s |\n",
+			r.Variant.Title,
+			withRatio(fmt.Sprintf("%.2f (%.2f)", r.RequestsPerReconcile(), r.ReadsPerReconcile()),
+				r.RequestsPerReconcile(), base.RequestsPerReconcile(), isBase),
+			withRatio(cpu, r.CPU().Seconds(), base.CPU().Seconds(), isBase),
+			withRatio(rss, float64(r.Operator.PeakRSS+r.Sidecar.PeakRSS), float64(base.Operator.PeakRSS), isBase),
+			r.SteadyReconciles, r.SteadyRequests, seconds(r.Steady), wave)
+	}
+	b.WriteString("\nCPU is from the first create until the reconciles stopped; CPU and peak RSS of a sidecar variant are " +
+		"host + sidecar, and their ratio is to the baseline's one process.\n")
+}
+
+func memoryTable(b *strings.Builder, s SizeReport) {
+	base := s.Baseline()
+	b.WriteString("| variant | operator or host: peak RSS | RSS at the end | of which anonymous | Go heap in use | sidecar peak RSS | converged |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range s.Results {
+		isBase := r == base
+		sidecar := "—"
+		if !r.Variant.Baseline {
+			sidecar = mib(r.Sidecar.PeakRSS)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Variant.Title,
+			withRatio(mib(r.Operator.PeakRSS), float64(r.Operator.PeakRSS), float64(base.Operator.PeakRSS), isBase),
+			withRatio(mib(r.Operator.RSS), float64(r.Operator.RSS), float64(base.Operator.RSS), isBase),
+			withRatio(mib(r.Operator.AnonRSS), float64(r.Operator.AnonRSS), float64(base.Operator.AnonRSS), isBase),
+			withRatio(mib(r.Operator.HeapInuse), float64(r.Operator.HeapInuse), float64(base.Operator.HeapInuse), isBase),
+			sidecar,
+			withRatio(seconds(r.Convergence), r.Convergence.Seconds(), base.Convergence.Seconds(), isBase))
+	}
+	b.WriteString("\nThe anonymous part of RSS is the heap and the stacks; the rest is mostly the program itself, mapped " +
+		"from its file (the host is a larger program than the baseline: it also serves webhooks, conversions and " +
+		"the cluster service, and authenticates metrics scrapes).\n")
+}
+
+// goal is one line of the goals table.
+type goal struct {
+	goal, variant, measured, verdict string
+}
+
+// goals checks the figures against the goals polyop sets itself.
+func (rep *Report) goals() []goal {
+	var out []goal
+	// The throughput and latency goals are for 2,000 Widgets, or the largest
+	// size run.
+	var size *SizeReport
+	for i := range rep.Sizes {
+		if s := &rep.Sizes[i]; size == nil || s.N == 2000 || size.N != 2000 && s.N > size.N {
+			size = s
+		}
+	}
+	if size != nil {
+		base := size.Baseline()
+		for i, r := range size.Results {
+			if r == base {
+				continue
+			}
+			ratios, ratio := size.throughputRatios(i)
+			measured := fmt.Sprintf("%.2f×", ratio)
+			if len(ratios) > 1 {
+				parts := make([]string, len(ratios))
+				for k, x := range ratios {
+					parts[k] = fmt.Sprintf("%.2f", x)
+				}
+				measured = fmt.Sprintf("%.2f× (median of the rounds: %s)", ratio, strings.Join(parts, ", "))
+			}
+			out = append(out, goal{
+				goal:     fmt.Sprintf("sidecar throughput ≥ 0.9× the baseline's at %s Widgets", thousands(size.N)),
+				variant:  r.Variant.Title,
+				measured: measured,
+				verdict:  verdict(ratio >= 0.9, fmt.Sprintf("missed by %.2f", 0.9-ratio)),
+			})
+			out = append(out, latencyGoal(r, base))
+		}
+	}
+	// Reads in steady state: every reconcile of the no-op wave finds
+	// nothing to do, and so does every reconcile while idle.
+	for _, s := range rep.Sizes {
+		for _, r := range s.Results {
+			if r.Variant.Baseline || r.NoopWave == nil {
+				continue
+			}
+			reads := r.NoopWave.Requests["GET"]
+			out = append(out, goal{
+				goal:    fmt.Sprintf("zero reads per steady-state reconcile (%s Widgets)", thousands(s.N)),
+				variant: r.Variant.Title,
+				measured: fmt.Sprintf("%.0f GETs and %.0f requests in all in %.0f no-op reconciles; %.0f reconciles while idle",
+					reads, total(r.NoopWave.Requests), r.NoopWave.Reconciles, r.SteadyReconciles),
+				verdict: verdict(reads == 0 && r.SteadyReconciles == 0, fmt.Sprintf("missed: %.2f reads per reconcile", reads/math.Max(1, r.NoopWave.Reconciles))),
+			})
+		}
+	}
+	if m := rep.Memory; m != nil {
+		base := m.Baseline()
+		for _, r := range m.Results {
+			if r == base {
+				continue
+			}
+			ratio := float64(r.Operator.PeakRSS) / float64(base.Operator.PeakRSS)
+			out = append(out, goal{
+				goal:     fmt.Sprintf("host peak RSS ≤ 1.2× the baseline's with %s Widgets cached", thousands(m.N)),
+				variant:  r.Variant.Title,
+				measured: fmt.Sprintf("%.2f× (%s against %s)", ratio, mib(r.Operator.PeakRSS), mib(base.Operator.PeakRSS)),
+				verdict:  verdict(ratio <= 1.2, fmt.Sprintf("missed by %.2f×", ratio-1.2)),
+			})
+		}
+	}
+	return out
+}
+
+// latencyGoal checks the latency the hop adds: the difference between the
+// no-op reconciles of r and of the baseline, where the hop is most of the
+// work, and the duration of the sidecar call itself over the whole run.
+func latencyGoal(r, base *Result) goal {
+	g := goal{goal: "p99 reconcile latency added by the hop < 1 ms", variant: r.Variant.Title}
+	worst := r.Hop.P99
+	g.measured = fmt.Sprintf("sidecar call p99 %s", ms(r.Hop.P99))
+	if w, bw := r.NoopWave, base.NoopWave; w != nil && bw != nil {
+		added := w.Latency.P99 - bw.Latency.P99
+		worst = max(worst, added)
+		g.measured = fmt.Sprintf("no-op reconcile p99 %s (p50 %s); %s",
+			signedMs(added), signedMs(w.Latency.P50-bw.Latency.P50), g.measured)
+	}
+	g.verdict = verdict(worst < time.Millisecond, fmt.Sprintf("missed by %s", ms(worst-time.Millisecond)))
+	return g
+}
+
+func verdict(met bool, missed string) string {
+	if met {
+		return "met"
+	}
+	return "**" + missed + "**"
+}
+
+// withRatio renders value, followed for a variant other than the baseline by
+// its ratio to the baseline's.
+func withRatio(value string, v, base float64, isBase bool) string {
+	if isBase || base == 0 || math.IsNaN(v) || math.IsNaN(base) {
+		return value
+	}
+	return fmt.Sprintf("%s (%.2f×)", value, v/base)
+}
+
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v == 0:
+		return "0 ms"
+	case v < 10:
+		return fmt.Sprintf("%.2f ms", v)
+	default:
+		return fmt.Sprintf("%.0f ms", v)
+	}
+}
+
+func signedMs(d time.Duration) string {
+	if d < 0 {
+		return "−" + ms(-d)
+	}
+	return "+" + ms(d)
+}
+
+func mib(n int64) string {
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}
+
+// thousands renders n with a comma between thousands, as 10,000.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// machine describes this machine: CPU model, cores, memory, kernel and Go.
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.Join(strings.Fields(v), " ")
+				break
+			}
+		}
+	}
+	memory := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+				memory = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
+				break
+			}
+		}
+	}
+	kernel := runtime.GOOS
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = "Linux " + strings.TrimSpace(string(data))
+	}
+	return fmt.Sprintf("%d × %s%s, %s, %s", runtime.NumCPU(), model, memory, kernel, runtime.Version())
+}

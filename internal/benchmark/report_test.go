@@ -1,0 +1,129 @@
+package benchmark
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	baselineVariant = Variant{Name: "in-process", Title: "baseline", Baseline: true}
+	unixVariant     = Variant{Name: "go-unix", Title: "go over unix", Transport: Unix}
+)
+
+// result builds a run of n Widgets that converged in d.
+func result(v Variant, n int, d time.Duration) *Result {
+	return &Result{
+		Variant: v, N: n, Convergence: d, Settled: d, Reconciles: float64(2 * n), ReconcilesAtReady: float64(2 * n),
+		Requests: map[string]float64{"PATCH": float64(2 * n)},
+		Latency:  Quantiles{P50: time.Millisecond, P99: 10 * time.Millisecond},
+		Operator: ProcessResult{CPU: time.Second, PeakRSS: 100 << 20, RSS: 90 << 20},
+		NoopWave: &WaveResult{Touched: n, Reconciles: float64(n), Latency: Quantiles{P50: 100 * time.Microsecond, P99: time.Millisecond}},
+	}
+}
+
+func TestMedianRuns(t *testing.T) {
+	t.Parallel()
+	rounds := [][]*Result{
+		{result(baselineVariant, 100, 10*time.Second), result(unixVariant, 100, 30*time.Second)},
+		{result(baselineVariant, 100, 12*time.Second), result(unixVariant, 100, 11*time.Second)},
+		{result(baselineVariant, 100, 11*time.Second), result(unixVariant, 100, 12*time.Second)},
+	}
+	got := medianRuns(rounds)
+	if got[0] != rounds[2][0] || got[1] != rounds[2][1] {
+		t.Errorf("medianRuns picked runs converging in %s and %s, want 11s and 12s", got[0].Convergence, got[1].Convergence)
+	}
+	s := SizeReport{N: 100, Results: got, Rounds: rounds}
+	ratios, median := s.throughputRatios(1)
+	if len(ratios) != 3 || median < 0.91 || median > 0.92 { // 11/12
+		t.Errorf("throughputRatios = %v, median %v; want 3 ratios, median 11/12", ratios, median)
+	}
+}
+
+func TestWithoutFailed(t *testing.T) {
+	t.Parallel()
+	a, b := result(baselineVariant, 1, time.Second), result(unixVariant, 1, time.Second)
+	got := withoutFailed([][]*Result{{a, b}, {a, nil}}, []error{nil, errProcessExited})
+	if len(got) != 2 || len(got[0]) != 1 || len(got[1]) != 1 || got[0][0] != a {
+		t.Errorf("withoutFailed kept %v, want the baseline alone in each round", got)
+	}
+}
+
+func TestGoals(t *testing.T) {
+	t.Parallel()
+	base := result(baselineVariant, 2000, 10*time.Second)
+	for name, tc := range map[string]struct {
+		sidecar *Result
+		want    []string
+	}{
+		"if the sidecar is as fast as the baseline and its hop cheap, then every goal is met": {
+			sidecar: result(unixVariant, 2000, 10*time.Second),
+			want:    []string{"| 1.00× | met |", "| met |"},
+		},
+		"if the sidecar is slower, then the throughput goal says by how much it is missed": {
+			sidecar: result(unixVariant, 2000, 20*time.Second),
+			want:    []string{"0.50×", "**missed by 0.40**"},
+		},
+		"if a steady-state reconcile reads, then the reads goal is missed": {
+			sidecar: func() *Result {
+				r := result(unixVariant, 2000, 10*time.Second)
+				r.NoopWave.Requests = map[string]float64{"GET": 2000}
+				return r
+			}(),
+			want: []string{"2000 GETs", "**missed: 1.00 reads per reconcile**"},
+		},
+		"if the hop adds milliseconds, then the latency goal is missed": {
+			sidecar: func() *Result {
+				r := result(unixVariant, 2000, 10*time.Second)
+				r.NoopWave.Latency.P99 = 4 * time.Millisecond
+				r.Hop.P99 = 2 * time.Millisecond
+				return r
+			}(),
+			want: []string{"no-op reconcile p99 +3.00 ms", "**missed by 2.00 ms**"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rep := &Report{
+				Options: Options{}.withDefaults(),
+				Sizes:   []SizeReport{{N: 2000, Results: []*Result{base, tc.sidecar}, Rounds: [][]*Result{{base, tc.sidecar}}}},
+			}
+			md := rep.Markdown()
+			goals := md[strings.Index(md, "#### Goals"):]
+			for _, want := range tc.want {
+				if !strings.Contains(goals, want) {
+					t.Errorf("the goals lack %q:\n%s", want, goals)
+				}
+			}
+		})
+	}
+}
+
+func TestReportSurvivesJSON(t *testing.T) {
+	t.Parallel()
+	base, sc := result(baselineVariant, 500, 5*time.Second), result(unixVariant, 500, 6*time.Second)
+	rep := &Report{
+		Options:    Options{MemoryObjects: 10000}.withDefaults(),
+		Sizes:      []SizeReport{{N: 500, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}}},
+		Memory:     &SizeReport{N: 10000, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}},
+		Skipped:    []Skipped{{Variant: Variant{Title: "host + Python sidecar"}, Reason: "no Python"}},
+		Footprints: []Footprint{{Kind: "Widget", JSON: 1000, Typed: 2000, Unstructured: 4000}},
+	}
+	data, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &Report{}
+	if err := json.Unmarshal(data, back); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Markdown(), rep.Markdown(); got != want {
+		t.Errorf("the report rendered from JSON differs:\n%s\nwant\n%s", got, want)
+	}
+	for _, want := range []string{"#### 500 Widgets", "#### Memory with 10,000 Widgets cached", "(1.20×)", "host + Python sidecar: no Python", "| Widget | 1000 B | 2000 B | 4000 B (2.00×) |"} {
+		if !strings.Contains(rep.Markdown(), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+}
