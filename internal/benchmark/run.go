@@ -260,7 +260,7 @@ func (r *run) do(ctx context.Context) error {
 		return err
 	}
 	// The controller starts its workers once its caches have synced.
-	if err := r.operator.waitForOutput(ctx, "Starting workers"); err != nil {
+	if err := r.operator.WaitForOutput(ctx, "Starting workers"); err != nil {
 		return err
 	}
 	log("%s, %d Widgets: started in namespace %s; creating the Widgets", r.variant.Name, r.n, r.ns)
@@ -410,10 +410,10 @@ func (r *run) start(ctx context.Context) error {
 // stop stops the processes, the host before its sidecar.
 func (r *run) stop() {
 	if r.operator != nil {
-		r.operator.stop()
+		r.operator.Stop()
 	}
 	if r.sidecar != nil {
-		r.sidecar.stop()
+		r.sidecar.Stop()
 	}
 	if r.dir != "" {
 		_ = os.RemoveAll(r.dir)
@@ -423,8 +423,8 @@ func (r *run) stop() {
 // alive fails once a process of the run has exited.
 func (r *run) alive() error {
 	for _, p := range []*process{r.operator, r.sidecar} {
-		if p != nil && p.exited() {
-			return fmt.Errorf("%w: %w", errProcessExited, p.exitError())
+		if p != nil && p.Exited() {
+			return fmt.Errorf("%w: %w", errProcessExited, p.ExitError())
 		}
 	}
 	return nil
@@ -461,11 +461,11 @@ func (r *run) sleep(ctx context.Context, d time.Duration) error {
 func (r *run) snapshot(ctx context.Context) (snapshot, error) {
 	s := snapshot{at: time.Now()}
 	var err error
-	if s.operator, err = readProc(r.operator.pid()); err != nil {
+	if s.operator, err = readProc(r.operator.Pid()); err != nil {
 		return s, errors.Join(err, r.alive())
 	}
 	if r.sidecar != nil {
-		if s.sidecar, err = readProc(r.sidecar.pid()); err != nil {
+		if s.sidecar, err = readProc(r.sidecar.Pid()); err != nil {
 			return s, errors.Join(err, r.alive())
 		}
 	}
@@ -713,7 +713,7 @@ func (r *run) diagnose() error {
 		if p == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "--- %s output (last lines) ---\n%s\n", p.name, tail(p.output(), 30))
+		fmt.Fprintf(&b, "--- %s output (last lines) ---\n%s\n", p.Name, tail(p.Output(), 30))
 	}
 	if b.Len() == 0 {
 		return nil

@@ -61,6 +61,10 @@ type Logger interface {
 	Logf(format string, args ...any)
 }
 
+// outputLimit bounds the output a Process keeps in memory; a log file, when
+// there is one, has all of it.
+const outputLimit = 1 << 20
+
 // Process is a running child process whose output is kept and mirrored.
 type Process struct {
 	Name string
@@ -72,15 +76,46 @@ type Process struct {
 	out bytes.Buffer
 }
 
+// ProcessOptions are the optional settings of StartProcessWith.
+type ProcessOptions struct {
+	// Logger receives each line of output, prefixed with the process's name.
+	// Defaults to none.
+	Logger Logger
+	// Env is added to this process's environment. Defaults to none.
+	Env []string
+	// LogPath is a file that receives all of the output. Defaults to none.
+	LogPath string
+}
+
 // StartProcess starts bin with args. Each line of its output is kept (see
 // Output) and passed to log with name as a prefix, if log is not nil.
 func StartProcess(log Logger, name, bin string, args ...string) (*Process, error) {
+	return StartProcessWith(name, bin, args, ProcessOptions{Logger: log})
+}
+
+// StartProcessWith starts bin with args and opts. The process is killed if
+// the calling process dies.
+func StartProcessWith(name, bin string, args []string, opts ProcessOptions) (*Process, error) {
 	p := &Process{Name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	if len(opts.Env) > 0 {
+		p.cmd.Env = append(os.Environ(), opts.Env...)
+	}
 	r, w := io.Pipe()
 	p.cmd.Stdout = w
 	p.cmd.Stderr = w
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var logFile *os.File
+	if opts.LogPath != "" {
+		f, err := os.Create(opts.LogPath)
+		if err != nil {
+			return nil, err
+		}
+		logFile = f
+	}
 	if err := p.cmd.Start(); err != nil {
+		if logFile != nil {
+			_ = logFile.Close()
+		}
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	scanned := make(chan struct{})
@@ -90,21 +125,42 @@ func StartProcess(log Logger, name, bin string, args ...string) (*Process, error
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
 			line := sc.Text()
+			if logFile != nil {
+				_, _ = logFile.WriteString(line + "\n")
+			}
 			p.mu.Lock()
-			p.out.WriteString(line + "\n")
+			if p.out.Len() < outputLimit {
+				p.out.WriteString(line + "\n")
+			}
 			p.mu.Unlock()
-			if log != nil {
-				log.Logf("[%s] %s", name, line)
+			if opts.Logger != nil {
+				opts.Logger.Logf("[%s] %s", name, line)
 			}
 		}
+		// Keep draining, so that the process never blocks on a full pipe.
+		_, _ = io.Copy(io.Discard, r)
 	}()
 	go func() {
 		p.err = p.cmd.Wait()
 		_ = w.Close()
 		<-scanned // every line is logged before Wait returns
+		if logFile != nil {
+			_ = logFile.Close()
+		}
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Pid is the process's id, for reading /proc.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// ExitError says how the process ended, once it has.
+func (p *Process) ExitError() error {
+	if p.err == nil {
+		return fmt.Errorf("%s exited", p.Name)
+	}
+	return fmt.Errorf("%s exited: %w", p.Name, p.err)
 }
 
 // Output is everything the process has printed so far.
@@ -169,8 +225,17 @@ func (p *Process) WaitForOutput(ctx context.Context, s string) error {
 			if strings.Contains(p.Output(), s) {
 				return nil
 			}
-			return fmt.Errorf("%s exited without printing %q", p.Name, s)
+			return fmt.Errorf("%s, before printing %q; its output:\n%s", p.ExitError(), s, Tail(p.Output(), 40))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
