@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,8 +68,12 @@ type desiredChild struct {
 	obj *unstructured.Unstructured
 	// hash identifies the applied configuration, to tell whether it changed
 	// since the last apply.
-	hash string
+	hash configHash
 }
+
+// configHash is the SHA-256 of a child's applied configuration, kept as an
+// array rather than hex: the host remembers one per child.
+type configHash [sha256.Size]byte
 
 // serverSetMetadata are the metadata fields the API server sets. A sidecar
 // that returns an observed child it edited carries them; they are dropped
@@ -185,8 +188,7 @@ func validateChildren(raws [][]byte, owner *unstructured.Unstructured, kinds []C
 			bad("%s cannot be encoded: %v", label, err)
 			continue
 		}
-		sum := sha256.Sum256(canonical)
-		out = append(out, desiredChild{id: id, obj: u, hash: hex.EncodeToString(sum[:])})
+		out = append(out, desiredChild{id: id, obj: u, hash: sha256.Sum256(canonical)})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("the sidecar returned invalid desired children, so none was applied: %w", err)
@@ -248,11 +250,11 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner *unstructured.Unst
 	}
 	key := types.NamespacedName{Namespace: owner.GetNamespace(), Name: owner.GetName()}
 	last := r.applied.children(key, owner.GetUID())
-	now := make(map[childID]appliedChild, len(desired))
+	now := make([]appliedChild, 0, len(desired))
 	var errs []error
 	for _, c := range desired {
-		if prev, ok := last[c.id]; ok && prev.hash == c.hash && unchanged(observedByID[c.id], c.obj, prev.resourceVersion) {
-			now[c.id] = prev
+		if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(observedByID[c.id], c.obj, prev.resourceVersion) {
+			now = append(now, prev)
 			res.unchanged++
 			continue
 		}
@@ -262,7 +264,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner *unstructured.Unst
 			errs = append(errs, fmt.Errorf("applying child %s: %w", c.id, err))
 			continue
 		}
-		now[c.id] = appliedChild{hash: c.hash, resourceVersion: out.GetResourceVersion()}
+		now = append(now, appliedChild{id: c.id, hash: c.hash, resourceVersion: out.GetResourceVersion()})
 		res.applied++
 	}
 	r.applied.record(key, owner.GetUID(), now)
@@ -271,7 +273,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner *unstructured.Unst
 	}
 	for _, o := range observed {
 		id := idOf(o)
-		if _, ok := now[id]; ok {
+		if _, ok := findApplied(now, id); ok {
 			continue
 		}
 		err := r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -406,14 +408,28 @@ type appliedState struct {
 	owners map[types.NamespacedName]appliedOwner
 }
 
+// appliedOwner is what is remembered of one owner. Its children are a slice,
+// not a map: an owner has few children, and a small map costs several times
+// the memory (the host keeps one appliedOwner per cached owner).
 type appliedOwner struct {
 	uid      types.UID
-	children map[childID]appliedChild
+	children []appliedChild
 }
 
 type appliedChild struct {
-	hash            string
+	id              childID
+	hash            configHash
 	resourceVersion string
+}
+
+// findApplied returns the child id of children, if it is there.
+func findApplied(children []appliedChild, id childID) (appliedChild, bool) {
+	for _, c := range children {
+		if c.id == id {
+			return c, true
+		}
+	}
+	return appliedChild{}, false
 }
 
 func newAppliedState() *appliedState {
@@ -422,7 +438,7 @@ func newAppliedState() *appliedState {
 
 // children returns what is remembered of the children of the owner key with
 // uid (nothing for another object of the same name).
-func (s *appliedState) children(key types.NamespacedName, uid types.UID) map[childID]appliedChild {
+func (s *appliedState) children(key types.NamespacedName, uid types.UID) []appliedChild {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if o, ok := s.owners[key]; ok && o.uid == uid {
@@ -432,7 +448,7 @@ func (s *appliedState) children(key types.NamespacedName, uid types.UID) map[chi
 }
 
 // record replaces what is remembered of key's children.
-func (s *appliedState) record(key types.NamespacedName, uid types.UID, children map[childID]appliedChild) {
+func (s *appliedState) record(key types.NamespacedName, uid types.UID, children []appliedChild) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.owners[key] = appliedOwner{uid: uid, children: children}

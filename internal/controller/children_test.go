@@ -76,8 +76,8 @@ func TestValidateChildren(t *testing.T) {
 			check: func(t *testing.T, got []desiredChild) {
 				a, b := got[0].obj.DeepCopy(), got[1].obj.DeepCopy()
 				b.SetName("a")
-				if got[0].hash == "" || got[0].hash == got[1].hash {
-					t.Errorf("hashes %q and %q: want distinct, non-empty hashes for distinct children", got[0].hash, got[1].hash)
+				if got[0].hash == (configHash{}) || got[0].hash == got[1].hash {
+					t.Errorf("hashes %x and %x: want distinct, non-empty hashes for distinct children", got[0].hash, got[1].hash)
 				}
 				ha, _ := validateChildren([][]byte{mustJSON(t, a.Object)}, owner(), kinds)
 				hb, _ := validateChildren([][]byte{mustJSON(t, b.Object)}, owner(), kinds)
@@ -245,9 +245,9 @@ func TestAppliedStateForgetsAnotherObjectOfTheSameName(t *testing.T) {
 	s := newAppliedState()
 	key := types.NamespacedName{Namespace: "ns", Name: "w"}
 	id := childID{gvk: configMapGVK, namespace: "ns", name: "a"}
-	s.record(key, "uid-1", map[childID]appliedChild{id: {hash: "h", resourceVersion: "1"}})
-	if got := s.children(key, "uid-1")[id].hash; got != "h" {
-		t.Errorf("hash %q, want h", got)
+	s.record(key, "uid-1", []appliedChild{{id: id, hash: configHash{1}, resourceVersion: "1"}})
+	if got, _ := findApplied(s.children(key, "uid-1"), id); got.hash != (configHash{1}) {
+		t.Errorf("hash %x, want configHash{1}", got.hash)
 	}
 	if got := s.children(key, "uid-2"); got != nil {
 		t.Errorf("a recreated owner inherited %v", got)
