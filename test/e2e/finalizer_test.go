@@ -118,7 +118,10 @@ func TestFinalizeThatAsksToWaitIsCalledAgainWithoutBackoff(t *testing.T) {
 		return len(f.widgetCalls("patient", "Finalize")) >= 5, ""
 	})
 	calls := f.widgetCalls("patient", "Finalize")
-	for _, c := range calls {
+	// The first call may carry a retry from before it (a status write that
+	// raced the deletion requeues with backoff); every call after a Finalize
+	// that asked to wait must not: waiting is not failing.
+	for _, c := range calls[1:] {
 		if c.Retries != 0 {
 			t.Errorf("a Finalize that asked to wait counted as a failure: %+v", c)
 		}
