@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,6 +56,12 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = &Reconciler{}
 
+// staleRetryDelay is how soon an object is reconciled again after a write
+// that lost a race with a newer version of it (a conflict). Such a race is not
+// a failure: it does not grow the object's backoff or its retry count, which
+// the sidecar sees; the newer version's own event usually comes first anyway.
+const staleRetryDelay = 100 * time.Millisecond
+
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
@@ -89,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			if err := r.patchFinalizers(ctx, obj, controllerutil.AddFinalizer); err != nil {
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 					log.V(1).Info("adding the finalizer raced with a newer version of the object; requeueing", "error", err.Error())
-					return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // rate-limited retry of a stale patch
+					return reconcile.Result{RequeueAfter: staleRetryDelay}, nil
 				}
 				return reconcile.Result{}, err
 			}
@@ -179,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		case apierrors.IsConflict(err):
 			log.V(1).Info("status write conflicted with a newer version of the object; requeueing", "error", err.Error())
 			if resultErr == nil && childErr == nil {
-				return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // rate-limited requeue, as the sidecar's status is stale
+				return reconcile.Result{RequeueAfter: staleRetryDelay}, nil
 			}
 		case err != nil:
 			return reconcile.Result{}, errors.Join(err, childErr, resultErr)
