@@ -29,12 +29,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/polyop/polyop/internal/address"
 )
 
 // defaultAddress is the sidecar's default address, as the host's and the
@@ -106,38 +107,9 @@ func check(ctx context.Context, address, service string) error {
 }
 
 // dialTarget turns an address, in the forms the host's --sidecar-address
-// takes, into a gRPC dial target. It matches the host's sidecar.Target
-// (internal/sidecar), which the probe does not import so as to stay small.
-func dialTarget(address string) (string, error) {
-	switch {
-	case address == "":
-		return "", errors.New("the address is empty")
-	case strings.HasPrefix(address, "unix://"):
-		path := strings.TrimPrefix(address, "unix://")
-		if !filepath.IsAbs(path) {
-			return "", fmt.Errorf("address %q: unix:// needs an absolute path (use unix:relative/path for a relative one)", address)
-		}
-		return "unix://" + path, nil
-	case strings.HasPrefix(address, "unix:"):
-		if strings.TrimPrefix(address, "unix:") == "" {
-			return "", fmt.Errorf("address %q has no socket path", address)
-		}
-		return address, nil
-	case strings.HasPrefix(address, "tcp://"):
-		return hostPort(address, strings.TrimPrefix(address, "tcp://"))
-	case strings.Contains(address, "://"):
-		return "", fmt.Errorf("address %q: unsupported scheme (use unix:///path or tcp://host:port)", address)
-	default:
-		return hostPort(address, address)
-	}
-}
-
-func hostPort(address, hp string) (string, error) {
-	i := strings.LastIndex(hp, ":")
-	if i <= 0 || i == len(hp)-1 {
-		return "", fmt.Errorf("address %q: want host:port", address)
-	}
-	return "passthrough:///" + hp, nil
+// takes, into a gRPC dial target, as the host does.
+func dialTarget(addr string) (string, error) {
+	return address.Target(addr, "passthrough")
 }
 
 // copySelf copies the running binary to dst, executable by everyone, through

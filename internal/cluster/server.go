@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+
+	"github.com/polyop/polyop/internal/address"
 )
 
 // DefaultAddress is where the host serves the ClusterService unless told
@@ -219,30 +220,11 @@ func (s *Server) fieldManager(o *polyopv1alpha1.WriteOptions) string {
 
 // parseAddress splits an address into a network and an address for
 // net.Listen.
-func parseAddress(address string) (network, addr string, err error) {
-	switch {
-	case address == "":
-		return "", "", errors.New("cluster service address is empty")
-	case strings.HasPrefix(address, "unix://"):
-		path := strings.TrimPrefix(address, "unix://")
-		if !filepath.IsAbs(path) {
-			return "", "", fmt.Errorf("cluster service address %q: unix:// needs an absolute path (use unix:relative/path for a relative one)", address)
-		}
-		return "unix", path, nil
-	case strings.HasPrefix(address, "unix:"):
-		path := strings.TrimPrefix(address, "unix:")
-		if path == "" {
-			return "", "", fmt.Errorf("cluster service address %q has no socket path", address)
-		}
-		return "unix", path, nil
-	case strings.Contains(address, "://") && !strings.HasPrefix(address, "tcp://"):
-		return "", "", fmt.Errorf("cluster service address %q: unsupported scheme (use unix:///path or tcp://host:port)", address)
+func parseAddress(addr string) (network, path string, err error) {
+	if network, path, err = address.Parse(addr); err != nil {
+		return "", "", fmt.Errorf("cluster service %w", err)
 	}
-	hp := strings.TrimPrefix(address, "tcp://")
-	if _, _, err := net.SplitHostPort(hp); err != nil {
-		return "", "", fmt.Errorf("cluster service address %q: want host:port: %w", address, err)
-	}
-	return "tcp", hp, nil
+	return network, path, nil
 }
 
 // removeStaleSocket removes a socket file nobody listens on any more. A socket

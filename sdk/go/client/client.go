@@ -2,11 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strings"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
@@ -20,6 +17,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+
+	"github.com/polyop/polyop/internal/address"
 )
 
 // AddressEnv is the environment variable that holds the address of the host's
@@ -170,31 +169,13 @@ func (c *Client) IsObjectNamespaced(obj runtime.Object) (bool, error) {
 
 // Target turns a Cluster service address (unix:///abs/path.sock,
 // unix:relative/path.sock, tcp://host:port or host:port) into a gRPC dial
-// target.
-func Target(address string) (string, error) {
-	switch {
-	case address == "":
-		return "", errors.New("polyop client: the address is empty")
-	case strings.HasPrefix(address, "unix://"):
-		if !strings.HasPrefix(strings.TrimPrefix(address, "unix://"), "/") {
-			return "", fmt.Errorf("polyop client: address %q: unix:// takes an absolute path (unix:///path/to.sock); use unix:%s for a relative one",
-				address, strings.TrimPrefix(address, "unix://"))
-		}
-		return address, nil
-	case strings.HasPrefix(address, "unix:"):
-		if address == "unix:" {
-			return "", fmt.Errorf("polyop client: address %q has no socket path", address)
-		}
-		return address, nil
-	case strings.HasPrefix(address, "tcp://"):
-		address = strings.TrimPrefix(address, "tcp://")
-	case strings.Contains(address, "://"):
-		return "", fmt.Errorf("polyop client: address %q: the scheme must be unix or tcp", address)
+// target; TCP addresses are resolved through DNS.
+func Target(addr string) (string, error) {
+	t, err := address.Target(addr, "dns")
+	if err != nil {
+		return "", fmt.Errorf("polyop client: %w", err)
 	}
-	if _, _, err := net.SplitHostPort(address); err != nil {
-		return "", fmt.Errorf("polyop client: address %q is neither unix:PATH nor [tcp://]HOST:PORT: %w", address, err)
-	}
-	return "dns:///" + address, nil
+	return t, nil
 }
 
 // call runs one Cluster service call and turns its error into the error the

@@ -7,8 +7,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/polyop/polyop/internal/address"
 )
 
 // Listen opens a listener on a sidecar address, in the form the host's
@@ -41,31 +42,11 @@ func Listen(address string) (net.Listener, error) {
 
 // parseAddress splits a sidecar address into a network and an address for
 // net.Listen.
-func parseAddress(address string) (network, addr string, err error) {
-	switch {
-	case address == "":
-		return "", "", errors.New("sidecar: the address is empty")
-	case strings.HasPrefix(address, "unix://"):
-		path := strings.TrimPrefix(address, "unix://")
-		if !strings.HasPrefix(path, "/") {
-			return "", "", fmt.Errorf("sidecar: address %q: unix:// takes an absolute path (unix:///path/to.sock); use unix:%s for a relative one", address, path)
-		}
-		return "unix", path, nil
-	case strings.HasPrefix(address, "unix:"):
-		path := strings.TrimPrefix(address, "unix:")
-		if path == "" {
-			return "", "", fmt.Errorf("sidecar: address %q has no socket path", address)
-		}
-		return "unix", path, nil
-	case strings.HasPrefix(address, "tcp://"):
-		address = strings.TrimPrefix(address, "tcp://")
-	case strings.Contains(address, "://"):
-		return "", "", fmt.Errorf("sidecar: address %q: the scheme must be unix or tcp", address)
+func parseAddress(addr string) (network, path string, err error) {
+	if network, path, err = address.Parse(addr); err != nil {
+		return "", "", fmt.Errorf("sidecar: %w", err)
 	}
-	if _, _, err := net.SplitHostPort(address); err != nil {
-		return "", "", fmt.Errorf("sidecar: address %q is neither unix:PATH nor [tcp://]HOST:PORT: %w", address, err)
-	}
-	return "tcp", address, nil
+	return network, path, nil
 }
 
 // prepareSocket creates the socket's directory and removes a stale socket.
