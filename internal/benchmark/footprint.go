@@ -13,6 +13,7 @@ import (
 
 	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
 	"github.com/polyop/polyop/internal/benchmark/widget"
+	"github.com/polyop/polyop/internal/object"
 )
 
 // footprintObjects is how many objects each footprint is measured over.
@@ -26,9 +27,10 @@ type Footprint struct {
 	// JSON is the size of the object's JSON.
 	JSON int
 	// Typed is the bytes per object decoded into its Go type, as the
-	// baseline caches it; Unstructured into map[string]any, as the host
-	// caches it.
-	Typed, Unstructured float64
+	// baseline caches it; Object into object.Object, as the host caches it;
+	// Unstructured into map[string]any, as unstructured.Unstructured holds
+	// it (for comparison: what a cache of unstructured objects would take).
+	Typed, Object, Unstructured float64
 }
 
 // footprints measures the Widget and the ConfigMap of a run, as the caches
@@ -57,6 +59,11 @@ func footprint(kind string, obj any, typed func() any) Footprint {
 	f := Footprint{Kind: kind, JSON: len(data)}
 	f.Typed = retained(func() any {
 		o := typed()
+		_ = sigsjson.UnmarshalCaseSensitivePreserveInts(data, o)
+		return o
+	})
+	f.Object = retained(func() any {
+		o := &object.Object{}
 		_ = sigsjson.UnmarshalCaseSensitivePreserveInts(data, o)
 		return o
 	})

@@ -27,8 +27,8 @@ type Report struct {
 	Memory *SizeReport
 	// Skipped lists the variants that could not run here, and why.
 	Skipped []Skipped
-	// Footprints are the memory a cached Widget and ConfigMap take, typed
-	// and unstructured; measured with the memory run.
+	// Footprints are the memory a cached Widget and ConfigMap take, typed,
+	// as object.Objects and unstructured; measured with the memory run.
 	Footprints []Footprint
 }
 
@@ -134,10 +134,11 @@ func (rep *Report) Markdown() string {
 	}
 	if len(rep.Footprints) > 0 {
 		fmt.Fprintf(&b, "\nWhat one cached object takes, decoded %s times in the harness from its JSON (managedFields stripped), "+
-			"into its Go type as the baseline caches it and into map[string]any as the host does:\n\n", thousands(footprintObjects))
-		b.WriteString("| object | JSON | typed (baseline) | unstructured (host) |\n| --- | ---: | ---: | ---: |\n")
+			"into its Go type as the baseline caches it, into the host's object.Object (metadata decoded, the rest kept as JSON), "+
+			"and, for comparison, into map[string]any as an unstructured cache would:\n\n", thousands(footprintObjects))
+		b.WriteString("| object | JSON | typed (baseline) | object.Object (host) | unstructured |\n| --- | ---: | ---: | ---: | ---: |\n")
 		for _, f := range rep.Footprints {
-			fmt.Fprintf(&b, "| %s | %d B | %.0f B | %.0f B (%.2f×) |\n", f.Kind, f.JSON, f.Typed, f.Unstructured, f.Unstructured/f.Typed)
+			fmt.Fprintf(&b, "| %s | %d B | %.0f B | %.0f B (%.2f×) | %.0f B (%.2f×) |\n", f.Kind, f.JSON, f.Typed, f.Object, f.Object/f.Typed, f.Unstructured, f.Unstructured/f.Typed)
 		}
 	}
 	if len(rep.Skipped) > 0 {

@@ -108,7 +108,7 @@ func TestReportSurvivesJSON(t *testing.T) {
 		Sizes:      []SizeReport{{N: 500, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}}},
 		Memory:     &SizeReport{N: 10000, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}},
 		Skipped:    []Skipped{{Variant: Variant{Title: "host + Python sidecar"}, Reason: "no Python"}},
-		Footprints: []Footprint{{Kind: "Widget", JSON: 1000, Typed: 2000, Unstructured: 4000}},
+		Footprints: []Footprint{{Kind: "Widget", JSON: 1000, Typed: 2000, Object: 2200, Unstructured: 4000}},
 	}
 	data, err := json.Marshal(rep)
 	if err != nil {
@@ -121,7 +121,7 @@ func TestReportSurvivesJSON(t *testing.T) {
 	if got, want := back.Markdown(), rep.Markdown(); got != want {
 		t.Errorf("the report rendered from JSON differs:\n%s\nwant\n%s", got, want)
 	}
-	for _, want := range []string{"#### 500 Widgets", "#### Memory with 10,000 Widgets cached", "(1.20×)", "host + Python sidecar: no Python", "| Widget | 1000 B | 2000 B | 4000 B (2.00×) |"} {
+	for _, want := range []string{"#### 500 Widgets", "#### Memory with 10,000 Widgets cached", "(1.20×)", "host + Python sidecar: no Python", "| Widget | 1000 B | 2000 B | 2200 B (1.10×) | 4000 B (2.00×) |"} {
 		if !strings.Contains(rep.Markdown(), want) {
 			t.Errorf("the report lacks %q", want)
 		}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -9,9 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 )
 
 // Get implements polyopv1alpha1.ClusterServiceServer.
@@ -24,13 +28,13 @@ func (s *Server) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (*poly
 	if err != nil {
 		return nil, err
 	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(m.GroupVersionKind)
 	reader, source := s.reader(m, key.Namespace, req.GetUncached())
-	if err := reader.Get(ctx, key, obj); err != nil {
+	obj, opts := readTarget(m.GroupVersionKind, source)
+	if err := reader.Get(ctx, key, obj, opts...); err != nil {
 		return nil, toStatus(err)
 	}
-	raw, err := obj.MarshalJSON()
+	setKindIfMissing(obj, m.GroupVersionKind)
+	raw, err := json.Marshal(obj)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -76,8 +80,10 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 		}
 	}
 
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(m.GroupVersionKind.GroupVersion().WithKind(m.GroupVersionKind.Kind + "List"))
+	list := listTarget(m.GroupVersionKind, source)
+	if source == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE {
+		opts = append(opts, client.UnsafeDisableDeepCopy)
+	}
 	if err := reader.List(ctx, list, opts...); err != nil {
 		var apiStatus apierrors.APIStatus
 		if !errors.As(err, &apiStatus) && source == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE && req.GetFieldSelector() != "" {
@@ -86,24 +92,55 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 		}
 		return nil, toStatus(err)
 	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	resp := &polyopv1alpha1.ListResponse{
-		Items:           make([][]byte, 0, len(list.Items)),
+		Items:           make([][]byte, 0, len(items)),
 		ContinueToken:   list.GetContinue(),
 		ResourceVersion: list.GetResourceVersion(),
 		Source:          source,
 	}
-	for i := range list.Items {
-		item := &list.Items[i]
-		if item.GetKind() == "" {
-			item.SetGroupVersionKind(m.GroupVersionKind)
-		}
-		raw, err := item.MarshalJSON()
+	for _, item := range items {
+		setKindIfMissing(item, m.GroupVersionKind)
+		raw, err := json.Marshal(item)
 		if err != nil {
 			return nil, toStatus(err)
 		}
 		resp.Items = append(resp.Items, raw)
 	}
 	return resp, nil
+}
+
+// setKindIfMissing gives obj its kind when it came without one, as typed
+// objects and the items of a built-in kind's list do.
+func setKindIfMissing(obj runtime.Object, gvk schema.GroupVersionKind) {
+	if k := obj.GetObjectKind(); k.GroupVersionKind().Kind == "" {
+		k.SetGroupVersionKind(gvk)
+	}
+}
+
+// readTarget is what a Get of kind gvk reads into: the cache holds
+// object.Objects, and its own objects are read without a copy, as nothing
+// here modifies them; the API server is read as unstructured content.
+func readTarget(gvk schema.GroupVersionKind, source polyopv1alpha1.ReadSource) (client.Object, []client.GetOption) {
+	if source == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE {
+		return object.New(gvk), []client.GetOption{client.UnsafeDisableDeepCopy}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// listTarget is what a List of kind gvk reads into (see readTarget).
+func listTarget(gvk schema.GroupVersionKind, source polyopv1alpha1.ReadSource) client.ObjectList {
+	if source == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE {
+		return object.NewList(gvk)
+	}
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return u
 }
 
 // reader picks the cache when it holds the kind in namespace and the caller

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 )
 
 var (
@@ -64,8 +66,21 @@ func newTestServer(t *testing.T) (*Server, *fakeRecorder) {
 	mapper.Add(configMapGVK, meta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
 	rec := &fakeRecorder{}
+	// The host's cache holds object.Objects.
+	cacheScheme := runtime.NewScheme()
+	object.AddToScheme(cacheScheme, configMapGVK)
+	cached := cm("cache")
+	cached.SetGroupVersionKind(configMapGVK)
+	raw, err := json.Marshal(cached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cachedObject := object.New(configMapGVK)
+	if err := json.Unmarshal(raw, cachedObject); err != nil {
+		t.Fatal(err)
+	}
 	s := New(Clients{
-		Cache:     fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm("cache")).Build(),
+		Cache:     fake.NewClientBuilder().WithScheme(cacheScheme).WithObjects(cachedObject).Build(),
 		APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm("api"), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cached"}}).Build(),
 		Dynamic:   dynamicfake.NewSimpleDynamicClient(scheme),
 		Mapper:    mapper,

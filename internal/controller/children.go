@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/object"
 )
 
 // OwnerIndex is the cache index every owned kind gets: the UID of an object's
@@ -58,8 +59,8 @@ func (id childID) String() string {
 	return fmt.Sprintf("%s %s/%s", id.gvk.Kind, id.namespace, id.name)
 }
 
-func idOf(u *unstructured.Unstructured) childID {
-	return childID{gvk: u.GroupVersionKind(), namespace: u.GetNamespace(), name: u.GetName()}
+func idOf(obj client.Object) childID {
+	return childID{gvk: obj.GetObjectKind().GroupVersionKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
 }
 
 // desiredChild is one validated desired child, ready to apply.
@@ -91,7 +92,7 @@ var serverSetMetadata = []string{
 // to apply: namespace defaulted, server-set metadata and status dropped (a
 // child's status is its own controller's to write), and owner set as their
 // controller owner.
-func validateChildren(raws [][]byte, owner *unstructured.Unstructured, kinds []ChildKind) ([]desiredChild, error) {
+func validateChildren(raws [][]byte, owner client.Object, kinds []ChildKind) ([]desiredChild, error) {
 	if len(raws) == 0 {
 		return nil, nil
 	}
@@ -105,9 +106,10 @@ func validateChildren(raws [][]byte, owner *unstructured.Unstructured, kinds []C
 	if ownedList == "" {
 		ownedList = "no kinds"
 	}
+	ownerAPIVersion, ownerKind := owner.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
 	ref := metav1.OwnerReference{
-		APIVersion:         owner.GetAPIVersion(),
-		Kind:               owner.GetKind(),
+		APIVersion:         ownerAPIVersion,
+		Kind:               ownerKind,
 		Name:               owner.GetName(),
 		UID:                owner.GetUID(),
 		Controller:         ptr.To(true),
@@ -182,13 +184,7 @@ func validateChildren(raws [][]byte, owner *unstructured.Unstructured, kinds []C
 			}
 		}
 		u.SetOwnerReferences(append(refs, ref))
-
-		canonical, err := json.Marshal(u.Object)
-		if err != nil {
-			bad("%s cannot be encoded: %v", label, err)
-			continue
-		}
-		out = append(out, desiredChild{id: id, obj: u, hash: sha256.Sum256(canonical)})
+		out = append(out, desiredChild{id: id, obj: u, hash: hashChild(raw, owner)})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("the sidecar returned invalid desired children, so none was applied: %w", err)
@@ -196,19 +192,38 @@ func validateChildren(raws [][]byte, owner *unstructured.Unstructured, kinds []C
 	return out, nil
 }
 
+// hashChild identifies the configuration validateChildren makes of raw for
+// owner: the child as the sidecar sent it, and the owner it was made for (its
+// namespace and its owner reference). A child the sidecar encodes
+// differently from one reconcile to the next costs one more apply, nothing
+// else.
+func hashChild(raw []byte, owner client.Object) configHash {
+	h := sha256.New()
+	h.Write(raw)
+	for _, s := range []string{owner.GetObjectKind().GroupVersionKind().String(), owner.GetNamespace(), owner.GetName(), string(owner.GetUID())} {
+		h.Write([]byte{0})
+		h.Write([]byte(s))
+	}
+	var out configHash
+	h.Sum(out[:0])
+	return out
+}
+
 // observedChildren lists, from the cache, the children of every owned kind
 // whose controller owner is owner, sorted by kind and name.
-func (r *Reconciler) observedChildren(ctx context.Context, owner *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
+//
+// The children are the cache's own objects, not copies: they must not be
+// modified.
+func (r *Reconciler) observedChildren(ctx context.Context, owner client.Object) ([]*object.Object, error) {
+	var out []*object.Object
 	for _, k := range r.Children {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
-		opts := []client.ListOption{client.MatchingFields{OwnerIndex: string(owner.GetUID())}}
+		list := object.NewList(k.GVK)
+		opts := []client.ListOption{client.MatchingFields{OwnerIndex: string(owner.GetUID())}, client.UnsafeDisableDeepCopy}
 		if k.Namespaced {
 			opts = append(opts, client.InNamespace(owner.GetNamespace()))
 		}
 		if err := r.Client.List(ctx, list, opts...); err != nil {
-			return nil, fmt.Errorf("listing the %s children of %s %s/%s from the cache: %w", k.GVK.Kind, owner.GetKind(), owner.GetNamespace(), owner.GetName(), err)
+			return nil, fmt.Errorf("listing the %s children of %s %s/%s from the cache: %w", k.GVK.Kind, owner.GetObjectKind().GroupVersionKind().Kind, owner.GetNamespace(), owner.GetName(), err)
 		}
 		for i := range list.Items {
 			c := &list.Items[i]
@@ -242,9 +257,9 @@ type childResult struct {
 // succeeded, the observed children that are no longer desired are deleted
 // (with their UID as a precondition, so that nothing recreated meanwhile is
 // lost).
-func (r *Reconciler) applyChildren(ctx context.Context, owner *unstructured.Unstructured, desired []desiredChild, observed []*unstructured.Unstructured, prune bool) (childResult, error) {
+func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, desired []desiredChild, observed []*object.Object, prune bool) (childResult, error) {
 	var res childResult
-	observedByID := make(map[childID]*unstructured.Unstructured, len(observed))
+	observedByID := make(map[childID]*object.Object, len(observed))
 	for _, o := range observed {
 		observedByID[idOf(o)] = o
 	}
@@ -293,17 +308,21 @@ func (r *Reconciler) fieldManager() string {
 
 // unchanged reports whether a child whose applied configuration is the one
 // last applied, at resourceVersion applied, needs no apply: the cache holds
-// an older version than that apply wrote (the event of the apply is on its
-// way and brings another reconcile), or the observed child still holds every
-// field the configuration sets.
-func unchanged(observed, desired *unstructured.Unstructured, applied string) bool {
+// the version that apply wrote, or an older one (the event of the apply is
+// on its way and brings another reconcile), or the observed child, changed
+// since, still holds every field the configuration sets.
+func unchanged(observed *object.Object, desired *unstructured.Unstructured, applied string) bool {
 	if observed == nil {
 		return false
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(observed.GetResourceVersion(), applied); err == nil && cmp < 0 {
+	if cmp, err := resourceversion.CompareResourceVersion(observed.GetResourceVersion(), applied); err == nil && cmp <= 0 {
 		return true
 	}
-	return holds(observed, desired)
+	u, err := observed.Unstructured()
+	if err != nil {
+		return false
+	}
+	return holds(u, desired)
 }
 
 // holds reports whether observed still holds every field desired sets, owner

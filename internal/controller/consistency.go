@@ -6,11 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/polyop/polyop/internal/object"
 )
 
 // ownWriteWait bounds how long a reconcile waits for the cache to catch up
@@ -26,9 +27,14 @@ const ownWriteWait = 2 * time.Second
 // request: it polls the cache. Resource versions are compared as the API
 // server allows (k8s.io/apimachinery/pkg/util/resourceversion); an API server
 // whose versions do not compare is never waited for.
-func (r *Reconciler) awaitOwnWrite(ctx context.Context, req reconcile.Request, obj *unstructured.Unstructured) error {
+func (r *Reconciler) awaitOwnWrite(ctx context.Context, req reconcile.Request, obj *object.Object) error {
 	last := r.written.get(req.NamespacedName)
-	if last == "" || !olderThan(obj.GetResourceVersion(), last) {
+	if last == "" {
+		return nil
+	}
+	if !olderThan(obj.GetResourceVersion(), last) {
+		// The cache has seen the write: nothing to remember any more.
+		r.written.forgetVersion(req.NamespacedName, last)
 		return nil
 	}
 	start := time.Now()
@@ -38,10 +44,11 @@ func (r *Reconciler) awaitOwnWrite(ctx context.Context, req reconcile.Request, o
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
-		if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if err := r.get(ctx, req.NamespacedName, obj); err != nil {
 			return fmt.Errorf("reading %s %s from the cache: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
 		}
 		if !olderThan(obj.GetResourceVersion(), last) {
+			r.written.forgetVersion(req.NamespacedName, last)
 			logf.FromContext(ctx).V(1).Info("waited for the cache to see the host's own write", "waited", time.Since(start).String())
 			return nil
 		}
@@ -57,7 +64,7 @@ func olderThan(a, b string) bool {
 }
 
 // writtenVersions remembers the resource version of the host's last write of
-// each reconciled object.
+// each reconciled object, until a reconcile finds the cache has seen it.
 type writtenVersions struct {
 	mu       sync.Mutex
 	versions map[types.NamespacedName]string
@@ -83,4 +90,14 @@ func (w *writtenVersions) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.versions, key)
+}
+
+// forgetVersion forgets key's last write if it is still rv (a newer write
+// may have been recorded meanwhile, by another worker).
+func (w *writtenVersions) forgetVersion(key types.NamespacedName, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.versions[key] == rv {
+		delete(w.versions, key)
+	}
 }

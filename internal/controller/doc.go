@@ -2,11 +2,13 @@
 // self-description.
 //
 // Each declared controller becomes one controller-runtime controller over
-// unstructured objects of the declared kind, with the declared predicates and
-// concurrency. Its Reconciler reads the object from the manager's cache, sends
+// the objects of the declared kind, held in the cache as object.Objects, with
+// the declared predicates and concurrency. Its Reconciler reads the object from the manager's cache, sends
 // it to the sidecar in one Reconcile call and carries out the answer: it writes
 // the returned status through the status subresource (only when it changed,
-// with optimistic concurrency), records the returned events, and maps the
+// with a JSON patch that replaces the status and carries the object's
+// resourceVersion, so a status computed from a stale object is a conflict),
+// records the returned events, and maps the
 // decision onto controller-runtime's (requeue, requeue after, exponential
 // backoff on error, reconcile.TerminalError).
 //

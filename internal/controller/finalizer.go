@@ -2,16 +2,18 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -22,7 +24,7 @@ import (
 // next event, for a terminal error); requeue_after calls Finalize again after
 // that long. An object without the finalizer is left to whoever else holds
 // it: the sidecar is not called.
-func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *unstructured.Unstructured) (reconcile.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *object.Object) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
 		log.V(1).Info("the object is being deleted and no longer carries the finalizer; nothing to do", "finalizer", r.Controller.Finalizer)
@@ -78,16 +80,23 @@ func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *u
 // that carries obj's resourceVersion, so that finalizers others changed
 // meanwhile are never overwritten: a stale object is a conflict. obj is
 // updated to what the API server stored.
-func (r *Reconciler) patchFinalizers(ctx context.Context, obj *unstructured.Unstructured, change func(client.Object, string) bool) error {
-	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if !change(obj, r.Controller.Finalizer) {
+func (r *Reconciler) patchFinalizers(ctx context.Context, obj *object.Object, change func(client.Object, string) bool) error {
+	changed := obj.DeepCopy()
+	if !change(changed, r.Controller.Finalizer) {
 		return nil
 	}
-	if err := r.Client.Patch(ctx, obj, patch); err != nil {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers":      changed.GetFinalizers(),
+		"resourceVersion": obj.GetResourceVersion(),
+	}})
+	if err != nil {
+		return err
+	}
+	if err := r.patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), false); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return err
 		}
-		return fmt.Errorf("writing the finalizers of %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("writing the finalizers of %s %s/%s: %w", obj.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
 }

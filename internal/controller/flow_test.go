@@ -12,12 +12,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -73,9 +75,18 @@ func (w *writes) take() map[string]int {
 func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
 	t.Helper()
 	w := &writes{counts: map[string]int{}}
+	// The host's cache and client know every kind as object.Object.
+	scheme := runtime.NewScheme()
+	object.AddToScheme(scheme, configMapGVK, secretGVK)
+	for i, o := range objs {
+		objs[i] = asObject(t, o)
+	}
 	c := fake.NewClientBuilder().
+		WithScheme(scheme).
+		// object.Object has no schema of its own: apply deduces one.
+		WithTypeConverters(managedfields.NewDeducedTypeConverter()).
 		WithObjects(objs...).
-		WithIndex(&corev1.Secret{}, OwnerIndex, ownerUID).
+		WithIndex(object.New(secretGVK), OwnerIndex, ownerUID).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 				w.add("apply")
@@ -102,7 +113,17 @@ func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Obj
 }
 
 func ownerMap() *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", UID: "owner-uid"}}
+	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", UID: "owner-uid"}}
+}
+
+// asObject converts a typed object (its kind set) to an object.Object.
+func asObject(t *testing.T, typed client.Object) *object.Object {
+	t.Helper()
+	o := object.New(typed.GetObjectKind().GroupVersionKind())
+	if err := json.Unmarshal(mustJSON(t, typed), o); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 func secretChild(name, value string) []byte {
@@ -129,7 +150,7 @@ func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing
 	if got := w.take(); got["apply"] != 2 {
 		t.Errorf("first reconcile: writes %v, want 2 applies", got)
 	}
-	s := &corev1.Secret{}
+	s := object.New(secretGVK)
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, s); err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +167,13 @@ func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing
 	}
 
 	// Someone else changes a field the controller manages: it is applied again.
-	s.Data = map[string][]byte{"v": []byte("tampered")}
-	if err := c.Update(ctx, s); err != nil {
+	s.SetGroupVersionKind(secretGVK)
+	tampered, err := s.Unstructured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered.Object["data"] = map[string]any{"v": "dGFtcGVyZWQ="}
+	if err := c.Update(ctx, tampered); err != nil {
 		t.Fatal(err)
 	}
 	w.take()
@@ -173,13 +199,13 @@ func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing
 	if got := w.take(); got["delete b"] != 1 || got["apply"] != 0 || len(got) != 1 {
 		t.Errorf("a complete answer without b: writes %v, want b deleted and nothing else", got)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b"}, object.New(secretGVK)); !apierrors.IsNotFound(err) {
 		t.Errorf("b still exists: %v", err)
 	}
 
 	// An invalid answer writes nothing at all.
 	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "Mg=="), []byte(`{}`)}, ChildrenComplete: true}
-	_, err := r.Reconcile(ctx, req)
+	_, err = r.Reconcile(ctx, req)
 	if err == nil || !strings.Contains(err.Error(), "desired_children[1]") {
 		t.Errorf("an invalid child: %v, want an error naming it", err)
 	}
@@ -214,10 +240,11 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 		t.Errorf("the first reconcile carried finalizers %v, want the finalizer added before it", sent.Metadata.Finalizers)
 	}
 
-	cm := &corev1.ConfigMap{}
+	cm := object.New(configMapGVK)
 	if err := c.Get(ctx, req.NamespacedName, cm); err != nil {
 		t.Fatal(err)
 	}
+	cm.SetGroupVersionKind(configMapGVK) // the client's read clears it
 	if err := c.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +253,7 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err == nil || !strings.Contains(err.Error(), "not yet") {
 		t.Errorf("a failed Finalize: %v, want its error", err)
 	}
+	cm = object.New(configMapGVK)
 	if err := c.Get(ctx, req.NamespacedName, cm); err != nil || !slices.Contains(cm.Finalizers, finalizer) {
 		t.Fatalf("after a failed Finalize the object is gone or lost its finalizer: %v %v", err, cm.Finalizers)
 	}
@@ -237,7 +265,7 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, req.NamespacedName, cm); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, req.NamespacedName, object.New(configMapGVK)); !apierrors.IsNotFound(err) {
 		t.Errorf("after a successful Finalize the object still exists: %v %v", err, cm.Finalizers)
 	}
 	if len(sc.finalizes) != 2 || sc.finalizes[0].GetController() != "maps" || len(sc.finalizes[0].GetObject()) == 0 {

@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -11,8 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -74,10 +76,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	})
 
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(r.Controller.GVK)
+	obj := object.New(r.Controller.GVK)
 	exists := true
-	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.get(ctx, req.NamespacedName, obj); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("reading %s %s from the cache: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
 		}
@@ -113,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if r.limiter != nil {
 		call.Retries = int32(r.limiter.NumRequeues(req))
 	}
-	var observed []*unstructured.Unstructured
+	var observed []*object.Object
 	if exists {
 		raw, err := obj.MarshalJSON()
 		if err != nil {
@@ -181,7 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	if status != nil {
-		written, err := r.writeStatus(ctx, obj, status)
+		written, err := r.writeStatus(ctx, obj, status, resp.GetStatus())
 		switch {
 		case apierrors.IsConflict(err):
 			log.V(1).Info("status write conflicted with a newer version of the object; requeueing", "error", err.Error())
@@ -202,9 +203,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return result, resultErr
 }
 
+// get reads the reconciled object key from the cache into obj.
+func (r *Reconciler) get(ctx context.Context, key types.NamespacedName, obj *object.Object) error {
+	err := r.Client.Get(ctx, key, obj)
+	// A reader may leave the kind out (the cache sets it, the API machinery's
+	// decoders clear it); the rest of the reconcile needs it.
+	obj.SetGroupVersionKind(r.Controller.GVK)
+	return err
+}
+
 // sentChildren encodes the observed children of the kinds declared with
 // send_observed.
-func (r *Reconciler) sentChildren(observed []*unstructured.Unstructured) ([][]byte, error) {
+func (r *Reconciler) sentChildren(observed []*object.Object) ([][]byte, error) {
 	send := map[schema.GroupVersionKind]bool{}
 	for _, k := range r.Children {
 		send[k.GVK] = k.SendObserved
@@ -259,26 +269,69 @@ func parseStatus(raw []byte) (map[string]any, error) {
 	return statusMap, nil
 }
 
-// writeStatus replaces obj's status with status, through the status
-// subresource, unless it is unchanged. It patches with optimistic concurrency
-// on obj's resourceVersion, so a status computed from a stale object is
-// refused with a conflict.
-func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, status map[string]any) (bool, error) {
-	if reflect.DeepEqual(obj.Object["status"], status) {
+// writeStatus replaces obj's status with status (raw is its JSON, as the
+// sidecar sent it), through the status subresource, unless it is unchanged.
+// The patch sets the whole status and carries obj's resourceVersion, so that
+// a status computed from a stale object is refused with a conflict. obj is
+// updated to what the API server stored.
+func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status map[string]any, raw []byte) (bool, error) {
+	current, err := obj.DecodeField("status")
+	if err != nil {
+		return false, err
+	}
+	if sameStatus(current, status) {
 		return false, nil
 	}
-	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	obj.Object["status"] = status
-	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
+	patch, err := json.Marshal([]jsonPatchOp{
+		{Op: "replace", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()},
+		{Op: "add", Path: "/status", Value: json.RawMessage(raw)},
+	})
+	if err != nil {
+		return false, err
+	}
+	if err := r.patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), true); err != nil {
 		if apierrors.IsConflict(err) {
 			return false, err
 		}
-		return false, fmt.Errorf("writing the status of %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		return false, fmt.Errorf("writing the status of %s %s/%s: %w", obj.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return true, nil
 }
 
-func (r *Reconciler) recordEvents(obj *unstructured.Unstructured, events []*polyopv1alpha1.Event) {
+// jsonPatchOp is one operation of a JSON patch (RFC 6902).
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// sameStatus reports whether the status the object has is the one the
+// sidecar returned. An empty status is the same as none: the API server
+// drops it.
+func sameStatus(current any, status map[string]any) bool {
+	if m, ok := current.(map[string]any); ok && len(m) == 0 || current == nil {
+		return len(status) == 0
+	}
+	return reflect.DeepEqual(current, status)
+}
+
+// patch writes patch to obj, or to its status subresource, and updates obj to
+// what the API server stored (without managedFields, as the cache holds it).
+func (r *Reconciler) patch(ctx context.Context, obj *object.Object, patch client.Patch, status bool) error {
+	gvk := obj.GroupVersionKind()
+	var err error
+	if status {
+		err = r.Client.Status().Patch(ctx, obj, patch)
+	} else {
+		err = r.Client.Patch(ctx, obj, patch)
+	}
+	// Decoding the answer clears the kind.
+	obj.SetGroupVersionKind(gvk)
+	obj.ManagedFields = nil
+	return err
+}
+
+func (r *Reconciler) recordEvents(obj client.Object, events []*polyopv1alpha1.Event) {
 	if r.Recorder == nil {
 		return
 	}
@@ -297,7 +350,7 @@ func (r *Reconciler) recordEvents(obj *unstructured.Unstructured, events []*poly
 
 // recordWarning records a Warning event on obj about something the host
 // could not do.
-func (r *Reconciler) recordWarning(obj *unstructured.Unstructured, reason, message string) {
+func (r *Reconciler) recordWarning(obj client.Object, reason, message string) {
 	if r.Recorder == nil {
 		return
 	}

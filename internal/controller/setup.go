@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -73,7 +74,10 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
 			r.Children = append(r.Children, ChildKind{GVK: o.GVK, Namespaced: childNamespaced, SendObserved: o.SendObserved})
-			b = b.Owns(child)
+			// Owns, written out: EnqueueRequestForOwner looks the owner's
+			// kind up by Go type, which object.Object does not tell, so the
+			// owner is described by an unstructured object of its kind.
+			b = b.Watches(child, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), ownerType(c.GVK), handler.OnlyControllerOwner()))
 		}
 
 		for _, w := range c.Watches {
@@ -112,7 +116,7 @@ func filters(c sidecar.Controller) []polyopv1alpha1.UpdateFilter {
 // kind, or watching the same field of the same kind, share it.
 type indexSet map[schema.GroupVersionKind]map[string]bool
 
-func (s indexSet) add(mgr ctrl.Manager, obj *unstructured.Unstructured, name string, fn client.IndexerFunc) error {
+func (s indexSet) add(mgr ctrl.Manager, obj *object.Object, name string, fn client.IndexerFunc) error {
 	gvk := obj.GroupVersionKind()
 	if s[gvk][name] {
 		return nil
@@ -127,10 +131,18 @@ func (s indexSet) add(mgr ctrl.Manager, obj *unstructured.Unstructured, name str
 	return nil
 }
 
-func newObject(gvk schema.GroupVersionKind) *unstructured.Unstructured {
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gvk)
-	return obj
+// ownerType is the owner type of handler.EnqueueRequestForOwner for
+// reconciled kind gvk.
+func ownerType(gvk schema.GroupVersionKind) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+// newObject is the object of kind gvk that the controllers watch and index:
+// an object.Object, which is how the host's cache holds every kind.
+func newObject(gvk schema.GroupVersionKind) *object.Object {
+	return object.New(gvk)
 }
 
 func isNamespaced(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {

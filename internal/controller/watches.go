@@ -13,6 +13,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -25,12 +26,8 @@ func FieldIndex(path []string) string { return strings.Join(path, ".") }
 // field holds, or each string of a list of strings.
 func fieldValues(path []string) client.IndexerFunc {
 	return func(obj client.Object) []string {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return nil
-		}
-		v, found, err := unstructured.NestedFieldNoCopy(u.Object, path...)
-		if !found || err != nil {
+		v, found := fieldValue(obj, path)
+		if !found {
 			return nil
 		}
 		switch v := v.(type) {
@@ -49,6 +46,31 @@ func fieldValues(path []string) client.IndexerFunc {
 		}
 		return nil
 	}
+}
+
+// fieldValue reads the field at path of obj, decoding only the top-level
+// field it is in.
+func fieldValue(obj client.Object, path []string) (any, bool) {
+	o, ok := obj.(*object.Object)
+	if !ok || len(path) == 0 {
+		return nil, false
+	}
+	var top map[string]any
+	if path[0] == "metadata" {
+		u, err := o.Unstructured()
+		if err != nil {
+			return nil, false
+		}
+		top = u.Object
+	} else {
+		v, err := o.DecodeField(path[0])
+		if err != nil || v == nil {
+			return nil, false
+		}
+		top = map[string]any{path[0]: v}
+	}
+	v, found, err := unstructured.NestedFieldNoCopy(top, path...)
+	return v, found && err == nil
 }
 
 // target is where a controller's reconciled objects live.
@@ -97,9 +119,8 @@ func nameMapper(w sidecar.Watch, t target) handler.MapFunc {
 // cluster-scoped one, everywhere.
 func fieldPathMapper(c client.Reader, w sidecar.Watch, t target) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(t.gvk.GroupVersion().WithKind(t.gvk.Kind + "List"))
-		opts := []client.ListOption{client.MatchingFields{FieldIndex(w.FieldPath): obj.GetName()}}
+		list := object.NewList(t.gvk)
+		opts := []client.ListOption{client.MatchingFields{FieldIndex(w.FieldPath): obj.GetName()}, client.UnsafeDisableDeepCopy}
 		if t.namespaced && obj.GetNamespace() != "" {
 			if len(t.namespaces) > 0 && !slices.Contains(t.namespaces, obj.GetNamespace()) {
 				return nil

@@ -2,17 +2,20 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -38,7 +41,9 @@ func TestFieldValues(t *testing.T) {
 			if tc.spec == nil {
 				u.Object["spec"] = "a string"
 			}
-			if got := fieldValues(path)(u); !slices.Equal(got, tc.want) {
+			u.SetGroupVersionKind(widgetGVK)
+			u.SetName("w")
+			if got := fieldValues(path)(toObject(t, u)); !slices.Equal(got, tc.want) {
 				t.Errorf("fieldValues = %v, want %v", got, tc.want)
 			}
 		})
@@ -103,13 +108,14 @@ func TestFieldPathMapperUsesTheIndex(t *testing.T) {
 		u.SetGroupVersionKind(widgetGVK)
 		u.SetNamespace(namespace)
 		u.SetName(name)
-		return u
+		return toObject(t, u)
 	}
-	indexed := &unstructured.Unstructured{}
-	indexed.SetGroupVersionKind(widgetGVK)
+	scheme := runtime.NewScheme()
+	object.AddToScheme(scheme, widgetGVK)
 	c := fake.NewClientBuilder().
+		WithScheme(scheme).
 		WithObjects(widget("ns", "a", "settings"), widget("ns", "b", "settings"), widget("ns", "c", "other"), widget("elsewhere", "d", "settings")).
-		WithIndex(indexed, FieldIndex(w.FieldPath), fieldValues(w.FieldPath)).
+		WithIndex(object.New(widgetGVK), FieldIndex(w.FieldPath), fieldValues(w.FieldPath)).
 		Build()
 	cm := &unstructured.Unstructured{}
 	cm.SetGroupVersionKind(configMapGVK)
@@ -147,4 +153,19 @@ func TestFiltersLetAFinalizingControllerSeeItsDeletion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// toObject converts an unstructured object to the object.Object the host's
+// cache would hold.
+func toObject(t *testing.T, u *unstructured.Unstructured) *object.Object {
+	t.Helper()
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := object.New(u.GroupVersionKind())
+	if err := json.Unmarshal(raw, o); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterservice "github.com/polyop/polyop/internal/cluster"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -59,7 +60,7 @@ func resolveRelatedKinds(mapper meta.RESTMapper, desc *sidecar.Description, name
 // one of them watches every namespace), without their label selectors, which
 // select reconciled objects only. A kind that a controller also reconciles
 // keeps its reconciled view.
-func addRelatedCacheViews(o *cache.Options, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool) {
+func addRelatedCacheViews(o *cache.Options, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, keepManagedFields bool) {
 	reconciled := map[schema.GroupVersionKind]bool{}
 	for obj := range o.ByObject {
 		reconciled[obj.GetObjectKind().GroupVersionKind()] = true
@@ -73,7 +74,7 @@ func addRelatedCacheViews(o *cache.Options, desc *sidecar.Description, namespace
 		by, seen := related[gvk]
 		switch {
 		case !seen:
-			by = &cache.ByObject{}
+			by = &cache.ByObject{Transform: object.Transform(gvk, keepManagedFields)}
 			related[gvk] = by
 			if !namespaced[gvk] || len(c.Namespaces) == 0 {
 				return
@@ -98,10 +99,18 @@ func addRelatedCacheViews(o *cache.Options, desc *sidecar.Description, namespace
 		}
 	}
 	for gvk, by := range related {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(gvk)
-		o.ByObject[obj] = *by
+		o.ByObject[object.New(gvk)] = *by
 	}
+}
+
+// cachedKindList lists the kinds the cache holds, sorted.
+func cachedKindList(o cache.Options) []schema.GroupVersionKind {
+	kinds := make([]schema.GroupVersionKind, 0, len(o.ByObject))
+	for gvk := range cachedKinds(o) {
+		kinds = append(kinds, gvk)
+	}
+	slices.SortFunc(kinds, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
+	return kinds
 }
 
 // cachedKinds lists the kinds the cache holds, each with its namespaces (none:

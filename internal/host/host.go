@@ -8,11 +8,9 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/polyop/polyop/internal/controller"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -77,12 +76,17 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	addRelatedCacheViews(&cacheOpts, desc, namespaced)
+	addRelatedCacheViews(&cacheOpts, desc, namespaced, opts.KeepManagedFields)
 
+	// The scheme maps every cached kind to object.Object, which the cache
+	// holds instead of map-based unstructured objects; every other kind the
+	// host reads or writes is unstructured, and needs no Go type.
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
+	object.AddToScheme(scheme, cachedKindList(cacheOpts)...)
+	// Object decodes JSON; the client would otherwise ask for built-in kinds
+	// as protobuf.
+	mgrCfg := rest.CopyConfig(cfg)
+	mgrCfg.ContentType = runtime.ContentTypeJSON
 	metricsOpts := metricsserver.Options{
 		BindAddress:   opts.MetricsBindAddress,
 		SecureServing: opts.SecureMetrics,
@@ -94,11 +98,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if leaderElectionID == "" {
 		leaderElectionID = desc.Name + ".polyop.dev"
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                        scheme,
 		MapperProvider:                func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
 		Cache:                         cacheOpts,
-		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		PprofBindAddress:              opts.PprofBindAddress,
@@ -178,9 +181,6 @@ func narrow(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bo
 // and its label selector. Two controllers of one kind must agree on that view.
 func cacheOptions(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, opts Options) (cache.Options, error) {
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	if !opts.KeepManagedFields {
-		o.DefaultTransform = cache.TransformStripManagedFields()
-	}
 	seen := map[schema.GroupVersionKind]sidecar.Controller{}
 	for _, c := range desc.Controllers {
 		if prev, ok := seen[c.GVK]; ok {
@@ -191,9 +191,7 @@ func cacheOptions(desc *sidecar.Description, namespaced map[schema.GroupVersionK
 			continue
 		}
 		seen[c.GVK] = c
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(c.GVK)
-		by := cache.ByObject{}
+		by := cache.ByObject{Transform: object.Transform(c.GVK, opts.KeepManagedFields)}
 		if !c.LabelSelector.Empty() {
 			by.Label = c.LabelSelector
 		}
@@ -203,7 +201,7 @@ func cacheOptions(desc *sidecar.Description, namespaced map[schema.GroupVersionK
 				by.Namespaces[ns] = cache.Config{}
 			}
 		}
-		o.ByObject[obj] = by
+		o.ByObject[object.New(c.GVK)] = by
 	}
 	return o, nil
 }

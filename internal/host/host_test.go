@@ -4,9 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -70,9 +73,6 @@ func TestCacheOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.DefaultTransform == nil {
-			t.Error("no transform strips managedFields")
-		}
 		if len(o.ByObject) != 1 {
 			t.Fatalf("ByObject has %d entries, want 1", len(o.ByObject))
 		}
@@ -82,6 +82,9 @@ func TestCacheOptions(t *testing.T) {
 			}
 			if len(by.Namespaces) != 2 || by.Label.String() != "app=web" {
 				t.Errorf("ByObject = %+v", by)
+			}
+			if managedFieldsAfter(t, by) != 0 {
+				t.Error("the cache keeps managedFields")
 			}
 		}
 	})
@@ -93,8 +96,10 @@ func TestCacheOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.DefaultTransform != nil {
-			t.Error("managedFields would be stripped")
+		for _, by := range o.ByObject {
+			if managedFieldsAfter(t, by) != 1 {
+				t.Error("managedFields are stripped")
+			}
 		}
 	})
 	t.Run("two controllers of one kind must agree on what to cache", func(t *testing.T) {
@@ -124,4 +129,24 @@ func TestStringListFlag(t *testing.T) {
 	if err := l.Set("a,,b"); err == nil {
 		t.Error("an empty value was accepted")
 	}
+}
+
+// managedFieldsAfter is how many managedFields entries an object keeps once
+// through by's transform, which must also give it its kind.
+func managedFieldsAfter(t *testing.T, by cache.ByObject) int {
+	t.Helper()
+	if by.Transform == nil {
+		t.Fatal("the cache view has no transform")
+	}
+	in := &object.Object{}
+	in.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	out, err := by.Transform(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := out.(*object.Object)
+	if o.GroupVersionKind() != widget {
+		t.Errorf("the transform set the kind %v, want %v", o.GroupVersionKind(), widget)
+	}
+	return len(o.ManagedFields)
 }

@@ -105,7 +105,7 @@ func TestAddRelatedCacheViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addRelatedCacheViews(&o, desc, namespaced)
+	addRelatedCacheViews(&o, desc, namespaced, false)
 	views := cachedKinds(o)
 	for gvk, want := range map[schema.GroupVersionKind][]string{
 		widget:        {"team-a"},           // reconciled: its own view, even though e watches it
@@ -138,7 +138,7 @@ func TestAddRelatedCacheViews(t *testing.T) {
 		sidecar.Controller{Name: "z", GVK: cluster, Watches: []sidecar.Watch{{GVK: configMapKind, FieldPath: []string{"spec", "c"}}}},
 	)
 	o = cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	addRelatedCacheViews(&o, all, namespaced)
+	addRelatedCacheViews(&o, all, namespaced, false)
 	if got := cachedKinds(o)[configMapKind]; got != nil {
 		t.Errorf("ConfigMaps cached in %v, want every namespace", got)
 	}

@@ -1,0 +1,179 @@
+package object
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// errStop ends eachMember early without an error.
+var errStop = errors.New("stop")
+
+// eachMember calls fn with the key (unquoted) and the value (its JSON) of
+// every member of the JSON object data, in order. It checks the object's
+// structure, not every literal in it: it expects JSON that a decoder already
+// validated, as json.Unmarshal does before it calls an UnmarshalJSON method.
+func eachMember(data []byte, fn func(key string, value []byte) error) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return fmt.Errorf("not a JSON object")
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return trailing(data, i+1)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return fmt.Errorf("expected a member's key at offset %d", i)
+		}
+		end, err := skipString(data, i)
+		if err != nil {
+			return err
+		}
+		key, err := unquote(data[i:end])
+		if err != nil {
+			return err
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return fmt.Errorf("expected ':' after key %q", key)
+		}
+		start := skipSpace(data, i+1)
+		end, err = skipValue(data, start)
+		if err != nil {
+			return fmt.Errorf("member %q: %w", key, err)
+		}
+		if err := fn(key, data[start:end]); err != nil {
+			if errors.Is(err, errStop) {
+				return nil
+			}
+			return err
+		}
+		i = skipSpace(data, end)
+		switch {
+		case i < len(data) && data[i] == ',':
+			i = skipSpace(data, i+1)
+		case i < len(data) && data[i] == '}':
+			return trailing(data, i+1)
+		default:
+			return fmt.Errorf("expected ',' or '}' after member %q", key)
+		}
+	}
+}
+
+func trailing(data []byte, i int) error {
+	if skipSpace(data, i) != len(data) {
+		return fmt.Errorf("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the offset just past the string that starts at i.
+func skipString(data []byte, i int) (int, error) {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, fmt.Errorf("unterminated string at offset %d", i)
+}
+
+// skipValue returns the offset just past the JSON value that starts at i.
+func skipValue(data []byte, i int) (int, error) {
+	if i >= len(data) {
+		return 0, fmt.Errorf("missing value")
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end, err := skipString(data, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, fmt.Errorf("unterminated object or array at offset %d", i)
+	}
+	j := i
+	for j < len(data) && isLiteralByte(data[j]) {
+		j++
+	}
+	if j == i {
+		return 0, fmt.Errorf("invalid character %q at offset %d", data[i], i)
+	}
+	return j, nil
+}
+
+// isLiteralByte reports whether c can be part of true, false, null or a
+// number.
+func isLiteralByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'E'
+}
+
+// unquote decodes a JSON string token.
+func unquote(token []byte) (string, error) {
+	inner := token[1 : len(token)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			var s string
+			if err := json.Unmarshal(token, &s); err != nil {
+				return "", err
+			}
+			return s, nil
+		}
+	}
+	return string(inner), nil
+}
+
+// quote encodes s as a JSON string.
+func quote(s string) []byte {
+	return appendQuoted(nil, s)
+}
+
+// appendQuoted appends s as a JSON string to out.
+func appendQuoted(out []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(out, b...)
+		}
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
+}
+
+// appendMember appends "key":value to out.
+func appendMember(out []byte, key string, value []byte) []byte {
+	out = appendQuoted(out, key)
+	out = append(out, ':')
+	return append(out, value...)
+}
