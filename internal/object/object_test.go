@@ -99,11 +99,11 @@ func TestEncodeRoundTrips(t *testing.T) {
 func TestDecodeRefusesWhatIsNotAnObject(t *testing.T) {
 	t.Parallel()
 	for name, data := range map[string]string{
-		"if it is an array, then an error":              `[1,2]`,
-		"if a string is unterminated, then an error":    `{"spec":"abc}`,
-		"if a value is missing, then an error":          `{"spec":}`,
-		"if members are not separated, then an error":   `{"a":1 "b":2}`,
-		"if the object is not closed, then an error":    `{"spec":{"a":1}`,
+		"if it is an array, then an error":               `[1,2]`,
+		"if a string is unterminated, then an error":     `{"spec":"abc}`,
+		"if a value is missing, then an error":           `{"spec":}`,
+		"if members are not separated, then an error":    `{"a":1 "b":2}`,
+		"if the object is not closed, then an error":     `{"spec":{"a":1}`,
 		"if something follows the object, then an error": `{"a":1} x`,
 	} {
 		t.Run(name, func(t *testing.T) {
