@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,5 +262,39 @@ func TestAppliedStateForgetsAnotherObjectOfTheSameName(t *testing.T) {
 	s.forget(key)
 	if got := s.children(key, "uid-1"); got != nil {
 		t.Errorf("after forget: %v", got)
+	}
+}
+
+func TestOwnerIndexKeys(t *testing.T) {
+	t.Parallel()
+	clusterOwner := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Cluster"}
+	index := ownerIndexFunc(map[schema.GroupKind]bool{clusterOwner.GroupKind(): true})
+	child := func(namespace string, owner schema.GroupVersionKind, controller bool) *object.Object {
+		o := object.New(configMapGVK)
+		o.SetNamespace(namespace)
+		o.SetName("c")
+		apiVersion, kind := owner.ToAPIVersionAndKind()
+		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "o", UID: "uid-1", Controller: ptr.To(controller)}})
+		return o
+	}
+	for name, tc := range map[string]struct {
+		obj  any
+		want []string
+	}{
+		"if a namespaced owner controls it, then its namespace's key only": {obj: child("ns", widgetGVK, true), want: []string{"ns/uid-1"}},
+		"if a cluster-scoped owner controls it, then the all-namespaces key too": {
+			obj: child("ns", clusterOwner, true), want: []string{"ns/uid-1", "__all_namespaces/uid-1"},
+		},
+		"if the child is cluster-scoped, then the all-namespaces key":   {obj: child("", clusterOwner, true), want: []string{"__all_namespaces/uid-1"}},
+		"if the owner reference is not a controller's, then no key":     {obj: child("ns", widgetGVK, false)},
+		"if it is not an object (a tombstone, say), then no key either": {obj: "ns/c"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := index(tc.obj)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("keys %v (%v), want %v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -112,6 +112,14 @@ func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Obj
 	return r, c, w
 }
 
+// ownerUID is OwnerIndex as the fake client's index function.
+func ownerUID(obj client.Object) []string {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return []string{string(ref.UID)}
+	}
+	return nil
+}
+
 func ownerMap() *corev1.ConfigMap {
 	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o", UID: "owner-uid"}}
 }

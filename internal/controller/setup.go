@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +37,16 @@ type Options struct {
 func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options) error {
 	state := &sidecarState{}
 	indexes := indexSet{}
+	clusterScoped := map[schema.GroupKind]bool{}
+	for _, c := range desc.Controllers {
+		namespaced, err := isNamespaced(mgr.GetRESTMapper(), c.GVK)
+		if err != nil {
+			return fmt.Errorf("controller %q: %w", c.Name, err)
+		}
+		if !namespaced {
+			clusterScoped[c.GVK.GroupKind()] = true
+		}
+	}
 	for _, c := range desc.Controllers {
 		namespaced, err := isNamespaced(mgr.GetRESTMapper(), c.GVK)
 		if err != nil {
@@ -70,7 +81,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
 			child := newObject(o.GVK)
-			if err := indexes.add(mgr, child, OwnerIndex, ownerUID); err != nil {
+			if err := indexes.addOwnerIndex(mgr, child, clusterScoped); err != nil {
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
 			r.Children = append(r.Children, ChildKind{GVK: o.GVK, Namespaced: childNamespaced, SendObserved: o.SendObserved})
@@ -128,6 +139,27 @@ func (s indexSet) add(mgr ctrl.Manager, obj *object.Object, name string, fn clie
 		s[gvk] = map[string]bool{}
 	}
 	s[gvk][name] = true
+	return nil
+}
+
+// addOwnerIndex registers OwnerIndex on obj's kind once (see
+// ownerIndexFunc).
+func (s indexSet) addOwnerIndex(mgr ctrl.Manager, obj *object.Object, clusterScoped map[schema.GroupKind]bool) error {
+	gvk := obj.GroupVersionKind()
+	if s[gvk][OwnerIndex] {
+		return nil
+	}
+	informer, err := mgr.GetCache().GetInformer(context.Background(), obj)
+	if err != nil {
+		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), OwnerIndex, err)
+	}
+	if err := informer.AddIndexers(toolscache.Indexers{ownerIndexName: ownerIndexFunc(clusterScoped)}); err != nil {
+		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), OwnerIndex, err)
+	}
+	if s[gvk] == nil {
+		s[gvk] = map[string]bool{}
+	}
+	s[gvk][OwnerIndex] = true
 	return nil
 }
 
