@@ -15,12 +15,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/sdk/go/conditions"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
@@ -86,7 +86,7 @@ func runHop(b *testing.B, op func(context.Context) error) {
 
 // hostSide does the host's share of one reconcile: encode the cached object,
 // make the call, decode the returned status.
-func hostSide(ctx context.Context, obj *unstructured.Unstructured, call func(context.Context, *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error)) error {
+func hostSide(ctx context.Context, obj *object.Object, call func(context.Context, *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error)) error {
 	raw, err := obj.MarshalJSON()
 	if err != nil {
 		return err
@@ -172,8 +172,8 @@ func dial(b *testing.B, srv *sdk.Server, transport string) (*grpc.ClientConn, *s
 }
 
 // windowOf4KB is a MaintenanceWindow of about 4 KB of JSON, as the host's
-// cache would hold it: labels, annotations and a status.
-func windowOf4KB(b *testing.B) *unstructured.Unstructured {
+// cache would hold it (an object.Object): labels, annotations and a status.
+func windowOf4KB(b *testing.B) *object.Object {
 	mw := &v1.MaintenanceWindow{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "MaintenanceWindow"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -192,12 +192,13 @@ func windowOf4KB(b *testing.B) *unstructured.Unstructured {
 	if err != nil {
 		b.Fatal(err)
 	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
+	o := object.New(v1.GroupVersion.WithKind("MaintenanceWindow"))
+	if err := o.UnmarshalJSON(raw); err != nil {
 		b.Fatal(err)
 	}
+	o.SetGroupVersionKind(v1.GroupVersion.WithKind("MaintenanceWindow"))
 	if n := len(raw); n < 3500 || n > 5000 {
 		b.Fatalf("the object is %d bytes, want about 4 KB", n)
 	}
-	return u
+	return o
 }
