@@ -12,6 +12,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // Object is one Kubernetes object of any kind: its kind and metadata decoded,
@@ -49,7 +51,7 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 	*o = Object{}
 	body := make([]byte, 0, len(data))
 	body = append(body, '{')
-	err := eachMember(data, func(key string, value []byte) error {
+	err := rawjson.Each(data, func(key string, value json.RawMessage) error {
 		switch key {
 		case "apiVersion":
 			return sigsjson.UnmarshalCaseSensitivePreserveInts(value, &o.APIVersion)
@@ -61,7 +63,7 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 		if len(body) > 1 {
 			body = append(body, ',')
 		}
-		body = appendMember(body, key, value)
+		body = rawjson.AppendMember(body, key, value)
 		return nil
 	})
 	if err != nil {
@@ -83,14 +85,14 @@ func (o *Object) MarshalJSON() ([]byte, error) {
 	out := make([]byte, 0, len(meta)+len(o.body)+len(o.APIVersion)+len(o.Kind)+40)
 	out = append(out, '{')
 	if o.APIVersion != "" {
-		out = appendMember(out, "apiVersion", quote(o.APIVersion))
+		out = rawjson.AppendMember(out, "apiVersion", rawjson.AppendString(nil, o.APIVersion))
 		out = append(out, ',')
 	}
 	if o.Kind != "" {
-		out = appendMember(out, "kind", quote(o.Kind))
+		out = rawjson.AppendMember(out, "kind", rawjson.AppendString(nil, o.Kind))
 		out = append(out, ',')
 	}
-	out = appendMember(out, "metadata", meta)
+	out = rawjson.AppendMember(out, "metadata", meta)
 	if rest := bytes.TrimSpace(o.members()); len(rest) > 0 {
 		out = append(out, ',')
 		out = append(out, rest...)
@@ -111,10 +113,10 @@ func (o *Object) members() []byte {
 // are not fields: read them through the object's accessors.
 func (o *Object) Field(name string) (json.RawMessage, bool) {
 	var found json.RawMessage
-	_ = eachMember(o.body, func(key string, value []byte) error {
+	_ = rawjson.Each(o.body, func(key string, value json.RawMessage) error {
 		if key == name {
 			found = value
-			return errStop
+			return rawjson.Stop
 		}
 		return nil
 	})

@@ -23,6 +23,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // Defaulter sets defaults on an object of type T before the API server stores
@@ -311,8 +312,8 @@ func mergeRaw(raw json.RawMessage, before, after any) (json.RawMessage, error) {
 	if !okB || !okA {
 		return json.Marshal(after)
 	}
-	members, ok := objectMembers(raw)
-	if !ok {
+	members, err := rawjson.Members(raw)
+	if err != nil {
 		return json.Marshal(after)
 	}
 	var buf bytes.Buffer
@@ -322,32 +323,26 @@ func mergeRaw(raw json.RawMessage, before, after any) (json.RawMessage, error) {
 		if buf.Len() > 1 {
 			buf.WriteByte(',')
 		}
-		k, err := json.Marshal(key)
-		if err != nil {
-			return err
-		}
-		buf.Write(k)
-		buf.WriteByte(':')
-		buf.Write(value)
+		buf.Write(rawjson.AppendMember(nil, key, value))
 		return nil
 	}
 	seen := make(map[string]bool, len(members))
 	for _, m := range members {
-		seen[m.key] = true
-		bv, inBefore := b[m.key]
-		av, inAfter := a[m.key]
-		value := []byte(m.value)
+		seen[m.Key] = true
+		bv, inBefore := b[m.Key]
+		av, inAfter := a[m.Key]
+		value := []byte(m.Value)
 		switch {
 		case inBefore && !inAfter:
 			continue // the defaulter removed it
 		case inAfter && (!inBefore || !reflect.DeepEqual(bv, av)):
-			merged, err := mergeRaw(m.value, bv, av)
+			merged, err := mergeRaw(m.Value, bv, av)
 			if err != nil {
 				return nil, err
 			}
 			value = merged
 		}
-		if err := write(m.key, value); err != nil {
+		if err := write(m.Key, value); err != nil {
 			return nil, err
 		}
 	}
@@ -372,121 +367,6 @@ func mergeRaw(raw json.RawMessage, before, after any) (json.RawMessage, error) {
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
-}
-
-// member is one member of a JSON object, its value as it is in the JSON.
-type member struct {
-	key   string
-	value json.RawMessage
-}
-
-// objectMembers splits a JSON object into its members, in order, the values
-// sliced from raw as they are; it reports false for anything else. It finds
-// the members' bounds without decoding them: raw is the API server's JSON.
-func objectMembers(raw []byte) ([]member, bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, false
-	}
-	i = skipSpace(raw, i+1)
-	var out []member
-	if i < len(raw) && raw[i] == '}' {
-		return out, skipSpace(raw, i+1) == len(raw)
-	}
-	for {
-		if i >= len(raw) || raw[i] != '"' {
-			return nil, false
-		}
-		end, ok := stringEnd(raw, i)
-		if !ok {
-			return nil, false
-		}
-		var key string
-		if bytes.IndexByte(raw[i:end], '\\') < 0 {
-			key = string(raw[i+1 : end-1])
-		} else if err := json.Unmarshal(raw[i:end], &key); err != nil {
-			return nil, false
-		}
-		i = skipSpace(raw, end)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, false
-		}
-		start := skipSpace(raw, i+1)
-		end, ok = valueEnd(raw, start)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, member{key: key, value: raw[start:end]})
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return nil, false
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return out, skipSpace(raw, i+1) == len(raw)
-		default:
-			return nil, false
-		}
-	}
-}
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index after the string starting at raw[i], a quote.
-func stringEnd(raw []byte, i int) (int, bool) {
-	for j := i + 1; j < len(raw); j++ {
-		switch raw[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
-		}
-	}
-	return 0, false
-}
-
-// valueEnd returns the index after the JSON value starting at raw[i].
-func valueEnd(raw []byte, i int) (int, bool) {
-	if i >= len(raw) {
-		return 0, false
-	}
-	switch raw[i] {
-	case '"':
-		return stringEnd(raw, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(raw); j++ {
-			switch raw[j] {
-			case '"':
-				end, ok := stringEnd(raw, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	default:
-		j := i
-		for j < len(raw) && raw[j] != ',' && raw[j] != '}' && raw[j] != ']' && raw[j] != ' ' && raw[j] != '\t' && raw[j] != '\n' && raw[j] != '\r' {
-			j++
-		}
-		return j, j > i
-	}
 }
 
 // decodeJSON decodes the API server's JSON into obj, case-sensitively as the

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"encoding/json"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,37 +69,5 @@ func TestApplyChangesAppliesOnlyTheDefaultersChanges(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestObjectMembers(t *testing.T) {
-	t.Parallel()
-	for _, raw := range []string{
-		`{}`,
-		` { "a" : 1 , "b":"x}\"]," ,"c":{"d":[1,{"e":"]}"}],"f":null},"g":[ ],"h":true,"i":-1.5e3 } `,
-		`{"k\u00e9y":"v","esc\"aped":{"x":"\\"}}`,
-	} {
-		members, ok := objectMembers([]byte(raw))
-		if !ok {
-			t.Errorf("%s: not split", raw)
-			continue
-		}
-		var want map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(raw), &want); err != nil {
-			t.Fatal(err)
-		}
-		if len(members) != len(want) {
-			t.Errorf("%s: %d members, want %d", raw, len(members), len(want))
-		}
-		for _, m := range members {
-			if string(m.value) != string(want[m.key]) {
-				t.Errorf("%s: member %q = %s, want %s", raw, m.key, m.value, want[m.key])
-			}
-		}
-	}
-	for _, raw := range []string{``, `[]`, `"x"`, `{"a":1`, `{"a" 1}`, `{"a":"x}`, `{"a":1}}`, `{a:1}`} {
-		if _, ok := objectMembers([]byte(raw)); ok {
-			t.Errorf("%q was split as an object", raw)
-		}
 	}
 }

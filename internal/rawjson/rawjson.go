@@ -1,4 +1,7 @@
-package object
+// Package rawjson reads the members of a JSON object without decoding their
+// values, and writes members back: for code that changes or keeps part of an
+// object the API server sent and passes the rest on as it is.
+package rawjson
 
 import (
 	"encoding/json"
@@ -6,14 +9,37 @@ import (
 	"fmt"
 )
 
-// errStop ends eachMember early without an error.
-var errStop = errors.New("stop")
+// Stop, returned by the function Each calls, ends Each early without an
+// error.
+var Stop = errors.New("stop")
 
-// eachMember calls fn with the key (unquoted) and the value (its JSON) of
-// every member of the JSON object data, in order. It checks the object's
-// structure, not every literal in it: it expects JSON that a decoder already
-// validated, as json.Unmarshal does before it calls an UnmarshalJSON method.
-func eachMember(data []byte, fn func(key string, value []byte) error) error {
+// Member is one member of a JSON object: its key, decoded, and its value as
+// it is in the JSON.
+type Member struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// Members returns the members of the JSON object data, in order, their values
+// sliced from data.
+func Members(data []byte) ([]Member, error) {
+	var out []Member
+	err := Each(data, func(key string, value json.RawMessage) error {
+		out = append(out, Member{Key: key, Value: value})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each calls fn with the key (decoded) and the value (its JSON, sliced from
+// data) of every member of the JSON object data, in order, until fn returns
+// an error. It checks the object's structure, not every literal in it: it
+// expects JSON that a decoder already validated, as json.Unmarshal does
+// before it calls an UnmarshalJSON method, or that the API server sent.
+func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return fmt.Errorf("not a JSON object")
@@ -44,7 +70,7 @@ func eachMember(data []byte, fn func(key string, value []byte) error) error {
 			return fmt.Errorf("member %q: %w", key, err)
 		}
 		if err := fn(key, data[start:end]); err != nil {
-			if errors.Is(err, errStop) {
+			if errors.Is(err, Stop) {
 				return nil
 			}
 			return err
@@ -153,13 +179,8 @@ func unquote(token []byte) (string, error) {
 	return string(inner), nil
 }
 
-// quote encodes s as a JSON string.
-func quote(s string) []byte {
-	return appendQuoted(nil, s)
-}
-
-// appendQuoted appends s as a JSON string to out.
-func appendQuoted(out []byte, s string) []byte {
+// AppendString appends s to out as a JSON string.
+func AppendString(out []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			b, _ := json.Marshal(s)
@@ -171,9 +192,9 @@ func appendQuoted(out []byte, s string) []byte {
 	return append(out, '"')
 }
 
-// appendMember appends "key":value to out.
-func appendMember(out []byte, key string, value []byte) []byte {
-	out = appendQuoted(out, key)
+// AppendMember appends the member "key":value to out.
+func AppendMember(out []byte, key string, value []byte) []byte {
+	out = AppendString(out, key)
 	out = append(out, ':')
 	return append(out, value...)
 }
