@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -215,7 +216,12 @@ func validateChildren(raws [][]byte, owner client.Object, kinds []ChildKind) ([]
 			}
 		}
 		u.SetOwnerReferences(append(refs, ref))
-		out = append(out, desiredChild{id: id, obj: u, hash: hashChild(raw, owner)})
+		hash, err := hashChild(u)
+		if err != nil {
+			bad("%s cannot be encoded: %v", label, err)
+			continue
+		}
+		out = append(out, desiredChild{id: id, obj: u, hash: hash})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("the sidecar returned invalid desired children, so none was applied: %w", err)
@@ -223,21 +229,17 @@ func validateChildren(raws [][]byte, owner client.Object, kinds []ChildKind) ([]
 	return out, nil
 }
 
-// hashChild identifies the configuration validateChildren makes of raw for
-// owner: the child as the sidecar sent it, and the owner it was made for (its
-// namespace and its owner reference). A child the sidecar encodes
-// differently from one reconcile to the next costs one more apply, nothing
-// else.
-func hashChild(raw []byte, owner client.Object) configHash {
-	h := sha256.New()
-	h.Write(raw)
-	for _, s := range []string{owner.GetObjectKind().GroupVersionKind().String(), owner.GetNamespace(), owner.GetName(), string(owner.GetUID())} {
-		h.Write([]byte{0})
-		h.Write([]byte(s))
+// hashChild identifies the configuration to apply, u as validateChildren
+// made it (server-set metadata and status dropped, the owner reference set):
+// its canonical JSON's hash, so that a sidecar that sends a child with other
+// bytes (another key order, a new resourceVersion) but the same configuration
+// causes no apply.
+func hashChild(u *unstructured.Unstructured) (configHash, error) {
+	canonical, err := json.Marshal(u.Object)
+	if err != nil {
+		return configHash{}, err
 	}
-	var out configHash
-	h.Sum(out[:0])
-	return out
+	return sha256.Sum256(canonical), nil
 }
 
 // observedChildren lists, from the cache, the children of every owned kind

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -18,6 +19,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // OwnsOption changes how a controller owns a kind of children.
@@ -431,30 +433,47 @@ func (st *reconcileState) desiredChild(obj client.Object) (desiredChild, error) 
 	kind := obj.GetObjectKind()
 	previous := kind.GroupVersionKind()
 	kind.SetGroupVersionKind(gvk)
-	data, err := json.Marshal(obj)
+	encoded, err := json.Marshal(obj)
 	kind.SetGroupVersionKind(previous)
 	if err != nil {
 		return desiredChild{}, fmt.Errorf("encoding: %w", err)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
+	data, err := without(encoded, []string{"status"}, func(metadata []byte) ([]byte, error) {
+		return without(metadata, serverSetMetadata, nil)
+	})
+	if err != nil {
 		return desiredChild{}, fmt.Errorf("encoding: %w", err)
 	}
-	delete(fields, "status")
-	var metadata map[string]json.RawMessage
-	if err := json.Unmarshal(fields["metadata"], &metadata); err != nil {
-		return desiredChild{}, fmt.Errorf("encoding the metadata: %w", err)
-	}
-	for _, f := range serverSetMetadata {
-		delete(metadata, f)
-	}
-	if fields["metadata"], err = json.Marshal(metadata); err != nil {
-		return desiredChild{}, err
-	}
-	if data, err = json.Marshal(fields); err != nil {
-		return desiredChild{}, err
-	}
 	return desiredChild{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName(), data: data}, nil
+}
+
+// without returns the JSON object data without the members named in drop,
+// and with its metadata member passed through metadata (when not nil). The
+// other members are copied as they are: nothing is decoded.
+func without(data []byte, drop []string, metadata func([]byte) ([]byte, error)) ([]byte, error) {
+	out := make([]byte, 0, len(data))
+	out = append(out, '{')
+	err := rawjson.Each(data, func(key string, value json.RawMessage) error {
+		if slices.Contains(drop, key) {
+			return nil
+		}
+		if key == "metadata" && metadata != nil {
+			stripped, err := metadata(value)
+			if err != nil {
+				return err
+			}
+			value = stripped
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = rawjson.AppendMember(out, key, value)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
 }
 
 // ObservedChildren returns the children of type T the host sent with the

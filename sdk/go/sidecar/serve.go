@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,6 +48,10 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxMessageSize),
 		grpc.MaxSendMsgSize(s.opts.MaxMessageSize),
+		// Calls run on long-lived workers rather than a new goroutine each:
+		// a reconcile's JSON decoding grows a fresh goroutine's stack every
+		// time. A call finding every worker busy still gets a goroutine.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}, s.opts.ServerOptions...)...)
 	polyopv1alpha1.RegisterSidecarServiceServer(gs, s)
 	hs := newHealthService()
