@@ -30,7 +30,9 @@ import (
 const OwnerIndex = ".metadata.controllerUID"
 
 // ownerIndexName is the name under which controller-runtime's cache looks up
-// the index of a List with the field selector OwnerIndex=<uid>.
+// the index of a List with the field selector OwnerIndex=<uid>. It and
+// allNamespaces follow controller-runtime's cache (pkg/cache/internal); the
+// end-to-end tests of observed and pruned children fail if they drift.
 const ownerIndexName = "field:" + OwnerIndex
 
 // allNamespaces is the namespace part of the index key that controller-runtime's

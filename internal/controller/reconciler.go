@@ -306,8 +306,8 @@ type jsonPatchOp struct {
 }
 
 // sameStatus reports whether the status the object has is the one the
-// sidecar returned. An empty status is the same as none: the API server
-// drops it.
+// sidecar returned. An empty status and none are the same: writing one over
+// the other would change nothing a client reads.
 func sameStatus(current any, status map[string]any) bool {
 	if m, ok := current.(map[string]any); ok && len(m) == 0 || current == nil {
 		return len(status) == 0
