@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -288,4 +289,55 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+func TestTheObjectReadBackFromAWriteIsAsTheCacheHoldsIt(t *testing.T) {
+	t.Parallel()
+	const finalizer = "example.com/cleanup"
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepManagedFields=%v", keep), func(t *testing.T) {
+			t.Parallel()
+			scheme := runtime.NewScheme()
+			object.AddToScheme(scheme, configMapGVK)
+			owner := ownerMap()
+			owner.ManagedFields = []metav1.ManagedFieldsEntry{{
+				Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)},
+			}}
+			c := fake.NewClientBuilder().
+				WithScheme(scheme).
+				WithTypeConverters(managedfields.NewDeducedTypeConverter()).
+				WithReturnManagedFields().
+				WithObjects(asObject(t, owner)).
+				Build()
+			sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+				return &polyopv1alpha1.ReconcileResponse{}
+			}}
+			r := &Reconciler{
+				Controller:        sidecar.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
+				Client:            c,
+				Sidecar:           sc,
+				kind:              &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+				keepManagedFields: keep,
+			}
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			// The first reconcile is sent the object as the finalizer's patch
+			// returned it.
+			var sent struct {
+				Kind     string            `json:"kind"`
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := json.Unmarshal(sc.reconciles[0].GetObject(), &sent); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(sent.Metadata.Finalizers, finalizer) || sent.Kind != "ConfigMap" {
+				t.Errorf("sent kind %q with finalizers %v, want the object as the patch returned it", sent.Kind, sent.Metadata.Finalizers)
+			}
+			if got := len(sent.Metadata.ManagedFields) > 0; got != keep {
+				t.Errorf("the object sent carries managedFields: %v, want %v", got, keep)
+			}
+		})
+	}
 }

@@ -54,6 +54,9 @@ type Reconciler struct {
 	applied *appliedState
 	written *writtenVersions
 	once    sync.Once
+
+	// keepManagedFields keeps managedFields in what a write returns.
+	keepManagedFields bool
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -316,7 +319,8 @@ func sameStatus(current any, status map[string]any) bool {
 }
 
 // patch writes patch to obj, or to its status subresource, and updates obj to
-// what the API server stored (without managedFields, as the cache holds it).
+// what the API server stored, as the cache would hold it (without
+// managedFields, unless they are kept).
 func (r *Reconciler) patch(ctx context.Context, obj *object.Object, patch client.Patch, status bool) error {
 	gvk := obj.GroupVersionKind()
 	var err error
@@ -327,7 +331,9 @@ func (r *Reconciler) patch(ctx context.Context, obj *object.Object, patch client
 	}
 	// Decoding the answer clears the kind.
 	obj.SetGroupVersionKind(gvk)
-	obj.ManagedFields = nil
+	if !r.keepManagedFields {
+		obj.ManagedFields = nil
+	}
 	return err
 }
 

@@ -28,6 +28,11 @@ type Options struct {
 	// sidecar comes back. Zero keeps controller-runtime's uncapped exponential
 	// backoff. Defaults to zero.
 	SidecarDownMaxBackoff time.Duration
+	// KeepManagedFields keeps metadata.managedFields in the objects the
+	// Reconcilers read back from their own writes, as the cache keeps them
+	// with the host's --keep-managed-fields. Defaults to false: they are
+	// dropped, as the cache drops them.
+	KeepManagedFields bool
 }
 
 // Setup builds one controller per controller in desc and registers it with
@@ -65,6 +70,8 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			kind:       &polyopv1alpha1.GroupVersionKind{Group: c.GVK.Group, Version: c.GVK.Version, Kind: c.GVK.Kind},
 			applied:    newAppliedState(),
 			written:    newWrittenVersions(),
+
+			keepManagedFields: opts.KeepManagedFields,
 		}
 
 		b := ctrl.NewControllerManagedBy(mgr).

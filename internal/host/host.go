@@ -119,7 +119,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddReadyzCheck("sidecar", sc.Check); err != nil {
 		return err
 	}
-	if err := controller.Setup(mgr, sc, desc, controller.Options{SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff}); err != nil {
+	if err := controller.Setup(mgr, sc, desc, controller.Options{
+		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
+		KeepManagedFields:     opts.KeepManagedFields,
+	}); err != nil {
 		return err
 	}
 	if err := addClusterService(mgr, cfg, httpClient, desc, cacheOpts, opts); err != nil {
