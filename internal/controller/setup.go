@@ -53,12 +53,9 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 		}
 	}
 	for _, c := range desc.Controllers {
-		namespaced, err := isNamespaced(mgr.GetRESTMapper(), c.GVK)
-		if err != nil {
-			return fmt.Errorf("controller %q: %w", c.Name, err)
-		}
+		namespaced := !clusterScoped[c.GVK.GroupKind()]
 		t := target{gvk: c.GVK, namespaced: namespaced, namespaces: c.Namespaces}
-		obj := newObject(c.GVK)
+		obj := object.New(c.GVK)
 		limiter := newRateLimiter(state, opts.SidecarDownMaxBackoff)
 		r := &Reconciler{
 			Controller: c,
@@ -87,7 +84,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			if err != nil {
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
-			child := newObject(o.GVK)
+			child := object.New(o.GVK)
 			if err := indexes.addOwnerIndex(mgr, child, clusterScoped); err != nil {
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
@@ -101,14 +98,14 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 		for _, w := range c.Watches {
 			var mapper handler.MapFunc
 			if len(w.FieldPath) > 0 {
-				if err := indexes.add(mgr, newObject(c.GVK), FieldIndex(w.FieldPath), fieldValues(w.FieldPath)); err != nil {
+				if err := indexes.add(mgr, object.New(c.GVK), FieldIndex(w.FieldPath), fieldValues(w.FieldPath)); err != nil {
 					return fmt.Errorf("controller %q watches %s by %s: %w", c.Name, gvkString(w.GVK), FieldIndex(w.FieldPath), err)
 				}
 				mapper = fieldPathMapper(mgr.GetClient(), w, t)
 			} else {
 				mapper = nameMapper(w, t)
 			}
-			b = b.Watches(newObject(w.GVK), handler.EnqueueRequestsFromMapFunc(mapper))
+			b = b.Watches(object.New(w.GVK), handler.EnqueueRequestsFromMapFunc(mapper))
 		}
 
 		if err := b.Complete(r); err != nil {
@@ -135,11 +132,29 @@ func filters(c sidecar.Controller) []polyopv1alpha1.UpdateFilter {
 type indexSet map[schema.GroupVersionKind]map[string]bool
 
 func (s indexSet) add(mgr ctrl.Manager, obj *object.Object, name string, fn client.IndexerFunc) error {
+	return s.once(obj, name, func() error {
+		return mgr.GetFieldIndexer().IndexField(context.Background(), obj, name, fn)
+	})
+}
+
+// addOwnerIndex registers OwnerIndex on obj's kind (see ownerIndexFunc).
+func (s indexSet) addOwnerIndex(mgr ctrl.Manager, obj *object.Object, clusterScoped map[schema.GroupKind]bool) error {
+	return s.once(obj, OwnerIndex, func() error {
+		informer, err := mgr.GetCache().GetInformer(context.Background(), obj)
+		if err != nil {
+			return err
+		}
+		return informer.AddIndexers(toolscache.Indexers{ownerIndexName: ownerIndexFunc(clusterScoped)})
+	})
+}
+
+// once runs register for index name on obj's kind unless it already ran.
+func (s indexSet) once(obj *object.Object, name string, register func() error) error {
 	gvk := obj.GroupVersionKind()
 	if s[gvk][name] {
 		return nil
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, name, fn); err != nil {
+	if err := register(); err != nil {
 		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), name, err)
 	}
 	if s[gvk] == nil {
@@ -149,39 +164,12 @@ func (s indexSet) add(mgr ctrl.Manager, obj *object.Object, name string, fn clie
 	return nil
 }
 
-// addOwnerIndex registers OwnerIndex on obj's kind once (see
-// ownerIndexFunc).
-func (s indexSet) addOwnerIndex(mgr ctrl.Manager, obj *object.Object, clusterScoped map[schema.GroupKind]bool) error {
-	gvk := obj.GroupVersionKind()
-	if s[gvk][OwnerIndex] {
-		return nil
-	}
-	informer, err := mgr.GetCache().GetInformer(context.Background(), obj)
-	if err != nil {
-		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), OwnerIndex, err)
-	}
-	if err := informer.AddIndexers(toolscache.Indexers{ownerIndexName: ownerIndexFunc(clusterScoped)}); err != nil {
-		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), OwnerIndex, err)
-	}
-	if s[gvk] == nil {
-		s[gvk] = map[string]bool{}
-	}
-	s[gvk][OwnerIndex] = true
-	return nil
-}
-
 // ownerType is the owner type of handler.EnqueueRequestForOwner for
 // reconciled kind gvk.
 func ownerType(gvk schema.GroupVersionKind) client.Object {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	return u
-}
-
-// newObject is the object of kind gvk that the controllers watch and index:
-// an object.Object, which is how the host's cache holds every kind.
-func newObject(gvk schema.GroupVersionKind) *object.Object {
-	return object.New(gvk)
 }
 
 func isNamespaced(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
