@@ -74,8 +74,10 @@ func (f DefaulterFunc[T]) Default(ctx context.Context, obj T) error { return f(c
 //
 // It answers gRPC NOT_FOUND for a kind without a webhook, UNIMPLEMENTED for a
 // kind without a Defaulter, INVALID_ARGUMENT for an object that does not
-// decode and INTERNAL for a Defaulter that panics; the host reports those as
-// failures of the webhook (and applies its failure policy). An error from the
+// decode, INTERNAL for a Defaulter that panics, and DEADLINE_EXCEEDED (or
+// CANCELLED) for a Defaulter that returns an error after the call's deadline
+// passed (or the host canceled it); the host reports those as failures of the
+// webhook (and applies its failure policy). Any other error from the
 // Defaulter is a denial.
 func (s *Server) Default(ctx context.Context, in *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
 	wh, err := s.webhookFor(in.GetRequest())
@@ -187,12 +189,12 @@ func (w *typedWebhook[T]) defaultObject(ctx context.Context, in *polyopv1alpha1.
 		return nil, err
 	}
 	original := obj.DeepCopyObject().(T)
-	err = callAdmission(ctx, func() error { return w.defaulter.Default(ctx, obj) })
-	if err != nil {
-		if status.Code(err) == codes.Internal {
-			return nil, err
-		}
-		return &polyopv1alpha1.DefaultResponse{Denied: denialOf(err)}, nil
+	denial, failed := callAdmission(ctx, func() error { return w.defaulter.Default(ctx, obj) })
+	if failed != nil {
+		return nil, failed
+	}
+	if denial != nil {
+		return &polyopv1alpha1.DefaultResponse{Denied: denialOf(denial)}, nil
 	}
 	if reflect.DeepEqual(original, obj) {
 		return &polyopv1alpha1.DefaultResponse{}, nil
@@ -237,17 +239,17 @@ func (w *typedWebhook[T]) validate(ctx context.Context, in *polyopv1alpha1.Admis
 		return nil, status.Errorf(codes.InvalidArgument, "unknown operation %v", in.GetOperation())
 	}
 	var warnings Warnings
-	err := callAdmission(ctx, func() error {
+	denial, failed := callAdmission(ctx, func() error {
 		var err error
 		warnings, err = call()
 		return err
 	})
-	if status.Code(err) == codes.Internal {
-		return nil, err
+	if failed != nil {
+		return nil, failed
 	}
 	resp := &polyopv1alpha1.ValidateResponse{Warnings: warnings}
-	if err != nil {
-		resp.Denied = denialOf(err)
+	if denial != nil {
+		resp.Denied = denialOf(denial)
 	}
 	return resp, nil
 }
@@ -269,17 +271,26 @@ func (w *typedWebhook[T]) decode(data []byte, what string) (T, error) {
 	return obj, nil
 }
 
-// callAdmission calls fn, turning a panic into a gRPC INTERNAL error, which
-// the host reports as a failing webhook, as controller-runtime answers a
-// panicking webhook with a 500.
-func callAdmission(ctx context.Context, fn func() error) (err error) {
+// callAdmission calls fn and sorts out how the call ended. fn's error is a
+// denial, as in controller-runtime. The call failed instead, with a gRPC
+// error the host reports as a failing webhook, when fn panicked (INTERNAL, as
+// controller-runtime answers a panicking webhook with a 500) or when fn
+// returned an error after the call's context ended (DEADLINE_EXCEEDED or
+// CANCELLED): an error such as "context deadline exceeded" says the handler
+// was cut off, not that the object is refused, and the host reports it as
+// the sidecar not answering in time.
+func callAdmission(ctx context.Context, fn func() error) (denial, failed error) {
 	defer func() {
 		if r := recover(); r != nil {
 			logf.FromContext(ctx).Error(fmt.Errorf("%v", r), "Observed a panic in the webhook", "stack", string(debug.Stack()))
-			err = status.Errorf(codes.Internal, "panic: %v [recovered]", r)
+			denial, failed = nil, status.Errorf(codes.Internal, "panic: %v [recovered]", r)
 		}
 	}()
-	return fn()
+	err := fn()
+	if err != nil && ctx.Err() != nil {
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return err, nil
 }
 
 // applyChanges applies to raw, the object the API server sent, the changes

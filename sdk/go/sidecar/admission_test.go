@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -49,14 +50,22 @@ func (w *configMapWebhooks) Default(ctx context.Context, cm *corev1.ConfigMap) e
 	case "default":
 		panic("the defaulter broke")
 	}
+	if cm.Data["wait"] == "default" {
+		<-ctx.Done()
+		return fmt.Errorf("looking up the defaults: %w", ctx.Err())
+	}
 	if cm.Data["refuse"] == "default" {
 		return errors.New("refused by the defaulter")
 	}
 	return nil
 }
 
-func (w *configMapWebhooks) ValidateCreate(_ context.Context, cm *corev1.ConfigMap) (sidecar.Warnings, error) {
+func (w *configMapWebhooks) ValidateCreate(ctx context.Context, cm *corev1.ConfigMap) (sidecar.Warnings, error) {
 	w.seen = append(w.seen, "create "+cm.Name)
+	if cm.Data["wait"] == "validate" {
+		<-ctx.Done()
+		return nil, errors.New("the quota service did not answer")
+	}
 	return validateConfigMap(cm)
 }
 
@@ -293,6 +302,40 @@ func TestAdmissionErrorsTheHostSeesAsFailures(t *testing.T) {
 	_, err := sidecartest.New(t, onlyValidator).CallDefault(ctx, &polyopv1alpha1.DefaultRequest{Request: cmReq})
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("Default on a kind without a defaulter: %v, want UNIMPLEMENTED", err)
+	}
+}
+
+// TestAdmissionCutOffByTheDeadlineIsNoDenial checks that a webhook that
+// returns an error once the call's deadline has passed fails the call with
+// DEADLINE_EXCEEDED, which the host reports as a sidecar that did not answer
+// in time, rather than denying the object with "context deadline exceeded".
+// It calls the server's methods directly, so that no gRPC client's own
+// deadline can produce the code.
+func TestAdmissionCutOffByTheDeadlineIsNoDenial(t *testing.T) {
+	t.Parallel()
+	srv, _ := newWebhookServer(t)
+	h := sidecartest.New(t, srv)
+	waitDefault := h.NewAdmissionRequest(sidecar.Create, settingsMap(map[string]string{"wait": "default"}), nil)
+	waitValidate := h.NewAdmissionRequest(sidecar.Create, settingsMap(map[string]string{"wait": "validate"}), nil)
+
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	resp, err := srv.Default(short(), &polyopv1alpha1.DefaultRequest{Request: waitDefault})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("Default cut off by its deadline: %v, %v; want DEADLINE_EXCEEDED", resp, err)
+	}
+	vresp, err := srv.Validate(short(), &polyopv1alpha1.ValidateRequest{Request: waitValidate})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("Validate cut off by its deadline: %v, %v; want DEADLINE_EXCEEDED", vresp, err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := srv.Default(ctx, &polyopv1alpha1.DefaultRequest{Request: waitDefault}); status.Code(err) != codes.Canceled {
+		t.Errorf("Default of a canceled call: %v, want CANCELLED", err)
 	}
 }
 

@@ -334,6 +334,44 @@ describe("Default and Validate", () => {
     assert.equal(resp.object.length, 0);
   });
 
+  test("a handler that fails once its call's deadline passed fails the call rather than deny", async () => {
+    const slow = new Sidecar({ name: "slow", logger: discardLogger })
+      .defaulter<Widget>({ for: widgets }, async (_w, ctx) => {
+        await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+        throw new DeniedError("too late to decide");
+      })
+      .validator<Widget>({ for: widgets }, async (_w, ctx) => {
+        await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+        throw new Error("the quota service did not answer");
+      });
+    const request = {
+      $typeName: "polyop.v1alpha1.AdmissionRequest" as const,
+      uid: "1",
+      kind: { $typeName: "polyop.v1alpha1.GroupVersionKind" as const, group: "example.com", version: "v1", kind: "Widget" },
+      resource: "widgets",
+      subResource: "",
+      key: { $typeName: "polyop.v1alpha1.ObjectKey" as const, namespace: "default", name: "w" },
+      operation: Operation.CREATE,
+      object: new TextEncoder().encode(JSON.stringify(widget("w", 5))),
+      oldObject: new Uint8Array(),
+      dryRun: false,
+    };
+    const deadline = (code: Code) => {
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new ConnectError("the host's deadline passed", code)), 10);
+      return controller.signal;
+    };
+    const isCode = (code: Code) => (err: unknown) => err instanceof ConnectError && err.code === code;
+    await assert.rejects(
+      Promise.resolve(slow.service.default({ $typeName: "polyop.v1alpha1.DefaultRequest", request }, { signal: deadline(Code.DeadlineExceeded) })),
+      isCode(Code.DeadlineExceeded),
+    );
+    await assert.rejects(
+      Promise.resolve(slow.service.validate({ $typeName: "polyop.v1alpha1.ValidateRequest", request }, { signal: deadline(Code.Canceled) })),
+      isCode(Code.Canceled),
+    );
+  });
+
   test("a DeniedError from a defaulter denies", async () => {
     const out = await new SidecarTester(admission()).default(widget("w", 13));
     assert.deepEqual(out.denied, { message: "13 is unlucky", fieldErrors: [] });

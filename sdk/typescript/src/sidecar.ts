@@ -709,6 +709,7 @@ export class Sidecar {
       const unchanged = data.length === sent.length && data.every((b, i) => b === sent[i]);
       return create(DefaultResponseSchema, { object: unchanged ? new Uint8Array() : data, warnings });
     } catch (err) {
+      throwIfCutOff(signal);
       return create(DefaultResponseSchema, { denied: denial(err, log), warnings });
     }
   }
@@ -727,6 +728,7 @@ export class Sidecar {
       }
       return create(ValidateResponseSchema, { warnings });
     } catch (err) {
+      throwIfCutOff(signal);
       return create(ValidateResponseSchema, { denied: denial(err, log), warnings });
     }
   }
@@ -819,6 +821,18 @@ async function outcome(ctx: ReconcileContext, fn: () => MaybePromise<Result | Fi
 }
 
 /** The denial of a defaulter or validator that threw. */
+/**
+ * Throws the call's own end once signal has aborted (the host's deadline
+ * passed: DEADLINE_EXCEEDED; the host cancelled: CANCELLED). A handler that
+ * fails after that was cut off: its error is no denial, and the host reports
+ * the sidecar as not answering in time.
+ */
+function throwIfCutOff(signal: AbortSignal): void {
+  if (signal.aborted) {
+    throw signal.reason instanceof ConnectError ? signal.reason : new ConnectError("the call was cancelled", Code.Canceled);
+  }
+}
+
 function denial(err: unknown, log: Logger): Denial {
   if (!(err instanceof DeniedError)) {
     log.error("Admission handler error; denying", { error: err });
