@@ -5,9 +5,12 @@ import (
 	"os"
 	"testing"
 
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // Suite is what the TestMain of an integration test package sets up: a
@@ -31,6 +34,10 @@ type Suite struct {
 //
 //	func TestMain(m *testing.M) { os.Exit(suite.Run(m)) }
 func (s Suite) Run(m *testing.M) int {
+	// envtest and the client log through controller-runtime: errors go to
+	// stderr, and controller-runtime does not print its "SetLogger was never
+	// called" warning with a stack trace in the middle of the tests' output.
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	env, err := Start(s.CRDDirs...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
