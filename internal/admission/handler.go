@@ -75,9 +75,8 @@ func (h *handler) handleDefault(ctx context.Context, req admission.Request) admi
 	if !ok {
 		return resp
 	}
-	ctx, cancel := h.withDeadline(ctx)
+	ctx, start, cancel := h.withDeadline(ctx)
 	defer cancel()
-	start := time.Now()
 	out, err := h.sc.Default(ctx, &polyopv1alpha1.DefaultRequest{Request: areq})
 	if err != nil {
 		return h.callFailed(ctx, req, err, time.Since(start))
@@ -104,9 +103,8 @@ func (h *handler) handleValidate(ctx context.Context, req admission.Request) adm
 	if !ok {
 		return resp
 	}
-	ctx, cancel := h.withDeadline(ctx)
+	ctx, start, cancel := h.withDeadline(ctx)
 	defer cancel()
-	start := time.Now()
 	out, err := h.sc.Validate(ctx, &polyopv1alpha1.ValidateRequest{Request: areq})
 	if err != nil {
 		return h.callFailed(ctx, req, err, time.Since(start))
@@ -131,10 +129,13 @@ func (h *handler) request(ctx context.Context, req admission.Request) (*polyopv1
 	return NewRequest(req), admission.Response{}, true
 }
 
-// withDeadline gives ctx the deadline of one call to the sidecar.
-func (h *handler) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+// withDeadline gives ctx the deadline of one call to the sidecar, counted
+// from start, so that a call cut off by it took at least the deadline.
+func (h *handler) withDeadline(ctx context.Context) (_ context.Context, start time.Time, _ context.CancelFunc) {
 	timeout := APIServerTimeout(ctx, time.Duration(h.wh.TimeoutSeconds)*time.Second)
-	return context.WithTimeout(ctx, Deadline(timeout, h.opts.Timeout))
+	start = time.Now()
+	ctx, cancel := context.WithDeadline(ctx, start.Add(Deadline(timeout, h.opts.Timeout)))
+	return ctx, start, cancel
 }
 
 // callFailed is the response to a call that got no answer: the sidecar is

@@ -222,18 +222,17 @@ func TestAdmissionDeniesASlowSidecarWithinTheDeadline(t *testing.T) {
 	f.startTestSidecar("--webhooks", "--webhook-timeout-seconds", "3")
 	f.startHostWithWebhooks(f.installWebhooks(), "--admission-timeout", "1s")
 
-	start := time.Now()
+	// Had the API server's own timeout of 3s passed first, it would have
+	// refused the request with its own message, not the host's: the message
+	// is the proof that the host answered in time. (kubectl's wall time is
+	// not: its start-up alone takes seconds on a loaded machine.)
 	slow := map[string]string{"e2e.polyop.dev/admission-delay": "20s"}
 	out, err := kubectlIn(t, f.windowYAML("slow", "2026-01-01T00:00:00Z", "1h", "", slow), "create", "-f", "-")
-	took := time.Since(start)
 	if err == nil {
 		t.Fatalf("kubectl create succeeded with a sidecar that takes 20s:\n%s", out)
 	}
 	if !contains(out, `sidecar "testsidecar" could not default`, "did not answer within 1") {
 		t.Errorf("kubectl create printed:\n%s\nwant a denial naming the sidecar and the deadline", out)
-	}
-	if took > 3*time.Second {
-		t.Errorf("the denial took %s, more than the webhook's timeout of 3s", took)
 	}
 }
 
