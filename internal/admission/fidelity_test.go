@@ -73,6 +73,8 @@ func validate(cm *corev1.ConfigMap) (cradmission.Warnings, error) {
 		})
 	case "refused":
 		return warnings, errors.New("not on Fridays")
+	case "conflict":
+		return warnings, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, cm.Name, errors.New("port 80 is taken"))
 	}
 	return warnings, nil
 }
@@ -119,8 +121,8 @@ func TestAnswersMatchAnInProcessControllerRuntimeWebhook(t *testing.T) {
 		webhook string
 		req     admissionv1.AdmissionRequest
 		// messageOnly compares the code, reason and message of the status:
-		// a Denial carries the message of a status other than Invalid, not
-		// its details.
+		// a Denial carries those of a status other than Invalid, not its
+		// details.
 		messageOnly bool
 	}{
 		"if the defaulter sets fields, then the patches match": {
@@ -141,6 +143,10 @@ func TestAnswersMatchAnInProcessControllerRuntimeWebhook(t *testing.T) {
 				Object:    runtime.RawExtension{Raw: cm(map[string]string{"case": "refused"})},
 				OldObject: runtime.RawExtension{Raw: cm(nil)},
 			},
+		},
+		"if the validator answers a conflict, then the statuses' code, reason and message match": {
+			webhook: "validate", req: admissionv1.AdmissionRequest{Object: runtime.RawExtension{Raw: cm(map[string]string{"case": "conflict"})}},
+			messageOnly: true,
 		},
 		"if the deletion is forbidden, then the statuses' code, reason and message match": {
 			webhook: "validate", req: admissionv1.AdmissionRequest{Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: cm(nil)}},

@@ -82,7 +82,7 @@ func (h *handler) handleDefault(ctx context.Context, req admission.Request) admi
 		return h.callFailed(ctx, req, err, time.Since(start))
 	}
 	if d := out.GetDenied(); d != nil {
-		return Denied(h.wh.GVK.GroupKind(), req.Name, d).WithWarnings(out.GetWarnings()...)
+		return h.denied(ctx, req, d, out.GetWarnings())
 	}
 	if len(out.GetObject()) == 0 {
 		return admission.Allowed("").WithWarnings(out.GetWarnings()...)
@@ -110,7 +110,7 @@ func (h *handler) handleValidate(ctx context.Context, req admission.Request) adm
 		return h.callFailed(ctx, req, err, time.Since(start))
 	}
 	if d := out.GetDenied(); d != nil {
-		return Denied(h.wh.GVK.GroupKind(), req.Name, d).WithWarnings(out.GetWarnings()...)
+		return h.denied(ctx, req, d, out.GetWarnings())
 	}
 	return admission.Allowed("").WithWarnings(out.GetWarnings()...)
 }
@@ -160,6 +160,16 @@ func (h *handler) callFailed(ctx context.Context, req admission.Request, err err
 	default:
 		return h.failure(ctx, req, http.StatusInternalServerError, fmt.Errorf("it failed (%s): %s", st.Code(), st.Message()))
 	}
+}
+
+// denied is the response to the sidecar's denial d, or the failure to give
+// when d is broken.
+func (h *handler) denied(ctx context.Context, req admission.Request, d *polyopv1alpha1.Denial, warnings []string) admission.Response {
+	resp, err := Denied(h.wh.GVK.GroupKind(), req.Name, d)
+	if err != nil {
+		return h.failure(ctx, req, http.StatusInternalServerError, fmt.Errorf("it answered with a denial that %w", err))
+	}
+	return resp.WithWarnings(warnings...)
 }
 
 // failure denies the request with a message naming the sidecar and what went

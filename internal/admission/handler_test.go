@@ -128,6 +128,20 @@ func TestDefaultingWebhook(t *testing.T) {
 			wantCode:    422,
 			wantMessage: `Widget.example.com "w" is invalid: spec.size: Invalid value: 1: too small`,
 		},
+		"if the sidecar denies with a code, then the answer carries it": {
+			answer: func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+				return &polyopv1alpha1.DefaultResponse{Denied: &polyopv1alpha1.Denial{Message: "the size is taken", Code: 409}}, nil
+			},
+			wantCode:    409,
+			wantMessage: "the size is taken",
+		},
+		"if the sidecar denies with a code that is no HTTP error, then the request is denied naming the sidecar": {
+			answer: func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+				return &polyopv1alpha1.DefaultResponse{Denied: &polyopv1alpha1.Denial{Message: "fine", Code: 200}}, nil
+			},
+			wantCode:    500,
+			wantMessage: `sidecar "widgets" could not default Widget ns/w: it answered with a denial that has code 200, which is no HTTP error code (want 400 to 599, or 0 for the default)`,
+		},
 		"if the answer is not JSON, then the request is denied naming the sidecar": {
 			answer:      defaulted(`{"apiVersion":`),
 			wantCode:    500,
@@ -253,6 +267,48 @@ func TestValidatingWebhook(t *testing.T) {
 	}), hook, opts), admissionv1.AdmissionRequest{}, "")
 	if resp.Allowed || resp.Result.Code != 403 || resp.Result.Reason != metav1.StatusReasonForbidden || resp.Result.Message != "not on Fridays" || len(resp.Warnings) != 1 {
 		t.Errorf("a denial without field errors: %+v", resp)
+	}
+
+	for name, tc := range map[string]struct {
+		denial     *polyopv1alpha1.Denial
+		wantCode   int32
+		wantReason metav1.StatusReason
+		wantCauses int
+	}{
+		"a code without a reason gets Kubernetes' reason for it": {
+			denial:   &polyopv1alpha1.Denial{Message: "the name is taken", Code: 409},
+			wantCode: 409, wantReason: metav1.StatusReasonConflict,
+		},
+		"a reason replaces the default one": {
+			denial:   &polyopv1alpha1.Denial{Message: "the name is taken", Code: 409, Reason: "AlreadyExists"},
+			wantCode: 409, wantReason: metav1.StatusReasonAlreadyExists,
+		},
+		"a code Kubernetes has no reason for gets none": {
+			denial:   &polyopv1alpha1.Denial{Message: "teapot", Code: 418},
+			wantCode: 418, wantReason: metav1.StatusReasonUnknown,
+		},
+		"field errors keep their causes under another code": {
+			denial: &polyopv1alpha1.Denial{Code: 400, FieldErrors: []*polyopv1alpha1.FieldError{
+				{Field: "spec.size", Type: polyopv1alpha1.FieldErrorType_FIELD_ERROR_TYPE_REQUIRED},
+			}},
+			wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantCauses: 1,
+		},
+		"a reason alone keeps the default code": {
+			denial:   &polyopv1alpha1.Denial{Message: "quota", Reason: "QuotaExceeded"},
+			wantCode: 403, wantReason: "QuotaExceeded",
+		},
+	} {
+		resp := review(t, admission.NewValidating(answer(&polyopv1alpha1.ValidateResponse{Denied: tc.denial}), hook, opts), admissionv1.AdmissionRequest{}, "")
+		if resp.Allowed || resp.Result.Code != tc.wantCode || resp.Result.Reason != tc.wantReason {
+			t.Errorf("%s: %+v, want code %d and reason %q", name, resp.Result, tc.wantCode, tc.wantReason)
+		}
+		causes := 0
+		if resp.Result.Details != nil {
+			causes = len(resp.Result.Details.Causes)
+		}
+		if causes != tc.wantCauses {
+			t.Errorf("%s: %d causes, want %d", name, causes, tc.wantCauses)
+		}
 	}
 
 	// A kind the endpoint was not declared for.

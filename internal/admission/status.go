@@ -3,6 +3,7 @@ package admission
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -23,20 +24,74 @@ import (
 // as apierrors.NewInvalid builds it (and as controller-runtime answers for a
 // validator returning such an error); its message is the Denial's, or
 // NewInvalid's when the Denial has none. Without field errors it is a 403
-// Forbidden with the Denial's message, as admission.Denied.
-func Denied(gk schema.GroupKind, name string, d *polyopv1alpha1.Denial) admission.Response {
+// Forbidden with the Denial's message, as admission.Denied. The Denial's code
+// and reason, when set, replace the status's, as controller-runtime answers a
+// webhook returning any API status error with that status. A code outside 400
+// to 599 is an error: the answer is broken.
+func Denied(gk schema.GroupKind, name string, d *polyopv1alpha1.Denial) (admission.Response, error) {
+	code := d.GetCode()
+	if code != 0 && (code < 400 || code > 599) {
+		return admission.Response{}, fmt.Errorf("has code %d, which is no HTTP error code (want 400 to 599, or 0 for the default)", code)
+	}
+	var status metav1.Status
 	if len(d.GetFieldErrors()) == 0 {
 		msg := d.GetMessage()
 		if msg == "" {
 			msg = "denied without a message"
 		}
-		return admission.Denied(msg)
+		status = *admission.Denied(msg).Result
+	} else {
+		status = apierrors.NewInvalid(gk, name, FieldErrors(d.GetFieldErrors())).Status()
+		if d.GetMessage() != "" {
+			status.Message = d.GetMessage()
+		}
 	}
-	status := apierrors.NewInvalid(gk, name, FieldErrors(d.GetFieldErrors())).Status()
-	if d.GetMessage() != "" {
-		status.Message = d.GetMessage()
+	if code != 0 {
+		status.Code, status.Reason = code, reasonForCode(code)
 	}
-	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}
+	if d.GetReason() != "" {
+		status.Reason = metav1.StatusReason(d.GetReason())
+	}
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}, nil
+}
+
+// reasonForCode is the reason Kubernetes gives an HTTP status code (as
+// apierrors.NewGenericServerResponse does); StatusReasonUnknown, empty, for
+// the codes it has none for.
+func reasonForCode(code int32) metav1.StatusReason {
+	switch code {
+	case http.StatusBadRequest:
+		return metav1.StatusReasonBadRequest
+	case http.StatusUnauthorized:
+		return metav1.StatusReasonUnauthorized
+	case http.StatusForbidden:
+		return metav1.StatusReasonForbidden
+	case http.StatusNotFound:
+		return metav1.StatusReasonNotFound
+	case http.StatusMethodNotAllowed:
+		return metav1.StatusReasonMethodNotAllowed
+	case http.StatusNotAcceptable:
+		return metav1.StatusReasonNotAcceptable
+	case http.StatusConflict:
+		return metav1.StatusReasonConflict
+	case http.StatusGone:
+		return metav1.StatusReasonGone
+	case http.StatusRequestEntityTooLarge:
+		return metav1.StatusReasonRequestEntityTooLarge
+	case http.StatusUnsupportedMediaType:
+		return metav1.StatusReasonUnsupportedMediaType
+	case http.StatusUnprocessableEntity:
+		return metav1.StatusReasonInvalid
+	case http.StatusTooManyRequests:
+		return metav1.StatusReasonTooManyRequests
+	case http.StatusInternalServerError:
+		return metav1.StatusReasonInternalError
+	case http.StatusServiceUnavailable:
+		return metav1.StatusReasonServiceUnavailable
+	case http.StatusGatewayTimeout:
+		return metav1.StatusReasonTimeout
+	}
+	return metav1.StatusReasonUnknown
 }
 
 // FieldErrors turns the wire's field errors into apimachinery's, so that each

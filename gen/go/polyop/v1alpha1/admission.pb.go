@@ -865,13 +865,25 @@ func (x *ValidateResponse) GetWarnings() []string {
 
 // Denial refuses an admission request. With field errors, the API server
 // answers 422 Invalid with one cause per field error, as its own validation
-// does; without, 403 Forbidden with the message.
+// does; without, 403 Forbidden with the message. code and reason override
+// either, as a controller-runtime webhook that returns an API status error
+// (apierrors.NewConflict, NewBadRequest, ...) is answered with that status.
 type Denial struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Why the request is refused.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// The fields at fault.
-	FieldErrors   []*FieldError `protobuf:"bytes,2,rep,name=field_errors,json=fieldErrors,proto3" json:"field_errors,omitempty"`
+	FieldErrors []*FieldError `protobuf:"bytes,2,rep,name=field_errors,json=fieldErrors,proto3" json:"field_errors,omitempty"`
+	// The HTTP status code the client receives, from 400 to 599, for example
+	// 409 for a conflict. 0 means the default: 422 with field errors, 403
+	// without. The host refuses a denial with any other code as a broken
+	// answer.
+	Code int32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	// The machine-readable reason of the refusal, a metav1.StatusReason such as
+	// "Conflict" or "BadRequest" (kubectl prints it: "Error from server
+	// (Conflict)"). Empty means the reason Kubernetes gives code ("Invalid"
+	// and "Forbidden" for the defaults).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -918,6 +930,20 @@ func (x *Denial) GetFieldErrors() []*FieldError {
 		return x.FieldErrors
 	}
 	return nil
+}
+
+func (x *Denial) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Denial) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // FieldError is one invalid field, as k8s.io/apimachinery's field.Error.
@@ -1169,10 +1195,12 @@ const file_polyop_v1alpha1_admission_proto_rawDesc = "" +
 	"\arequest\x18\x01 \x01(\v2!.polyop.v1alpha1.AdmissionRequestR\arequest\"_\n" +
 	"\x10ValidateResponse\x12/\n" +
 	"\x06denied\x18\x01 \x01(\v2\x17.polyop.v1alpha1.DenialR\x06denied\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"b\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\x8e\x01\n" +
 	"\x06Denial\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12>\n" +
-	"\ffield_errors\x18\x02 \x03(\v2\x1b.polyop.v1alpha1.FieldErrorR\vfieldErrors\"\x8c\x01\n" +
+	"\ffield_errors\x18\x02 \x03(\v2\x1b.polyop.v1alpha1.FieldErrorR\vfieldErrors\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8c\x01\n" +
 	"\n" +
 	"FieldError\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x123\n" +

@@ -510,15 +510,31 @@ Global___ValidateResponse: _TypeAlias = ValidateResponse  # noqa: Y015
 class Denial(_message.Message):
     """Denial refuses an admission request. With field errors, the API server
     answers 422 Invalid with one cause per field error, as its own validation
-    does; without, 403 Forbidden with the message.
+    does; without, 403 Forbidden with the message. code and reason override
+    either, as a controller-runtime webhook that returns an API status error
+    (apierrors.NewConflict, NewBadRequest, ...) is answered with that status.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGE_FIELD_NUMBER: _builtins.int
     FIELD_ERRORS_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     message: _builtins.str
     """Why the request is refused."""
+    code: _builtins.int
+    """The HTTP status code the client receives, from 400 to 599, for example
+    409 for a conflict. 0 means the default: 422 with field errors, 403
+    without. The host refuses a denial with any other code as a broken
+    answer.
+    """
+    reason: _builtins.str
+    """The machine-readable reason of the refusal, a metav1.StatusReason such as
+    "Conflict" or "BadRequest" (kubectl prints it: "Error from server
+    (Conflict)"). Empty means the reason Kubernetes gives code ("Invalid"
+    and "Forbidden" for the defaults).
+    """
     @_builtins.property
     def field_errors(self) -> _containers.RepeatedCompositeFieldContainer[Global___FieldError]:
         """The fields at fault."""
@@ -528,10 +544,12 @@ class Denial(_message.Message):
         *,
         message: _builtins.str = ...,
         field_errors: _abc.Iterable[Global___FieldError] | None = ...,
+        code: _builtins.int = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["field_errors", b"field_errors", "message", b"message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "field_errors", b"field_errors", "message", b"message", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
