@@ -269,7 +269,8 @@ func TestAdmissionRefusesABrokenDefaultAnswer(t *testing.T) {
 }
 
 // TestAdmissionFieldErrorsAndWarningsFromTheTestSidecar checks a denial with
-// a message only (403) and one with field errors (422), with warnings.
+// a message only (403), one with field errors (422), with warnings, and one
+// with an API status error of its own (409 Conflict).
 func TestAdmissionFieldErrorsAndWarningsFromTheTestSidecar(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -295,6 +296,16 @@ func TestAdmissionFieldErrorsAndWarningsFromTheTestSidecar(t *testing.T) {
 	}
 	if want := `The MaintenanceWindow "invalid" is invalid: spec.every: Invalid value: "24h": rejected by testsidecar`; !strings.Contains(out, want) {
 		t.Errorf("kubectl create printed:\n%s\nwant %q", out, want)
+	}
+
+	out, err = kubectlIn(t, f.windowYAML("conflicting", "2026-01-01T00:00:00Z", "1h", "", map[string]string{
+		"e2e.polyop.dev/conflict": "the slot is taken by another window",
+	}), "create", "-f", "-")
+	if err == nil {
+		t.Fatalf("kubectl create was not denied:\n%s", out)
+	}
+	if !contains(out, "Error from server (Conflict)", "the slot is taken by another window") {
+		t.Errorf("kubectl create printed:\n%s\nwant a 409 Conflict with the validator's message", out)
 	}
 }
 

@@ -24,6 +24,9 @@ import (
 const (
 	// annotationDeny makes the validator refuse with this message.
 	annotationDeny = "e2e.polyop.dev/deny"
+	// annotationConflict makes the validator refuse with a 409 Conflict
+	// (apierrors.NewConflict) carrying this message.
+	annotationConflict = "e2e.polyop.dev/conflict"
 	// annotationInvalid makes the validator refuse with a field error on the
 	// field this names (for example "spec.every"), quoting its value.
 	annotationInvalid = "e2e.polyop.dev/invalid"
@@ -104,6 +107,10 @@ func (w *webhooks) validate(ctx context.Context, mw *v1.MaintenanceWindow) (side
 	}
 	if msg, ok := mw.Annotations[annotationDeny]; ok {
 		return warnings, errors.New(msg)
+	}
+	if msg, ok := mw.Annotations[annotationConflict]; ok {
+		gr := schema.GroupResource{Group: v1.GroupVersion.Group, Resource: "maintenancewindows"}
+		return warnings, apierrors.NewConflict(gr, mw.Name, errors.New(msg))
 	}
 	if path, ok := mw.Annotations[annotationInvalid]; ok {
 		value := map[string]string{"spec.start": mw.Spec.Start, "spec.duration": mw.Spec.Duration, "spec.every": mw.Spec.Every}[path]

@@ -45,7 +45,9 @@ type Defaulter[T runtime.Object] = admission.Defaulter[T]
 // apierrors.NewInvalid from a field.ErrorList
 // (k8s.io/apimachinery/pkg/util/validation/field) reaches the client as a 422
 // Invalid with one cause per field error, the way the API server's own
-// validation reports it; any other error as a 403 Forbidden with its message.
+// validation reports it; another API status error (apierrors.NewConflict,
+// NewBadRequest, ...) with its own code and reason; any other error as a 403
+// Forbidden with its message.
 // Warnings reach the client either way (kubectl prints them).
 //
 // ValidateDelete is called only when the webhook admits deletes

@@ -16,8 +16,9 @@ import (
 // denialOf turns a defaulter's or validator's error into the wire's Denial,
 // as controller-runtime's admission webhooks turn it into a response:
 //
-//   - an API status error (apierrors.NewInvalid, NewForbidden, …) keeps its
-//     message and, when it is Invalid, its causes, as field errors;
+//   - an API status error (apierrors.NewInvalid, NewConflict, NewBadRequest,
+//     …) keeps its message, code and reason and, when it is Invalid, its
+//     causes, as field errors;
 //   - anything else is its message (a 403 Forbidden).
 //
 // The host rebuilds from the field errors the very status
@@ -27,7 +28,7 @@ func denialOf(err error) *polyopv1alpha1.Denial {
 	var apiStatus apierrors.APIStatus
 	if errors.As(err, &apiStatus) {
 		st := apiStatus.Status()
-		d := &polyopv1alpha1.Denial{Message: st.Message}
+		d := &polyopv1alpha1.Denial{Message: st.Message, Code: st.Code, Reason: string(st.Reason)}
 		if st.Reason == metav1.StatusReasonInvalid && st.Details != nil {
 			for _, c := range st.Details.Causes {
 				d.FieldErrors = append(d.FieldErrors, fieldErrorOfCause(c))

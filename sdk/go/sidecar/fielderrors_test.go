@@ -97,6 +97,39 @@ func TestDenialOfRecoversBadValuesFromCauses(t *testing.T) {
 	if d.GetMessage() != apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", errs).Error() {
 		t.Errorf("message %q", d.GetMessage())
 	}
+	if d.GetCode() != 422 || d.GetReason() != "Invalid" {
+		t.Errorf("code %d and reason %q, want 422 Invalid", d.GetCode(), d.GetReason())
+	}
+}
+
+// TestDenialOfStatusErrorsKeepsTheirCode checks that an API status error
+// other than Invalid reaches the client with its own code and reason, as
+// controller-runtime answers a webhook returning it.
+func TestDenialOfStatusErrorsKeepsTheirCode(t *testing.T) {
+	t.Parallel()
+	gr := schema.GroupResource{Group: "example.com", Resource: "widgets"}
+	for name, tc := range map[string]struct {
+		err        error
+		wantCode   int32
+		wantReason string
+	}{
+		"Conflict":        {apierrors.NewConflict(gr, "w", errors.New("the size is taken")), 409, "Conflict"},
+		"AlreadyExists":   {apierrors.NewAlreadyExists(gr, "w"), 409, "AlreadyExists"},
+		"BadRequest":      {apierrors.NewBadRequest("no"), 400, "BadRequest"},
+		"Forbidden":       {apierrors.NewForbidden(gr, "w", errors.New("no")), 403, "Forbidden"},
+		"wrapped Timeout": {fmt.Errorf("asking the quota service: %w", apierrors.NewTimeoutError("slow", 1)), 504, "Timeout"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := denialOf(tc.err)
+			if d.GetCode() != tc.wantCode || d.GetReason() != tc.wantReason {
+				t.Errorf("denial %v, want code %d and reason %q", d, tc.wantCode, tc.wantReason)
+			}
+		})
+	}
+	if d := denialOf(errors.New("not on Fridays")); d.GetCode() != 0 || d.GetReason() != "" {
+		t.Errorf("a plain error's denial %v, want no code and no reason (403 Forbidden, the default)", d)
+	}
 }
 
 func TestDenialOfOtherErrors(t *testing.T) {

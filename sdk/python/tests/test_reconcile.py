@@ -236,6 +236,21 @@ def test_validate_allows_warns_and_denies() -> None:
     assert changed.field_errors == [("spec.color", FieldErrorType.FORBIDDEN, "immutable")]
 
 
+def test_a_denial_may_carry_its_own_code_and_reason() -> None:
+    op = polyop.Operator("w")
+
+    @op.validator(WIDGET)
+    def validate(req: polyop.AdmissionRequest) -> None:
+        raise Denied("the port is taken by web-2", code=409)
+
+    denied = Harness(op).validate(widget())
+    assert (denied.allowed, denied.message, denied.code, denied.reason) == (False, "the port is taken by web-2", 409, "")
+    assert Denied("x", code=409, reason="AlreadyExists").to_proto().reason == "AlreadyExists"
+    assert Denied("x").to_proto().code == 0
+    with pytest.raises(ValueError, match="want an HTTP error code"):
+        Denied("fine", code=200)
+
+
 def test_a_denial_carries_the_bad_value_as_json() -> None:
     proto = Denied("x", [FieldError.invalid("spec.size", -1, "neg"), FieldError.required("spec.name")]).to_proto()
     assert [e.bad_value for e in proto.field_errors] == [b"-1", b""]

@@ -23,19 +23,38 @@ export class TerminalError extends Error {
   }
 }
 
+/** The status a denial answers with, in place of the default. */
+export interface DenialStatus {
+  /** The HTTP status code, 400 to 599, for example 409. */
+  code?: number;
+  /** A Kubernetes status reason such as "Conflict"; defaults to the one Kubernetes gives code. */
+  reason?: string;
+}
+
 /**
  * Refuses an admission request. Throw it from a defaulter or a validator;
  * with field errors the API server answers 422 Invalid with one cause per
  * field, without them 403 Forbidden with the message. A validator may also
- * simply return its field errors.
+ * simply return its field errors. A status replaces the default code and
+ * reason, as a Go webhook's apierrors.NewConflict would:
+ *
+ *     throw new DeniedError("the port is taken by web-2", [], { code: 409 });
  */
 export class DeniedError extends Error {
   override name = "DeniedError";
   readonly fieldErrors: readonly FieldError[];
+  readonly code: number;
+  readonly reason: string;
 
-  constructor(message: string, fieldErrors: readonly FieldError[] = []) {
+  constructor(message: string, fieldErrors: readonly FieldError[] = [], status: DenialStatus = {}) {
+    const code = status.code ?? 0;
+    if (code !== 0 && !(Number.isInteger(code) && code >= 400 && code <= 599)) {
+      throw new RangeError(`DeniedError code ${code}: want an HTTP error code, 400 to 599`);
+    }
     super(message || fieldErrors.map(formatFieldError).join(", "));
     this.fieldErrors = fieldErrors;
+    this.code = code;
+    this.reason = status.reason ?? "";
   }
 }
 

@@ -68,6 +68,7 @@ export {
   ClusterError,
   ConflictError,
   DeniedError,
+  type DenialStatus,
   ForbiddenError,
   ignoreNotFound,
   InvalidError,

@@ -377,6 +377,16 @@ describe("Default and Validate", () => {
     assert.deepEqual(out.denied, { message: "13 is unlucky", fieldErrors: [] });
   });
 
+  test("a DeniedError may carry its own code and reason", async () => {
+    const sidecar = new Sidecar({ name: "ports", logger: discardLogger }).validator<Widget>({ for: widgets }, () => {
+      throw new DeniedError("the port is taken by web-2", [], { code: 409, reason: "AlreadyExists" });
+    });
+    const out = await new SidecarTester(sidecar).validate(widget("w", 1));
+    assert.deepEqual(out.denied, { message: "the port is taken by web-2", fieldErrors: [], code: 409, reason: "AlreadyExists" });
+    assert.equal(new DeniedError("x", [], { code: 409 }).reason, "");
+    assert.throws(() => new DeniedError("fine", [], { code: 200 }), RangeError);
+  });
+
   const validations: Record<string, [Widget, Widget | undefined, "CREATE" | "UPDATE" | "DELETE" | undefined, unknown]> = {
     "a valid object is allowed": [widget("w", 5), undefined, undefined, undefined],
     "field errors deny with the fields": [

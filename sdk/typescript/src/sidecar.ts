@@ -841,6 +841,8 @@ function denial(err: unknown, log: Logger): Denial {
   return {
     $typeName: "polyop.v1alpha1.Denial",
     message: err instanceof Error ? err.message : String(err),
+    code: err instanceof DeniedError ? err.code : 0,
+    reason: err instanceof DeniedError ? err.reason : "",
     fieldErrors: fieldErrors.map((e) => ({
       $typeName: "polyop.v1alpha1.FieldError",
       field: e.field,

@@ -63,7 +63,8 @@ export interface AdmissionOutcome<T> {
   /** The object after defaulting (for Default), as the host would patch it. */
   object: T;
   allowed: boolean;
-  denied: { message: string; fieldErrors: FieldError[] } | undefined;
+  /** The denial; code and reason appear only when the denial set them. */
+  denied: { message: string; fieldErrors: FieldError[]; code?: number; reason?: string } | undefined;
   warnings: string[];
 }
 
@@ -214,6 +215,8 @@ function denied(d: Denial | undefined) {
       ...(e.badValue.length ? { badValue: decodeJSON<unknown>(e.badValue) } : {}),
       ...(e.detail ? { detail: e.detail } : {}),
     })),
+    ...(d.code ? { code: d.code } : {}),
+    ...(d.reason ? { reason: d.reason } : {}),
   };
 }
 

@@ -103,16 +103,41 @@ class FieldError:
 
 
 class Denied(Exception):
-    """Raise it from a defaulter or validator to refuse the request."""
+    """Raise it from a defaulter or validator to refuse the request.
 
-    def __init__(self, message: str, field_errors: Sequence[FieldError] = (), warnings: Sequence[str] = ()) -> None:
+    With ``field_errors`` the client gets a 422 Invalid with one cause per
+    field, without them a 403 Forbidden. ``code`` (400 to 599) and ``reason``
+    (a Kubernetes status reason such as ``"Conflict"``) replace those, as an
+    ``apierrors.NewConflict`` returned by a Go webhook would::
+
+        raise Denied("the port is taken by web-2", code=409)
+    """
+
+    def __init__(
+        self,
+        message: str,
+        field_errors: Sequence[FieldError] = (),
+        warnings: Sequence[str] = (),
+        *,
+        code: int = 0,
+        reason: str = "",
+    ) -> None:
+        if code and not 400 <= code <= 599:
+            raise ValueError(f"Denied code {code}: want an HTTP error code, 400 to 599 (or 0 for the default)")
         super().__init__(message)
         self.message = message
         self.field_errors = list(field_errors)
         self.warnings = list(warnings)
+        self.code = code
+        self.reason = reason
 
     def to_proto(self) -> admission_pb2.Denial:
-        return admission_pb2.Denial(message=self.message, field_errors=[e.to_proto() for e in self.field_errors])
+        return admission_pb2.Denial(
+            message=self.message,
+            field_errors=[e.to_proto() for e in self.field_errors],
+            code=self.code,
+            reason=self.reason,
+        )
 
 
 @dataclass(frozen=True)

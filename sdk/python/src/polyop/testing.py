@@ -63,6 +63,10 @@ class Admitted:
     warnings: list[str] = field(default_factory=list)
     object: Object | None = None
     """The defaulted object; None when the defaulter changed nothing."""
+    code: int = 0
+    """The denial's HTTP status code; 0 for the default (422 with field errors, 403 without)."""
+    reason: str = ""
+    """The denial's status reason; empty for the default."""
 
 
 class Harness:
@@ -179,4 +183,6 @@ def _admitted(denied: admission_pb2.Denial | None, warnings: Sequence[str]) -> A
         message=denied.message,
         field_errors=[(e.field, FieldErrorType(e.type), e.detail) for e in denied.field_errors],
         warnings=list(warnings),
+        code=denied.code,
+        reason=denied.reason,
     )
