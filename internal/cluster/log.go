@@ -51,6 +51,10 @@ func describeRequest(req any) []any {
 		kv = append(kv, "object", keyName(r.GetKey().GetNamespace(), r.GetKey().GetName()))
 	}
 	switch r := req.(type) {
+	case *polyopv1alpha1.GetRequest:
+		if r.GetSubresource() != "" {
+			kv = append(kv, "subresource", r.GetSubresource())
+		}
 	case *polyopv1alpha1.ListRequest:
 		kv = append(kv, "namespace", r.GetNamespace())
 		if r.GetLabelSelector() != "" {
@@ -60,6 +64,11 @@ func describeRequest(req any) []any {
 			kv = append(kv, "fieldSelector", r.GetFieldSelector())
 		}
 	case *polyopv1alpha1.CreateRequest:
+		if r.GetSubresource() != "" {
+			kv = append(kv, "kind", kindName(r.GetParentKind()), "object", keyName(r.GetParentKey().GetNamespace(), r.GetParentKey().GetName()),
+				"subresource", r.GetSubresource())
+			break
+		}
 		kv = append(kv, objectNames(r.GetObject())...)
 	case *polyopv1alpha1.UpdateRequest:
 		kv = append(kv, objectNames(r.GetObject())...)

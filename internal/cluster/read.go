@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,6 +29,9 @@ func (s *Server) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (*poly
 	if err != nil {
 		return nil, err
 	}
+	if sub := req.GetSubresource(); sub != "" && sub != "status" {
+		return s.getSubresource(ctx, m, key, sub)
+	}
 	reader, source := s.reader(m, key.Namespace, req.GetUncached())
 	obj, opts := readTarget(m.GroupVersionKind, source)
 	if err := reader.Get(ctx, key, obj, opts...); err != nil {
@@ -39,6 +43,20 @@ func (s *Server) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (*poly
 		return nil, toStatus(err)
 	}
 	return &polyopv1alpha1.GetResponse{Object: raw, Source: source}, nil
+}
+
+// getSubresource reads the subresource sub of the object named key from the
+// API server: the cache holds objects, not their subresources.
+func (s *Server) getSubresource(ctx context.Context, m *meta.RESTMapping, key client.ObjectKey, sub string) (*polyopv1alpha1.GetResponse, error) {
+	out, err := s.resource(m, key.Namespace).Get(ctx, key.Name, metav1.GetOptions{}, sub)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	raw, err := out.MarshalJSON()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &polyopv1alpha1.GetResponse{Object: raw, Source: polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER}, nil
 }
 
 // List implements polyopv1alpha1.ClusterServiceServer.

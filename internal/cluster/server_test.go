@@ -193,6 +193,21 @@ func TestWritesRefuseMalformedRequests(t *testing.T) {
 			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`)})
 			return err
 		},
+		"if a subresource create names no parent": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Subresource: "eviction", Object: []byte(`{"apiVersion":"policy/v1","kind":"Eviction"}`)})
+			return err
+		},
+		"if a subresource create has no body": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Subresource: "eviction", ParentKind: configMap, ParentKey: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}})
+			return err
+		},
+		"if a subresource's body names another object": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{
+				Subresource: "eviction", ParentKind: configMap, ParentKey: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"},
+				Object: []byte(`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"namespace":"elsewhere"}}`),
+			})
+			return err
+		},
 		"if an update names no object": func() error {
 			_, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"cached"}}`)})
 			return err

@@ -15,14 +15,23 @@ import (
 
 // Create implements polyopv1alpha1.ClusterServiceServer.
 func (s *Server) Create(ctx context.Context, req *polyopv1alpha1.CreateRequest) (*polyopv1alpha1.CreateResponse, error) {
-	obj, ri, err := s.decode(req.GetObject(), false)
+	var (
+		obj *unstructured.Unstructured
+		ri  dynamic.ResourceInterface
+		err error
+	)
+	if req.GetSubresource() == "" {
+		obj, ri, err = s.decode(req.GetObject(), false)
+	} else {
+		obj, ri, err = s.decodeSubresourceBody(req)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out, err := ri.Create(ctx, obj, metav1.CreateOptions{
 		DryRun:       dryRun(req.GetOptions()),
 		FieldManager: s.fieldManager(req.GetOptions()),
-	})
+	}, subresources(req.GetSubresource())...)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -198,6 +207,44 @@ func (s *Server) decode(raw []byte, needName bool) (*unstructured.Unstructured, 
 		}
 	}
 	return obj, s.resource(m, namespace), nil
+}
+
+// decodeSubresourceBody decodes the body of a subresource create and returns
+// the client of its parent's resource. The dynamic client posts to the URL of
+// the body's name, so the body is given its parent's namespace and name, and
+// refused when it names another object.
+func (s *Server) decodeSubresourceBody(req *polyopv1alpha1.CreateRequest) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+	if req.GetParentKind() == nil || req.GetParentKey() == nil {
+		return nil, nil, invalid("creating the %q subresource needs parent_kind and parent_key", req.GetSubresource())
+	}
+	m, err := s.mapping(req.GetParentKind())
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := objectKey(m, req.GetParentKey())
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(req.GetObject()) == 0 {
+		return nil, nil, invalid("object is required: the %q subresource's body", req.GetSubresource())
+	}
+	body := &unstructured.Unstructured{}
+	if err := body.UnmarshalJSON(req.GetObject()); err != nil {
+		return nil, nil, invalid("object is not the %q subresource's body as JSON (with apiVersion and kind): %v", req.GetSubresource(), err)
+	}
+	for _, f := range []struct{ what, got, want string }{
+		{"metadata.name", body.GetName(), key.Name},
+		{"metadata.namespace", body.GetNamespace(), key.Namespace},
+	} {
+		if f.got != "" && f.got != f.want {
+			return nil, nil, invalid("object's %s is %q, but the subresource belongs to %s %s", f.what, f.got, m.GroupVersionKind.Kind, keyName(key.Namespace, key.Name))
+		}
+	}
+	body.SetName(key.Name)
+	if key.Namespace != "" {
+		body.SetNamespace(key.Namespace)
+	}
+	return body, s.resource(m, key.Namespace), nil
 }
 
 // resource is the dynamic client of the mapped resource, in namespace for a

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -272,6 +274,47 @@ func TestTheClientReadsAndWritesThroughTheHost(t *testing.T) {
 	}
 	if *got.Spec.Replicas != 4 || got.Status.ObservedGeneration != 1 {
 		t.Errorf("after the scale and status updates: replicas %d, observed generation %d", *got.Spec.Replicas, got.Status.ObservedGeneration)
+	}
+	var scale autoscalingv1.Scale
+	if err := c.SubResource("scale").Get(ctx, d, &scale); err != nil {
+		t.Fatal(err)
+	}
+	if scale.Kind != "Scale" || scale.Name != "web" || scale.Spec.Replicas != 4 {
+		t.Errorf("the scale subresource read: %+v", scale)
+	}
+	if err := c.SubResource("nonsense").Get(ctx, d, &scale); !apierrors.IsNotFound(err) {
+		t.Errorf("reading a subresource the kind has not: %v, want NotFound", err)
+	}
+
+	// Creating subresources: the token of a service account, the eviction of
+	// a pod (not scheduled, so the API server deletes it at once).
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "robot"}}
+	if err := c.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	token := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(600))}}
+	if err := c.SubResource("token").Create(ctx, sa, token); err != nil {
+		t.Fatal(err)
+	}
+	if token.Status.Token == "" || token.Kind != "TokenRequest" {
+		t.Errorf("the token request came back as %+v", token)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "evicted"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	other := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "another-pod"}}
+	if err := c.SubResource("eviction").Create(ctx, pod, other); err == nil || !strings.Contains(err.Error(), `metadata.name is "another-pod"`) {
+		t.Errorf("an eviction naming another pod: %v, want an error saying so", err)
+	}
+	if err := c.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}, polyopclient.Uncached); !apierrors.IsNotFound(err) {
+		t.Errorf("the evicted pod: %v, want NotFound", err)
 	}
 
 	// Deletes: preconditions, and all of a selection.

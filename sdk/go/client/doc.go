@@ -50,9 +50,11 @@
 //     is not atomic, and objects that are gone already are skipped.
 //   - Status() and SubResource(name) update and patch subresources. An update
 //     of a subresource with a body of another kind (a Scale for "scale") is
-//     sent as a merge patch of the subresource with that body. Reading a
-//     subresource is supported for "status" (the object itself); creating a
-//     subresource (for example an eviction) is not supported.
+//     sent as a merge patch of the subresource with that body.
+//     SubResource(name).Get reads a subresource ("status" is the object
+//     itself; others, such as "scale", come from the API server), and
+//     SubResource(name).Create creates one, such as the policy/v1 Eviction of
+//     a Pod or the TokenRequest of a ServiceAccount.
 //   - RESTMapper maps kinds to resources through the host's discovery
 //     (ClusterService.ResolveKind), caching each answer.
 package client

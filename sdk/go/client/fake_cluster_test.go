@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
@@ -260,6 +261,9 @@ func (f *fakeCluster) Create(ctx context.Context, req *polyopv1alpha1.CreateRequ
 	if err := f.received(req); err != nil {
 		return nil, err
 	}
+	if req.GetSubresource() != "" {
+		return f.createSubresource(ctx, req)
+	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(req.GetObject()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -270,6 +274,19 @@ func (f *fakeCluster) Create(ctx context.Context, req *polyopv1alpha1.CreateRequ
 	}
 	data, _ := u.MarshalJSON()
 	return &polyopv1alpha1.CreateResponse{Object: data}, nil
+}
+
+// createSubresource evicts a pod as the API server does, deleting it and
+// answering a Status; the fake has no other subresource.
+func (f *fakeCluster) createSubresource(ctx context.Context, req *polyopv1alpha1.CreateRequest) (*polyopv1alpha1.CreateResponse, error) {
+	if req.GetSubresource() != "eviction" || req.GetParentKind().GetKind() != "Pod" {
+		return nil, status.Errorf(codes.Unimplemented, "the fake cannot create the %s of a %s", req.GetSubresource(), req.GetParentKind().GetKind())
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: req.GetParentKey().GetNamespace(), Name: req.GetParentKey().GetName()}}
+	if err := f.store.Delete(ctx, pod); err != nil {
+		return nil, apiError(err)
+	}
+	return &polyopv1alpha1.CreateResponse{Object: []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}`)}, nil
 }
 
 func (f *fakeCluster) Update(ctx context.Context, req *polyopv1alpha1.UpdateRequest) (*polyopv1alpha1.UpdateResponse, error) {

@@ -2,10 +2,15 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 )
 
 // Status returns a writer of the status subresource: Update and Patch write
@@ -28,20 +33,86 @@ type subResourceClient struct {
 
 var _ ctrlclient.SubResourceClient = (*subResourceClient)(nil)
 
-// Get reads the subresource into subResource. Only "status" is supported:
-// the Cluster service reads whole objects, and an object's status
-// subresource is the object itself.
+// Get reads the subresource into subResource. "status" reads the object
+// (from the cache when the host caches the kind), as an object's status
+// subresource is the object itself; any other subresource, such as the
+// autoscaling/v1 Scale of "scale", is read from the API server.
 func (s *subResourceClient) Get(ctx context.Context, obj, subResource ctrlclient.Object, _ ...ctrlclient.SubResourceGetOption) error {
-	if s.name != "status" {
-		return fmt.Errorf("polyop client: reading the %q subresource is not supported by the Cluster service; only \"status\" is", s.name)
+	if s.name == "status" {
+		return s.client.Get(ctx, ctrlclient.ObjectKeyFromObject(obj), subResource)
 	}
-	return s.client.Get(ctx, ctrlclient.ObjectKeyFromObject(obj), subResource)
+	gvk, err := s.client.GroupVersionKindFor(obj)
+	if err != nil {
+		return err
+	}
+	req := &polyopv1alpha1.GetRequest{Kind: gvkProto(gvk), Key: keyProto(obj.GetNamespace(), obj.GetName()), Subresource: s.name}
+	var resp *polyopv1alpha1.GetResponse
+	err = s.client.call(ctx, gvk, func() string { return "getting " + describeSub(gvk, obj, s.name) },
+		func(ctx context.Context, callOpts ...grpc.CallOption) (err error) {
+			resp, err = s.client.cluster.Get(ctx, req, callOpts...)
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	return decodeSubresource(resp.GetObject(), subResource)
 }
 
-// Create is not supported: the Cluster service creates objects, not
-// subresources such as evictions or tokens.
-func (s *subResourceClient) Create(_ context.Context, obj, _ ctrlclient.Object, _ ...ctrlclient.SubResourceCreateOption) error {
-	return fmt.Errorf("polyop client: creating the %q subresource of %s is not supported by the Cluster service", s.name, obj.GetName())
+// Create creates the subresource of obj whose body is subResource, for
+// example a policy/v1 Eviction of a Pod or an authentication/v1 TokenRequest
+// of a ServiceAccount, and replaces subResource with what the API server
+// answered (a TokenRequest with its token). An answer that is a Status, as
+// for an eviction, leaves subResource as it was. DryRunAll and FieldOwner are
+// honoured.
+func (s *subResourceClient) Create(ctx context.Context, obj, subResource ctrlclient.Object, opts ...ctrlclient.SubResourceCreateOption) error {
+	gvk, err := s.client.GroupVersionKindFor(obj)
+	if err != nil {
+		return err
+	}
+	bodyGVK, err := s.client.GroupVersionKindFor(subResource)
+	if err != nil {
+		return err
+	}
+	co := &ctrlclient.SubResourceCreateOptions{}
+	co.ApplyOptions(opts)
+	data, err := encode(subResource, bodyGVK)
+	if err != nil {
+		return err
+	}
+	req := &polyopv1alpha1.CreateRequest{
+		Object:      data,
+		Options:     s.client.writeOptions(co.DryRun, co.FieldManager),
+		Subresource: s.name,
+		ParentKind:  gvkProto(gvk),
+		ParentKey:   keyProto(obj.GetNamespace(), obj.GetName()),
+	}
+	var resp *polyopv1alpha1.CreateResponse
+	err = s.client.call(ctx, gvk, func() string { return "creating " + describeSub(gvk, obj, s.name) },
+		func(ctx context.Context, callOpts ...grpc.CallOption) (err error) {
+			resp, err = s.client.cluster.Create(ctx, req, callOpts...)
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	return decodeSubresource(resp.GetObject(), subResource)
+}
+
+// decodeSubresource decodes the API server's answer about a subresource into
+// subResource, as client-go's Result.Into does: a Status that says Success
+// (what an eviction answers) leaves subResource as it was.
+func decodeSubresource(data []byte, subResource ctrlclient.Object) error {
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(data, &meta); err != nil {
+		return fmt.Errorf("decoding the subresource: %w", err)
+	}
+	if meta.Kind == "Status" && meta.APIVersion == "v1" {
+		return nil
+	}
+	return decodeInto(data, subResource, schema.FromAPIVersionAndKind(meta.APIVersion, meta.Kind))
 }
 
 // Update replaces the subresource. Without a body (client.WithSubResourceBody)

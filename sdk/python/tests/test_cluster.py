@@ -130,6 +130,20 @@ def test_writes(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
     assert (event.event.reason, event.event.type) == ("Touched", 2)
 
 
+def test_subresources(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+    server, client = fake
+    client.get("apps/v1/Deployment", "web", "ns", subresource="scale")
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction"}
+    assert client.create_subresource("v1/Pod", "web-0", "ns", subresource="eviction", body=eviction, dry_run=True) == eviction
+
+    get, create = server.requests
+    assert (GVK.from_proto(get.kind), get.key.name, get.subresource) == (GVK("apps", "v1", "Deployment"), "web", "scale")
+    assert (create.subresource, GVK.from_proto(create.parent_kind), create.parent_key.namespace, create.parent_key.name) == (
+        "eviction", GVK("", "v1", "Pod"), "ns", "web-0",
+    )
+    assert json.loads(create.object) == eviction and create.options.dry_run
+
+
 def status(reason: str, code: int, message: str, **details: Any) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code, "details": details}
 

@@ -47,6 +47,9 @@ async function fakeHost(t: TestContext) {
       router.service(ClusterService, {
         get(req) {
           requests.push(["get", req]);
+          if (req.subresource === "scale") {
+            return { object: json({ apiVersion: "autoscaling/v1", kind: "Scale", metadata: { name: req.key?.name }, spec: { replicas: 3 } }), source: ReadSource.API_SERVER };
+          }
           const obj = store.get(`${req.key?.namespace}/${req.key?.name}`);
           if (!obj) {
             throw apiError({ status: "Failure", reason: "NotFound", code: 404, message: `configmaps "${req.key?.name}" not found` }, Code.NotFound);
@@ -60,6 +63,9 @@ async function fakeHost(t: TestContext) {
         },
         create(req) {
           requests.push(["create", req]);
+          if (req.subresource === "eviction") {
+            return { object: json({ apiVersion: "v1", kind: "Status", status: "Success", code: 201 }) };
+          }
           const obj = parse(req.object) as KubeResource;
           if (store.has(`${obj.metadata.namespace}/${obj.metadata.name}`)) {
             throw apiError({ reason: "AlreadyExists", code: 409, message: `configmaps "${obj.metadata.name}" already exists` }, Code.AlreadyExists);
@@ -159,6 +165,26 @@ describe("ClusterClient", () => {
     assert.deepEqual(
       [seen.delete.propagation, seen.delete.preconditionUid, seen.delete.gracePeriodSeconds],
       [DeletePropagation.FOREGROUND, "u", 0n],
+    );
+  });
+
+  test("reads and creates subresources of an object", async (t) => {
+    const host = await fakeHost(t);
+    const cluster = connectCluster(host.address);
+    t.after(() => cluster.close());
+
+    const deployments = { apiVersion: "apps/v1", kind: "Deployment" };
+    const scale = await cluster.get<KubeResource & { spec: { replicas: number } }>(deployments, { namespace: "default", name: "web" }, { subresource: "scale" });
+    assert.deepEqual([scale.apiVersion, scale.kind, scale.spec.replicas], ["autoscaling/v1", "Scale", 3], "the Scale keeps its own kind");
+    const pods = { apiVersion: "v1", kind: "Pod" };
+    const answer = await cluster.createSubresource(pods, { namespace: "default", name: "web-0" }, "eviction", { apiVersion: "policy/v1", kind: "Eviction" }, { dryRun: true });
+    assert.equal(answer.kind, "Status");
+
+    const [get, create] = host.requests.map(([, req]) => req as any);
+    assert.deepEqual([get.subresource, get.kind.kind, get.key.name], ["scale", "Deployment", "web"]);
+    assert.deepEqual(
+      [create.subresource, create.parentKind.kind, create.parentKey.namespace, create.parentKey.name, create.options.dryRun, parse(create.object).kind],
+      ["eviction", "Pod", "default", "web-0", true, "Eviction"],
     );
   });
 

@@ -30,6 +30,11 @@ export interface CallSignal {
 export interface GetOptions extends CallSignal {
   /** Read from the API server even when the host caches the kind. */
   uncached?: boolean;
+  /**
+   * Read this subresource of the object instead, for example "scale" (an
+   * autoscaling/v1 Scale), from the API server. "status" is the object itself.
+   */
+  subresource?: string;
 }
 
 export interface ListOptions extends CallSignal {
@@ -125,6 +130,18 @@ export interface Cluster {
   get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T>;
   list<T extends KubeResource = KubeResource>(type: TypeMeta, options?: ListOptions): Promise<ObjectList<T>>;
   create<T extends KubeResource>(obj: T, options?: WriteOptions): Promise<T>;
+  /**
+   * Creates a subresource of the object type/key, for example evicts a Pod:
+   *
+   *     await cluster.createSubresource(pods, { namespace: "shop", name: "web-0" }, "eviction",
+   *       { apiVersion: "policy/v1", kind: "Eviction" });
+   *
+   * body is the subresource's object, with apiVersion and kind (an Eviction, a
+   * TokenRequest); its name and namespace default to the object's. Resolves
+   * to what the API server answered: a TokenRequest with its token, a Status
+   * for an eviction.
+   */
+  createSubresource<T extends TypeMeta = TypeMeta>(type: TypeMeta, key: ObjectKey, subresource: string, body: object, options?: WriteOptions): Promise<T>;
   /** Replaces the object (or a subresource), with optimistic concurrency on metadata.resourceVersion. */
   update<T extends KubeResource>(obj: T, options?: UpdateOptions): Promise<T>;
   patch<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T>;
@@ -224,10 +241,12 @@ export class ClusterClient implements Cluster {
   }
 
   async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T> {
-    const resp = await this.run(`getting ${type.kind} ${describeKey(key)}`, () =>
-      this.client.get({ kind: gvkOf(type), key: wireKey(key), uncached: options?.uncached ?? false }, this.call(options)),
+    const subresource = options?.subresource ?? "";
+    const resp = await this.run(`getting ${type.kind} ${describeKey(key)}${describeSub(subresource)}`, () =>
+      this.client.get({ kind: gvkOf(type), key: wireKey(key), uncached: options?.uncached ?? false, subresource }, this.call(options)),
     );
-    return withType(decodeJSON<T>(resp.object), type);
+    const obj = decodeJSON<T>(resp.object);
+    return subresource && subresource !== "status" ? obj : withType(obj, type);
   }
 
   async list<T extends KubeResource = KubeResource>(type: TypeMeta, options?: ListOptions): Promise<ObjectList<T>> {
@@ -256,6 +275,22 @@ export class ClusterClient implements Cluster {
   async create<T extends KubeResource>(obj: T, options?: WriteOptions): Promise<T> {
     const resp = await this.run(`creating ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
       this.client.create({ object: encodeJSON(obj), options: writeOptions(options) }, this.call(options)),
+    );
+    return decodeJSON<T>(resp.object);
+  }
+
+  async createSubresource<T extends TypeMeta = TypeMeta>(
+    type: TypeMeta,
+    key: ObjectKey,
+    subresource: string,
+    body: object,
+    options?: WriteOptions,
+  ): Promise<T> {
+    const resp = await this.run(`creating ${type.kind} ${describeKey(key)}${describeSub(subresource)}`, () =>
+      this.client.create(
+        { object: encodeJSON(body), options: writeOptions(options), subresource, parentKind: gvkOf(type), parentKey: wireKey(key) },
+        this.call(options),
+      ),
     );
     return decodeJSON<T>(resp.object);
   }
@@ -346,6 +381,10 @@ function wireKey(key: ObjectKey) {
 
 function describeKey(key: ObjectKey): string {
   return key.namespace ? `${key.namespace}/${key.name}` : key.name;
+}
+
+function describeSub(subresource: string): string {
+  return subresource ? ` (${subresource})` : "";
 }
 
 function writeOptions(options: WriteOptions | undefined) {

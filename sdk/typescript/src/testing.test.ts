@@ -41,6 +41,24 @@ describe("FakeCluster", () => {
     await assert.rejects(cluster.delete(widgets, { namespace: "default", name: "b" }), NotFoundError);
   });
 
+  test("evicts a pod, records every subresource created, and has no other subresource to read", async () => {
+    const pods = { apiVersion: "v1", kind: "Pod" };
+    const cluster = new FakeCluster([{ ...pods, metadata: { namespace: "default", name: "web-0" } }, widget("a")]);
+    const key = { namespace: "default", name: "web-0" };
+    const answer = await cluster.createSubresource(pods, key, "eviction", { apiVersion: "policy/v1", kind: "Eviction" });
+    assert.equal(answer.kind, "Status");
+    await assert.rejects(cluster.get(pods, key), NotFoundError, "the evicted pod is gone");
+    await assert.rejects(cluster.createSubresource(pods, key, "eviction", { apiVersion: "policy/v1", kind: "Eviction" }), NotFoundError);
+    const token = { apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec: { audiences: ["a"] } };
+    assert.deepEqual(await cluster.createSubresource(widgets, { namespace: "default", name: "a" }, "token", token), token);
+    assert.deepEqual(
+      cluster.subresources.map((s) => [s.kind, s.name, s.subresource]),
+      [["Pod", "web-0", "eviction"], ["Widget", "a", "token"]],
+    );
+    await assert.rejects(cluster.get(widgets, { namespace: "default", name: "a" }, { subresource: "scale" }), NotFoundError);
+    assert.equal((await cluster.get(widgets, { namespace: "default", name: "a" }, { subresource: "status" })).metadata.name, "a");
+  });
+
   test("lists by namespace and label selector, and merge-patches", async () => {
     const cluster = new FakeCluster([widget("a", { team: "x" }), widget("b", { team: "y" }), { ...widget("c", { team: "x" }), metadata: { namespace: "other", name: "c", labels: { team: "x" } } }]);
     const names = async (opts: Parameters<FakeCluster["list"]>[1]) => (await cluster.list(widgets, opts)).items.map((w) => w.metadata.name);

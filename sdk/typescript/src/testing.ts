@@ -252,6 +252,8 @@ export interface RecordedEvent extends EventSpec {
 export class FakeCluster implements Cluster {
   /** The events recorded, in order. */
   readonly events: RecordedEvent[] = [];
+  /** The subresources created (createSubresource), in order. */
+  readonly subresources: Array<TypeMeta & ObjectKey & { subresource: string; body: object }> = [];
   /** Called before every operation; throw to make it fail. */
   readonly interceptors: Array<(verb: string, type: TypeMeta, key: ObjectKey | undefined) => void> = [];
   private readonly store = new Map<string, KubeResource>();
@@ -294,9 +296,14 @@ export class FakeCluster implements Cluster {
     return obj;
   }
 
-  async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, _options?: GetOptions): Promise<T> {
-    this.intercept("get", type, key);
-    return clone(this.find(type, key)) as T;
+  async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T> {
+    const subresource = options?.subresource ?? "";
+    this.intercept(subresource ? `get/${subresource}` : "get", type, key);
+    const obj = this.find(type, key);
+    if (subresource && subresource !== "status") {
+      throw apiError(NotFoundError, 404, "NotFound", `the FakeCluster has no ${subresource} subresource of ${resourceOf(type)}`);
+    }
+    return clone(obj) as T;
   }
 
   async list<T extends KubeResource = KubeResource>(type: TypeMeta, options: ListOptions = {}): Promise<ObjectList<T>> {
@@ -322,6 +329,30 @@ export class FakeCluster implements Cluster {
       this.store.set(storeKey(copy, keyOf(copy)), copy);
     }
     return clone(copy);
+  }
+
+  /**
+   * Records the subresource created in subresources. An "eviction" of a Pod
+   * deletes it and answers a Status, as the API server does for a Pod not
+   * protected by a disruption budget; any other subresource answers body.
+   */
+  async createSubresource<T extends TypeMeta = TypeMeta>(
+    type: TypeMeta,
+    key: ObjectKey,
+    subresource: string,
+    body: object,
+    options: WriteOptions = {},
+  ): Promise<T> {
+    this.intercept(`create/${subresource}`, type, key);
+    this.find(type, key);
+    this.subresources.push({ apiVersion: type.apiVersion, kind: type.kind, ...key, subresource, body: clone(body) });
+    if (subresource === "eviction" && type.apiVersion === "v1" && type.kind === "Pod") {
+      if (!options.dryRun) {
+        this.store.delete(storeKey(type, key));
+      }
+      return { apiVersion: "v1", kind: "Status", status: "Success", code: 201 } as unknown as T;
+    }
+    return clone(body) as T;
   }
 
   async update<T extends KubeResource>(obj: T, options: UpdateOptions = {}): Promise<T> {

@@ -202,7 +202,12 @@ type GetRequest struct {
 	Key *ObjectKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// Read from the API server even when the host caches the kind (a quorum
 	// read, for when the cache may be behind).
-	Uncached      bool `protobuf:"varint,3,opt,name=uncached,proto3" json:"uncached,omitempty"`
+	Uncached bool `protobuf:"varint,3,opt,name=uncached,proto3" json:"uncached,omitempty"`
+	// The subresource to read, for example "scale" (an autoscaling/v1 Scale);
+	// empty or "status" for the object itself, as an object's status
+	// subresource is the object. Other subresources are read from the API
+	// server.
+	Subresource   string `protobuf:"bytes,4,opt,name=subresource,proto3" json:"subresource,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,10 +263,17 @@ func (x *GetRequest) GetUncached() bool {
 	return false
 }
 
+func (x *GetRequest) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
 // GetResponse carries one object.
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The object, as JSON.
+	// The object (or the subresource asked for), as JSON.
 	Object []byte `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
 	// Where it was read from.
 	Source        ReadSource `protobuf:"varint,2,opt,name=source,proto3,enum=polyop.v1alpha1.ReadSource" json:"source,omitempty"`
@@ -544,13 +556,26 @@ func (x *WriteOptions) GetFieldManager() string {
 	return ""
 }
 
-// CreateRequest creates an object.
+// CreateRequest creates an object, or a subresource of an existing object
+// (an eviction of a Pod, a token of a ServiceAccount).
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The object, as JSON, with apiVersion and kind.
+	// The object, as JSON, with apiVersion and kind. With subresource, the
+	// subresource's body, for example a policy/v1 Eviction; its
+	// metadata.namespace and metadata.name default to parent's and must not
+	// differ from them.
 	Object []byte `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
 	// Dry run and field manager.
-	Options       *WriteOptions `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	Options *WriteOptions `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// The subresource to create, for example "eviction" or "token"; empty to
+	// create the object itself.
+	Subresource string `protobuf:"bytes,3,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	// The kind of the object the subresource belongs to, for example Pod; with
+	// subresource only.
+	ParentKind *GroupVersionKind `protobuf:"bytes,4,opt,name=parent_kind,json=parentKind,proto3" json:"parent_kind,omitempty"`
+	// The namespace and name of the object the subresource belongs to; with
+	// subresource only.
+	ParentKey     *ObjectKey `protobuf:"bytes,5,opt,name=parent_key,json=parentKey,proto3" json:"parent_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -599,10 +624,33 @@ func (x *CreateRequest) GetOptions() *WriteOptions {
 	return nil
 }
 
+func (x *CreateRequest) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
+func (x *CreateRequest) GetParentKind() *GroupVersionKind {
+	if x != nil {
+		return x.ParentKind
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetParentKey() *ObjectKey {
+	if x != nil {
+		return x.ParentKey
+	}
+	return nil
+}
+
 // CreateResponse carries the created object.
 type CreateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The object as the API server stored it.
+	// The object as the API server stored it; for a subresource, what the API
+	// server answered (a TokenRequest with its token, or a Status for an
+	// eviction).
 	Object        []byte `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1302,12 +1350,13 @@ var File_polyop_v1alpha1_cluster_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1dpolyop/v1alpha1/cluster.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/reconcile.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\x8d\x01\n" +
+	"\x1dpolyop/v1alpha1/cluster.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/reconcile.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xaf\x01\n" +
 	"\n" +
 	"GetRequest\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
 	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x1a\n" +
-	"\buncached\x18\x03 \x01(\bR\buncached\"Z\n" +
+	"\buncached\x18\x03 \x01(\bR\buncached\x12 \n" +
+	"\vsubresource\x18\x04 \x01(\tR\vsubresource\"Z\n" +
 	"\vGetResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x123\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x1b.polyop.v1alpha1.ReadSourceR\x06source\"\x89\x02\n" +
@@ -1326,10 +1375,15 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\x06source\x18\x04 \x01(\x0e2\x1b.polyop.v1alpha1.ReadSourceR\x06source\"L\n" +
 	"\fWriteOptions\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12#\n" +
-	"\rfield_manager\x18\x02 \x01(\tR\ffieldManager\"`\n" +
+	"\rfield_manager\x18\x02 \x01(\tR\ffieldManager\"\x81\x02\n" +
 	"\rCreateRequest\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x127\n" +
-	"\aoptions\x18\x02 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\"(\n" +
+	"\aoptions\x18\x02 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\x12 \n" +
+	"\vsubresource\x18\x03 \x01(\tR\vsubresource\x12B\n" +
+	"\vparent_kind\x18\x04 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\n" +
+	"parentKind\x129\n" +
+	"\n" +
+	"parent_key\x18\x05 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\tparentKey\"(\n" +
 	"\x0eCreateResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\"\x82\x01\n" +
 	"\rUpdateRequest\x12\x16\n" +
@@ -1447,41 +1501,43 @@ var file_polyop_v1alpha1_cluster_proto_depIdxs = []int32{
 	21, // 3: polyop.v1alpha1.ListRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
 	0,  // 4: polyop.v1alpha1.ListResponse.source:type_name -> polyop.v1alpha1.ReadSource
 	7,  // 5: polyop.v1alpha1.CreateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	7,  // 6: polyop.v1alpha1.UpdateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	21, // 7: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 8: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	1,  // 9: polyop.v1alpha1.PatchRequest.type:type_name -> polyop.v1alpha1.PatchType
-	7,  // 10: polyop.v1alpha1.PatchRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	21, // 11: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 12: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	2,  // 13: polyop.v1alpha1.DeleteRequest.propagation:type_name -> polyop.v1alpha1.DeletePropagation
-	7,  // 14: polyop.v1alpha1.DeleteRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	21, // 15: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 16: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	23, // 17: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
-	21, // 18: polyop.v1alpha1.ResolveKindRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	21, // 19: polyop.v1alpha1.ResolveKindResponse.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	3,  // 20: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
-	5,  // 21: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
-	8,  // 22: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
-	10, // 23: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
-	12, // 24: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
-	14, // 25: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
-	16, // 26: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
-	19, // 27: polyop.v1alpha1.ClusterService.ResolveKind:input_type -> polyop.v1alpha1.ResolveKindRequest
-	4,  // 28: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
-	6,  // 29: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
-	9,  // 30: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
-	11, // 31: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
-	13, // 32: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
-	15, // 33: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
-	17, // 34: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
-	20, // 35: polyop.v1alpha1.ClusterService.ResolveKind:output_type -> polyop.v1alpha1.ResolveKindResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 6: polyop.v1alpha1.CreateRequest.parent_kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 7: polyop.v1alpha1.CreateRequest.parent_key:type_name -> polyop.v1alpha1.ObjectKey
+	7,  // 8: polyop.v1alpha1.UpdateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	21, // 9: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 10: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	1,  // 11: polyop.v1alpha1.PatchRequest.type:type_name -> polyop.v1alpha1.PatchType
+	7,  // 12: polyop.v1alpha1.PatchRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	21, // 13: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 14: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	2,  // 15: polyop.v1alpha1.DeleteRequest.propagation:type_name -> polyop.v1alpha1.DeletePropagation
+	7,  // 16: polyop.v1alpha1.DeleteRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	21, // 17: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 18: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	23, // 19: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
+	21, // 20: polyop.v1alpha1.ResolveKindRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	21, // 21: polyop.v1alpha1.ResolveKindResponse.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	3,  // 22: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
+	5,  // 23: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
+	8,  // 24: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
+	10, // 25: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
+	12, // 26: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
+	14, // 27: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
+	16, // 28: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
+	19, // 29: polyop.v1alpha1.ClusterService.ResolveKind:input_type -> polyop.v1alpha1.ResolveKindRequest
+	4,  // 30: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
+	6,  // 31: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
+	9,  // 32: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
+	11, // 33: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
+	13, // 34: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
+	15, // 35: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
+	17, // 36: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
+	20, // 37: polyop.v1alpha1.ClusterService.ResolveKind:output_type -> polyop.v1alpha1.ResolveKindResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_cluster_proto_init() }

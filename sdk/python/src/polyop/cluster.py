@@ -135,13 +135,24 @@ class Cluster:
 
     # Reads.
 
-    def get(self, kind: KindLike, name: str, namespace: str = "", *, uncached: bool = False) -> Object:
-        """Read one object; raises NotFound when it does not exist."""
+    def get(
+        self, kind: KindLike, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> Object:
+        """Read one object; raises NotFound when it does not exist.
+
+        With ``subresource`` (for example ``"scale"``), read that subresource of
+        the object from the API server instead, such as an autoscaling/v1
+        Scale; ``"status"`` is the object itself."""
         gvk = GVK.parse(kind)
         resp = self._call(
-            f"getting {gvk.kind} {_key(namespace, name)}",
+            f"getting {gvk.kind} {_key(namespace, name)}{_sub(subresource)}",
             self._stub.Get,
-            cluster_pb2.GetRequest(kind=gvk.to_proto(), key=types_pb2.ObjectKey(namespace=namespace, name=name), uncached=uncached),
+            cluster_pb2.GetRequest(
+                kind=gvk.to_proto(),
+                key=types_pb2.ObjectKey(namespace=namespace, name=name),
+                uncached=uncached,
+                subresource=subresource,
+            ),
         )
         return Object.from_json(resp.object)
 
@@ -194,6 +205,40 @@ class Cluster:
             f"creating {_describe(obj)}",
             self._stub.Create,
             cluster_pb2.CreateRequest(object=encode(obj), options=self._write_options(dry_run, field_manager)),
+        )
+        return Object.from_json(resp.object)
+
+    def create_subresource(
+        self,
+        kind: KindLike,
+        name: str,
+        namespace: str = "",
+        *,
+        subresource: str,
+        body: Mapping[str, Any],
+        dry_run: bool = False,
+        field_manager: str = "",
+    ) -> Object:
+        """Create a subresource of an existing object, for example evict a Pod::
+
+            cluster.create_subresource("v1/Pod", "web-0", "shop", subresource="eviction",
+                                       body={"apiVersion": "policy/v1", "kind": "Eviction"})
+
+        ``body`` is the subresource's object (an Eviction, a TokenRequest); its
+        name and namespace default to the object's. Returns what the API
+        server answered: a TokenRequest with its token, a Status for an
+        eviction."""
+        gvk = GVK.parse(kind)
+        resp = self._call(
+            f"creating {gvk.kind} {_key(namespace, name)}{_sub(subresource)}",
+            self._stub.Create,
+            cluster_pb2.CreateRequest(
+                object=encode(body),
+                options=self._write_options(dry_run, field_manager),
+                subresource=subresource,
+                parent_kind=gvk.to_proto(),
+                parent_key=types_pb2.ObjectKey(namespace=namespace, name=name),
+            ),
         )
         return Object.from_json(resp.object)
 
@@ -325,6 +370,10 @@ class Cluster:
 
 def _key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
+
+
+def _sub(subresource: str) -> str:
+    return f" ({subresource})" if subresource else ""
 
 
 def _describe(obj: Mapping[str, Any]) -> str:

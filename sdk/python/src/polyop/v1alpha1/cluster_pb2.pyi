@@ -118,9 +118,16 @@ class GetRequest(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
     UNCACHED_FIELD_NUMBER: _builtins.int
+    SUBRESOURCE_FIELD_NUMBER: _builtins.int
     uncached: _builtins.bool
     """Read from the API server even when the host caches the kind (a quorum
     read, for when the cache may be behind).
+    """
+    subresource: _builtins.str
+    """The subresource to read, for example "scale" (an autoscaling/v1 Scale);
+    empty or "status" for the object itself, as an object's status
+    subresource is the object. Other subresources are read from the API
+    server.
     """
     @_builtins.property
     def kind(self) -> _types_pb2.GroupVersionKind:
@@ -136,10 +143,11 @@ class GetRequest(_message.Message):
         kind: _types_pb2.GroupVersionKind | None = ...,
         key: _types_pb2.ObjectKey | None = ...,
         uncached: _builtins.bool = ...,
+        subresource: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "uncached", b"uncached"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "subresource", b"subresource", "uncached", b"uncached"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -154,7 +162,7 @@ class GetResponse(_message.Message):
     OBJECT_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
     object: _builtins.bytes
-    """The object, as JSON."""
+    """The object (or the subresource asked for), as JSON."""
     source: Global___ReadSource.ValueType
     """Where it was read from."""
     def __init__(
@@ -289,27 +297,55 @@ Global___WriteOptions: _TypeAlias = WriteOptions  # noqa: Y015
 
 @_typing.final
 class CreateRequest(_message.Message):
-    """CreateRequest creates an object."""
+    """CreateRequest creates an object, or a subresource of an existing object
+    (an eviction of a Pod, a token of a ServiceAccount).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     OBJECT_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
+    SUBRESOURCE_FIELD_NUMBER: _builtins.int
+    PARENT_KIND_FIELD_NUMBER: _builtins.int
+    PARENT_KEY_FIELD_NUMBER: _builtins.int
     object: _builtins.bytes
-    """The object, as JSON, with apiVersion and kind."""
+    """The object, as JSON, with apiVersion and kind. With subresource, the
+    subresource's body, for example a policy/v1 Eviction; its
+    metadata.namespace and metadata.name default to parent's and must not
+    differ from them.
+    """
+    subresource: _builtins.str
+    """The subresource to create, for example "eviction" or "token"; empty to
+    create the object itself.
+    """
     @_builtins.property
     def options(self) -> Global___WriteOptions:
         """Dry run and field manager."""
+
+    @_builtins.property
+    def parent_kind(self) -> _types_pb2.GroupVersionKind:
+        """The kind of the object the subresource belongs to, for example Pod; with
+        subresource only.
+        """
+
+    @_builtins.property
+    def parent_key(self) -> _types_pb2.ObjectKey:
+        """The namespace and name of the object the subresource belongs to; with
+        subresource only.
+        """
 
     def __init__(
         self,
         *,
         object: _builtins.bytes = ...,
         options: Global___WriteOptions | None = ...,
+        subresource: _builtins.str = ...,
+        parent_kind: _types_pb2.GroupVersionKind | None = ...,
+        parent_key: _types_pb2.ObjectKey | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options", "parent_key", b"parent_key", "parent_kind", b"parent_kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["object", b"object", "options", b"options"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["object", b"object", "options", b"options", "parent_key", b"parent_key", "parent_kind", b"parent_kind", "subresource", b"subresource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -323,7 +359,10 @@ class CreateResponse(_message.Message):
 
     OBJECT_FIELD_NUMBER: _builtins.int
     object: _builtins.bytes
-    """The object as the API server stored it."""
+    """The object as the API server stored it; for a subresource, what the API
+    server answered (a TokenRequest with its token, or a Status for an
+    eviction).
+    """
     def __init__(
         self,
         *,
