@@ -60,6 +60,12 @@ func TestFinalizeReconcilerBehindTheHost(t *testing.T) {
 		err := k8s.Get(ctx, key, &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), errString(err)
 	})
+	// Events are written in the background: the object can be gone before
+	// the event that Finalize recorded is.
+	eventually(t, 30*time.Second, "the Finalized event is recorded", func() (bool, string) {
+		got := reasons(t, f.ns)
+		return got["Finalized"] >= 1, fmt.Sprint(got)
+	})
 	if got := reasons(t, f.ns)["Finalized"]; got != 1 {
 		t.Errorf("Finalized events = %d, want 1", got)
 	}
