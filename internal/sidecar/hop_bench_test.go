@@ -138,12 +138,7 @@ func dial(b *testing.B, srv *sdk.Server, transport string) (*grpc.ClientConn, *s
 	var address string
 	switch transport {
 	case "unix":
-		dir, derr := os.MkdirTemp("", "po-bench-")
-		if derr != nil {
-			b.Fatal(derr)
-		}
-		b.Cleanup(func() { _ = os.RemoveAll(dir) })
-		address = "unix://" + filepath.Join(dir, "s.sock")
+		address = socketAddress(b, "s")
 		lis, err = sdk.Listen(address)
 	default:
 		lis, err = net.Listen("tcp", "127.0.0.1:0")
@@ -156,7 +151,23 @@ func dial(b *testing.B, srv *sdk.Server, transport string) (*grpc.ClientConn, *s
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.ServeListener(ctx, lis) }()
 	b.Cleanup(func() { cancel(); <-done })
+	return connect(b, address)
+}
 
+// socketAddress is the address of a unix socket named name in a fresh
+// directory, removed when the benchmark ends.
+func socketAddress(b *testing.B, name string) string {
+	dir, err := os.MkdirTemp("", "po-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return "unix://" + filepath.Join(dir, name+".sock")
+}
+
+// connect returns a raw gRPC connection and a host-side Client to the sidecar
+// at address, both closed when the benchmark ends.
+func connect(b *testing.B, address string) (*grpc.ClientConn, *sidecar.Client) {
 	sc, err := sidecar.New(sidecar.Options{Address: address})
 	if err != nil {
 		b.Fatal(err)

@@ -2,14 +2,11 @@ package sidecar_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
@@ -56,31 +53,16 @@ func benchForeignHop(b *testing.B, lang string, command ...string) {
 // last argument and returns a raw connection and a host-side Client to it,
 // once it is ready.
 func startForeignSidecar(b *testing.B, lang string, command ...string) (*grpc.ClientConn, *sidecar.Client) {
-	dir, err := os.MkdirTemp("", "po-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = os.RemoveAll(dir) })
-	address := "unix://" + filepath.Join(dir, lang+".sock")
+	address := socketAddress(b, lang)
 	p, err := testenv.StartProcess(nil, lang+"-sidecar", command[0], append(command[1:], address)...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(p.Stop)
 
-	sc, err := sidecar.New(sidecar.Options{Address: address})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = sc.Close() })
+	conn, sc := connect(b, address)
 	if err := sc.WaitReady(context.Background(), 60*time.Second, logr.Discard()); err != nil {
 		b.Fatalf("the %s sidecar is not ready: %v\n%s", lang, err, p.Output())
 	}
-	target, _ := sidecar.Target(address)
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
 	return conn, sc
 }
