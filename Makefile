@@ -83,6 +83,8 @@ GENERATED_PATHS ?= gen \
 	':(glob)$(PYTHON_GEN_DIR)/*_pb2*' \
 	':(glob)examples/**/zz_generated.*.go' \
 	':(glob)examples/**/config/crd/**' \
+	':(glob)internal/benchmark/api/**/zz_generated.*.go' \
+	':(glob)internal/benchmark/config/crd/**' \
 	':(glob)examples/**/config/rbac/**' \
 	':(glob)config/overlays/*/generated/**' \
 	$(TS_GEN_DIR)
@@ -122,11 +124,12 @@ generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NO
 	$(BUF) generate
 	$(BUF) generate --template sdk/typescript/buf.gen.yaml
 
-# The examples' generate.go files carry //go:generate lines; bin/ comes first on
-# PATH so they find controller-gen at the pinned version.
+# The generate.go files of the examples and of the benchmark's Widget API carry
+# //go:generate lines; bin/ comes first on PATH so they find controller-gen at
+# the pinned version.
 .PHONY: generate-examples
-generate-examples: $(CONTROLLER_GEN) ## Generate the examples' CRDs and deepcopy functions (go generate).
-	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/...
+generate-examples: $(CONTROLLER_GEN) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate).
+	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/... ./internal/benchmark/
 
 .PHONY: check-generated
 check-generated: generate manifests ## Fail if regenerating changes any generated file.

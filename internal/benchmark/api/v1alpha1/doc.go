@@ -5,7 +5,9 @@
 // ConfigMap of the same name that the Widget owns, and reports Ready in its
 // status once the ConfigMap holds it. Every variant of the benchmark (the
 // in-process controller-runtime operator and the sidecars) reconciles these
-// same types, and the CRD is in ../../config/crd.
+// same types. The deep copies and the CRD (in ../../config/crd) are generated
+// by controller-gen: run make generate-examples after changing the types.
 //
+// +kubebuilder:object:generate=true
 // +groupName=bench.polyop.dev
 package v1alpha1
