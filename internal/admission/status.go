@@ -55,43 +55,11 @@ func Denied(gk schema.GroupKind, name string, d *polyopv1alpha1.Denial) (admissi
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status}}, nil
 }
 
-// reasonForCode is the reason Kubernetes gives an HTTP status code (as
-// apierrors.NewGenericServerResponse does); StatusReasonUnknown, empty, for
-// the codes it has none for.
+// reasonForCode is the reason Kubernetes gives an HTTP status code: the one
+// client-go reports for a response with that code and no status of its own
+// (StatusReasonUnknown, empty, for a code it has none for).
 func reasonForCode(code int32) metav1.StatusReason {
-	switch code {
-	case http.StatusBadRequest:
-		return metav1.StatusReasonBadRequest
-	case http.StatusUnauthorized:
-		return metav1.StatusReasonUnauthorized
-	case http.StatusForbidden:
-		return metav1.StatusReasonForbidden
-	case http.StatusNotFound:
-		return metav1.StatusReasonNotFound
-	case http.StatusMethodNotAllowed:
-		return metav1.StatusReasonMethodNotAllowed
-	case http.StatusNotAcceptable:
-		return metav1.StatusReasonNotAcceptable
-	case http.StatusConflict:
-		return metav1.StatusReasonConflict
-	case http.StatusGone:
-		return metav1.StatusReasonGone
-	case http.StatusRequestEntityTooLarge:
-		return metav1.StatusReasonRequestEntityTooLarge
-	case http.StatusUnsupportedMediaType:
-		return metav1.StatusReasonUnsupportedMediaType
-	case http.StatusUnprocessableEntity:
-		return metav1.StatusReasonInvalid
-	case http.StatusTooManyRequests:
-		return metav1.StatusReasonTooManyRequests
-	case http.StatusInternalServerError:
-		return metav1.StatusReasonInternalError
-	case http.StatusServiceUnavailable:
-		return metav1.StatusReasonServiceUnavailable
-	case http.StatusGatewayTimeout:
-		return metav1.StatusReasonTimeout
-	}
-	return metav1.StatusReasonUnknown
+	return apierrors.NewGenericServerResponse(int(code), "", schema.GroupResource{}, "", "", 0, false).Status().Reason
 }
 
 // FieldErrors turns the wire's field errors into apimachinery's, so that each
