@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Stop, returned by the function Each calls, ends Each early without an
@@ -164,19 +165,31 @@ func isLiteralByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'E'
 }
 
-// unquote decodes a JSON string token.
+// unquote decodes a JSON string token as encoding/json does: escapes
+// decoded, and invalid UTF-8 replaced with U+FFFD.
 func unquote(token []byte) (string, error) {
 	inner := token[1 : len(token)-1]
+	ascii := true
 	for _, c := range inner {
-		if c == '\\' {
-			var s string
-			if err := json.Unmarshal(token, &s); err != nil {
-				return "", err
-			}
-			return s, nil
+		switch {
+		case c == '\\':
+			return unquoteSlow(token)
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
 	}
+	if !ascii && !utf8.Valid(inner) {
+		return unquoteSlow(token)
+	}
 	return string(inner), nil
+}
+
+func unquoteSlow(token []byte) (string, error) {
+	var s string
+	if err := json.Unmarshal(token, &s); err != nil {
+		return "", err
+	}
+	return s, nil
 }
 
 // AppendString appends s to out as a JSON string.
