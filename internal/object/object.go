@@ -110,13 +110,14 @@ func (o *Object) members() []byte {
 
 // Field returns the JSON of the top-level member name (such as "spec" or
 // "status"), and whether the object has it. apiVersion, kind and metadata
-// are not fields: read them through the object's accessors.
+// are not fields: read them through the object's accessors. Of duplicate
+// members, the last is the field, as for encoding/json and the API
+// machinery's decoders (and so for Unstructured).
 func (o *Object) Field(name string) (json.RawMessage, bool) {
 	var found json.RawMessage
 	_ = rawjson.Each(o.body, func(key string, value json.RawMessage) error {
 		if key == name {
 			found = value
-			return rawjson.Stop
 		}
 		return nil
 	})
@@ -145,14 +146,15 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
+	// Decoded as unstructured.Unstructured's UnmarshalJSON decodes, without
+	// its check that the object names its kind: an Object need not (the
+	// items of a built-in kind's list do not), and its error would quote the
+	// whole object.
+	var content map[string]any
+	if err := utiljson.Unmarshal(raw, &content); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", o.describe(), err)
 	}
-	if u.GetKind() == "" {
-		u.SetGroupVersionKind(o.GroupVersionKind())
-	}
-	return u, nil
+	return &unstructured.Unstructured{Object: content}, nil
 }
 
 // describe names the object in an error.
