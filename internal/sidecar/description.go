@@ -350,8 +350,18 @@ func conversions(in []*polyopv1alpha1.ConversionDescription, bad reporter) []Con
 			bad(path, "%s is declared twice", conv.GroupKind)
 		}
 		seen[conv.GroupKind] = true
-		if len(conv.Versions) < 2 {
-			bad(path+".versions", "at least two versions are required, got %v", conv.Versions)
+		distinct := map[string]bool{}
+		for j, v := range conv.Versions {
+			switch msgs := validation.IsDNS1035Label(v); {
+			case len(msgs) > 0:
+				bad(fmt.Sprintf("%s.versions[%d]", path, j), "%q is not a valid version name: %v", v, msgs)
+			case distinct[v]:
+				bad(fmt.Sprintf("%s.versions[%d]", path, j), "%q is declared twice", v)
+			}
+			distinct[v] = true
+		}
+		if len(distinct) < 2 {
+			bad(path+".versions", "at least two versions are required, got %q", conv.Versions)
 		}
 		out = append(out, conv)
 	}

@@ -138,6 +138,18 @@ func TestNewDescriptionRejects(t *testing.T) {
 			},
 			want: "conversions[0].versions: at least two versions are required",
 		},
+		"if a conversion names one version twice, it is not two versions": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1", "v1"}}}
+			},
+			want: `conversions[0].versions[1]: "v1" is declared twice`,
+		},
+		"if a conversion names a version that is not a version name": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1", ""}}}
+			},
+			want: `conversions[0].versions[1]: "" is not a valid version name`,
+		},
 		"if max_concurrent_reconciles is negative": {
 			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].MaxConcurrentReconciles = -1 },
 			want:   "controllers[0].max_concurrent_reconciles: must not be negative",
