@@ -96,6 +96,12 @@ GO_TEST_PARALLEL ?= 2
 GO_TEST_TIMEOUT ?= 30m
 GO_TEST_FLAGS ?=
 BENCH_PKGS ?= ./internal/...
+# `make fuzz` runs each Go fuzz target matching FUZZ for FUZZTIME, one after
+# the other (see docs/fuzzing.md). Add flags such as -parallel=1 with
+# FUZZ_FLAGS.
+FUZZ ?= ^Fuzz
+FUZZTIME ?= 1m
+FUZZ_FLAGS ?=
 BENCH_FLAGS ?=
 # Flags for the end-to-end benchmark (hack/bench), e.g. BENCH_ARGS='-rounds 1 -sizes 500'
 # for a quick look, or BENCH_ARGS=-update to also rewrite BENCHMARKS.md's table.
@@ -167,6 +173,17 @@ test: tools envtest lint-proto check-generated vet test-go test-python test-type
 .PHONY: test-go
 test-go: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Run the Go tests (against a real API server, see KUBEBUILDER_ASSETS; the end-to-end tests run the Python example from .venv and the TypeScript example with node).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -count=1 -timeout $(GO_TEST_TIMEOUT) -p $(GO_TEST_PARALLEL) $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
+
+# fuzz finds the packages with fuzz targets among the tracked test files. go
+# test runs their seeds (f.Add and testdata/fuzz) without -fuzz, in test-go.
+.PHONY: fuzz
+fuzz: ## Run each Go fuzz target matching FUZZ (all by default) for FUZZTIME (1m by default); a failing input is written to the package's testdata/fuzz.
+	@for dir in $$(git grep -l '^func Fuzz' -- '*_test.go' | xargs -n1 dirname | sort -u); do \
+		for target in $$(go test -list '$(FUZZ)' ./$$dir | grep '^Fuzz'); do \
+			echo "--- ./$$dir $$target for $(FUZZTIME)"; \
+			go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./$$dir || exit 1; \
+		done; \
+	done
 
 # test-python type-checks (mypy --strict) and tests (pytest) each Python
 # package. pytest exits 5 when it collects no test: that fails too.
