@@ -39,7 +39,7 @@ func FuzzNewDescription(f *testing.F) {
 	}}
 	full.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1", "v2"}}}
 	webhookOnly := &polyopv1alpha1.DescribeResponse{ProtocolVersion: ProtocolVersion, Name: "hooks", Webhooks: full.Webhooks}
-	conversionOnly := &polyopv1alpha1.DescribeResponse{ProtocolVersion: ProtocolVersion, Name: "conv", Conversions: []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1", "v1"}}}}
+	conversionOnly := &polyopv1alpha1.DescribeResponse{ProtocolVersion: ProtocolVersion, Name: "conv", Conversions: full.Conversions}
 	for _, seed := range []struct {
 		resp *polyopv1alpha1.DescribeResponse
 		host string
