@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
@@ -310,12 +309,13 @@ type jsonPatchOp struct {
 
 // sameStatus reports whether the status the object has is the one the
 // sidecar returned. An empty status and none are the same: writing one over
-// the other would change nothing a client reads.
+// the other would change nothing a client reads. So are 1.0 and 1, which the
+// API server stores as 1.
 func sameStatus(current any, status map[string]any) bool {
 	if m, ok := current.(map[string]any); ok && len(m) == 0 || current == nil {
 		return len(status) == 0
 	}
-	return reflect.DeepEqual(current, status)
+	return sameJSON(current, status)
 }
 
 // patch writes patch to obj, or to its status subresource, and updates obj to
