@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/polyop/polyop/internal/address"
 	clusterservice "github.com/polyop/polyop/internal/cluster"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
@@ -130,20 +131,28 @@ func cachedKinds(o cache.Options) map[schema.GroupVersionKind][]string {
 // clusterAddress is where the cluster service is served, "" for nowhere: the
 // flag's value ("0" is nowhere), or by default a cluster.sock beside a unix
 // sidecar socket (so that one shared directory holds both), else
-// clusterservice.DefaultAddress.
+// clusterservice.DefaultAddress. A relative unix socket is made absolute,
+// since the address is announced to the sidecar, which may run in another
+// directory; an address that does not parse is returned as it is, for Listen
+// to refuse with the flag's name.
 func clusterAddress(opts Options) string {
-	switch a := opts.ClusterAddress; {
+	a := opts.ClusterAddress
+	switch {
 	case a == "0":
 		return ""
-	case a != "":
-		return a
-	}
-	for _, prefix := range []string{"unix://", "unix:"} {
-		if path, ok := strings.CutPrefix(opts.SidecarAddress, prefix); ok && path != "" {
-			return prefix + filepath.Join(filepath.Dir(path), "cluster.sock")
+	case a == "":
+		a = clusterservice.DefaultAddress
+		for _, prefix := range []string{"unix://", "unix:"} {
+			if path, ok := strings.CutPrefix(opts.SidecarAddress, prefix); ok && path != "" {
+				a = prefix + filepath.Join(filepath.Dir(path), "cluster.sock")
+				break
+			}
 		}
 	}
-	return clusterservice.DefaultAddress
+	if abs, err := address.Absolute(a); err == nil {
+		return abs
+	}
+	return a
 }
 
 // addClusterService binds the cluster service's address and adds the service

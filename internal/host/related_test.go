@@ -2,6 +2,7 @@ package host
 
 import (
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +28,8 @@ func TestClusterAddress(t *testing.T) {
 	}{
 		"if unset beside the default sidecar socket, then the default":     {sidecar: sidecar.DefaultAddress, want: "unix:///var/run/polyop/cluster.sock"},
 		"if unset beside another unix socket, then beside it":              {sidecar: "unix:///tmp/x/sidecar.sock", want: "unix:///tmp/x/cluster.sock"},
-		"if unset beside a relative unix socket, then beside it, relative": {sidecar: "unix:run/sidecar.sock", want: "unix:run/cluster.sock"},
+		"if unset beside a relative unix socket, then beside it, absolute": {sidecar: "unix:run/sidecar.sock", want: "unix://" + workingDir(t) + "/run/cluster.sock"},
+		"if set to a relative unix socket, then absolute":                  {sidecar: sidecar.DefaultAddress, cluster: "unix:c.sock", want: "unix://" + workingDir(t) + "/c.sock"},
 		"if unset with a TCP sidecar, then the default":                    {sidecar: "localhost:9000", want: "unix:///var/run/polyop/cluster.sock"},
 		"if set, then as set": {sidecar: sidecar.DefaultAddress, cluster: "tcp://127.0.0.1:9001", want: "tcp://127.0.0.1:9001"},
 		"if 0, then none":     {sidecar: sidecar.DefaultAddress, cluster: "0", want: ""},
@@ -142,4 +144,15 @@ func TestAddRelatedCacheViews(t *testing.T) {
 	if got := cachedKinds(o)[configMapKind]; got != nil {
 		t.Errorf("ConfigMaps cached in %v, want every namespace", got)
 	}
+}
+
+// workingDir is the test's working directory, against which relative unix
+// socket paths are resolved.
+func workingDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
