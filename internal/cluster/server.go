@@ -52,6 +52,13 @@ type Options struct {
 	// kind). Reads of other kinds, or in other namespaces, go to the API
 	// server. Defaults to none: every read goes to the API server.
 	CachedKinds map[schema.GroupVersionKind][]string
+	// WriteNamespaces are the namespaces the sidecar may write namespaced
+	// objects in (create, update, patch, delete, subresources, events): the
+	// namespaces the host watches. A write elsewhere is refused with
+	// PERMISSION_DENIED and an APIError of reason Forbidden. Cluster-scoped
+	// objects are left to the host's RBAC. Defaults to none: every
+	// namespace, for a host that watches every namespace.
+	WriteNamespaces []string
 	// FieldManager is the field manager of writes that name none. Defaults to
 	// "polyop".
 	FieldManager string

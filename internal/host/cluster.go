@@ -128,6 +128,29 @@ func cachedKinds(o cache.Options) map[schema.GroupVersionKind][]string {
 	return out
 }
 
+// watchedNamespaces are the namespaces the host watches, which the sidecar may
+// write in through the cluster service: those of every controller, as
+// narrowed by --namespace. None (every namespace) when a controller watches
+// every namespace, or, without controllers, when --namespace is not set.
+func watchedNamespaces(desc *sidecar.Description, opts Options) []string {
+	if len(desc.Controllers) == 0 {
+		return opts.Namespaces
+	}
+	var out []string
+	for _, c := range desc.Controllers {
+		if len(c.Namespaces) == 0 {
+			return nil
+		}
+		for _, ns := range c.Namespaces {
+			if !slices.Contains(out, ns) {
+				out = append(out, ns)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // clusterAddress is where the cluster service is served, "" for nowhere: the
 // flag's value ("0" is nowhere), or by default a cluster.sock beside a unix
 // sidecar socket (so that one shared directory holds both), else
@@ -175,10 +198,11 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		Mapper:    mgr.GetRESTMapper(),
 		Recorder:  mgr.GetEventRecorder(desc.Name),
 	}, clusterservice.Options{
-		CachedKinds:    cachedKinds(cacheOpts),
-		FieldManager:   "polyop-" + desc.Name,
-		MaxMessageSize: opts.MaxMessageSize,
-		Log:            ctrl.Log.WithName("cluster"),
+		CachedKinds:     cachedKinds(cacheOpts),
+		WriteNamespaces: watchedNamespaces(desc, opts),
+		FieldManager:    "polyop-" + desc.Name,
+		MaxMessageSize:  opts.MaxMessageSize,
+		Log:             ctrl.Log.WithName("cluster"),
 	})
 	if err := srv.Listen(address); err != nil {
 		return fmt.Errorf("%w (set --cluster-address, or --cluster-address=0 to serve no cluster service)", err)

@@ -156,3 +156,29 @@ func workingDir(t *testing.T) string {
 	}
 	return dir
 }
+
+func TestWatchedNamespaces(t *testing.T) {
+	t.Parallel()
+	ctrl := func(namespaces ...string) sidecar.Controller {
+		return sidecar.Controller{Name: "c", Namespaces: namespaces}
+	}
+	for name, tc := range map[string]struct {
+		controllers []sidecar.Controller
+		flag        []string
+		want        []string
+	}{
+		"if every controller watches namespaces, then all of them":      {controllers: []sidecar.Controller{ctrl("b", "a"), ctrl("c", "a")}, want: []string{"a", "b", "c"}},
+		"if a controller watches every namespace, then every namespace": {controllers: []sidecar.Controller{ctrl("a"), ctrl()}, want: nil},
+		"if there is no controller, then --namespace":                   {flag: []string{"ops"}, want: []string{"ops"}},
+		"if there is no controller and no --namespace, then every one":  {want: nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := NewOptions()
+			opts.Namespaces = tc.flag
+			if got := watchedNamespaces(&sidecar.Description{Controllers: tc.controllers}, opts); !slices.Equal(got, tc.want) {
+				t.Errorf("watchedNamespaces = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
