@@ -1,6 +1,7 @@
 package host
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -178,10 +179,34 @@ func clusterAddress(opts Options) string {
 	return a
 }
 
+// clusterServiceTLS is the cluster service's TLS configuration from the
+// --cluster-tls-* flags, nil for none. It refuses some of the flags without
+// the others, and a TCP --cluster-address other than loopback without them:
+// the service acts with the host's credentials, for anyone who reaches it.
+func clusterServiceTLS(opts Options) (*tls.Config, error) {
+	files := []string{opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile}
+	const flags = "--cluster-tls-cert-file, --cluster-tls-key-file and --cluster-tls-client-ca-file"
+	switch n := len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return f == "" })); {
+	case n == len(files):
+		return clusterservice.MutualTLS(opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile)
+	case n > 0:
+		return nil, fmt.Errorf("the cluster service's TLS needs all of %s, or none", flags)
+	}
+	a := clusterAddress(opts)
+	if a == "" {
+		return nil, nil
+	}
+	if network, addr, err := address.Parse(a); err == nil && network == "tcp" && !address.IsLoopback(addr) {
+		return nil, fmt.Errorf("--cluster-address=%s serves the cluster service, which acts with the host's credentials, on the network: "+
+			"set %s to serve it with mutual TLS, or serve it on a unix socket or a loopback address", opts.ClusterAddress, flags)
+	}
+	return nil, nil
+}
+
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
 // server, and writing through a dynamic client.
-func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *sidecar.Description, cacheOpts cache.Options, opts Options) error {
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *sidecar.Description, cacheOpts cache.Options, tlsConfig *tls.Config, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil
@@ -200,6 +225,7 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 	}, clusterservice.Options{
 		CachedKinds:     cachedKinds(cacheOpts),
 		WriteNamespaces: watchedNamespaces(desc, opts),
+		TLS:             tlsConfig,
 		FieldManager:    "polyop-" + desc.Name,
 		MaxMessageSize:  opts.MaxMessageSize,
 		Log:             ctrl.Log.WithName("cluster"),

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 var (
@@ -178,6 +179,43 @@ func TestWatchedNamespaces(t *testing.T) {
 			opts.Namespaces = tc.flag
 			if got := watchedNamespaces(&sidecar.Description{Controllers: tc.controllers}, opts); !slices.Equal(got, tc.want) {
 				t.Errorf("watchedNamespaces = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClusterServiceTLS(t *testing.T) {
+	t.Parallel()
+	m := testenv.NewMutualTLS(t)
+	for name, tc := range map[string]struct {
+		address, cert, key, ca string
+		wantTLS                bool
+		wantErr                []string
+	}{
+		"if the address is a unix socket, then plain text":            {address: "unix:///tmp/c.sock"},
+		"if the address is loopback, then plain text":                 {address: "tcp://127.0.0.1:9000"},
+		"if no cluster service is served, then nothing":               {address: "0"},
+		"if the address is on the network without TLS, then refused":  {address: "tcp://0.0.0.0:9000", wantErr: []string{"--cluster-address=tcp://0.0.0.0:9000", "--cluster-tls-cert-file, --cluster-tls-key-file and --cluster-tls-client-ca-file"}},
+		"if the address is every interface without TLS, then refused": {address: ":9000", wantErr: []string{"--cluster-tls-cert-file"}},
+		"if the address is on the network with TLS, then mutual TLS":  {address: "tcp://0.0.0.0:9000", cert: m.ServerCertFile, key: m.ServerKeyFile, ca: m.CAFile, wantTLS: true},
+		"if some TLS flags are set but not all, then refused":         {address: "tcp://0.0.0.0:9000", cert: m.ServerCertFile, key: m.ServerKeyFile, wantErr: []string{"all of", "or none"}},
+		"if a TLS file cannot be read, then refused":                  {address: "tcp://0.0.0.0:9000", cert: "/nonexistent.crt", key: m.ServerKeyFile, ca: m.CAFile, wantErr: []string{"certificate"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := NewOptions()
+			opts.ClusterAddress, opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile = tc.address, tc.cert, tc.key, tc.ca
+			cfg, err := clusterServiceTLS(opts)
+			if len(tc.wantErr) > 0 {
+				for _, want := range tc.wantErr {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("error = %v, want one containing %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil || (cfg != nil) != tc.wantTLS {
+				t.Errorf("clusterServiceTLS = %v, %v; want TLS %v", cfg, err, tc.wantTLS)
 			}
 		})
 	}

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,7 +111,11 @@ func (l *lazyConn) get() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := polyopclient.DialOption()
+	if err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	conn, err := grpc.NewClient(target, creds)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "connecting to the Cluster service at %s: %v", address, err)
 	}
