@@ -34,7 +34,9 @@ type clusterAccess struct {
 // announced in its DescribeRequest, or, before the host has described the
 // sidecar or when it announced none, to the POLYOP_CLUSTER_ADDRESS
 // environment variable. A call with neither fails with gRPC status
-// FAILED_PRECONDITION.
+// FAILED_PRECONDITION. It dials with TLS when POLYOP_CLUSTER_TLS_CA_FILE is
+// set (see polyopclient.TLSConfigFromEnv), as a host serving its Cluster
+// service on the network requires.
 func (s *Server) GetClient() client.Client {
 	return s.clusterClient()
 }
