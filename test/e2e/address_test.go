@@ -34,8 +34,8 @@ func TestARelativeClusterAddressReachesASidecarInAnotherDirectory(t *testing.T) 
 		}
 		t.Cleanup(p.Stop)
 	}
-	// The sidecar serves unix:sidecar.sock in the fixture's directory.
-	start("sidecar", childSidecarBin, filepath.Dir(f.socket), "--address", "unix:"+filepath.Base(f.socket), "--log-file", f.callLog)
+	// The sidecar runs in the fixture's directory, the host in another.
+	start("sidecar", childSidecarBin, filepath.Dir(f.socket), "--address", f.address(), "--log-file", f.callLog)
 	start("host", hostBin, hostDir,
 		"--kubeconfig", env.Kubeconfig,
 		"--sidecar-address", f.address(),

@@ -22,6 +22,10 @@ import (
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 )
 
+// manualLabel marks the Widgets TestClusterService writes by hand, which its
+// host does not reconcile.
+const manualLabel = "e2e.polyop.dev/manual"
+
 var (
 	configMapKind = &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	widgetKind    = &polyopv1alpha1.GroupVersionKind{Group: "e2e.polyop.dev", Version: "v1", Kind: "Widget"}
@@ -36,9 +40,10 @@ func TestClusterService(t *testing.T) {
 	metrics := freePort(t)
 	f.startChildSidecar()
 	// The host also watches the namespace the API server forbids writes in
-	// (below), so that its own namespace guard lets those writes through.
+	// (below), so that its own namespace guard lets those writes through, and
+	// leaves Widgets labelled manual to the test.
 	gone := f.ns + "-gone"
-	host := f.startHost("--metrics-bind-address", metrics, "--metrics-secure=false", "--namespace", gone)
+	host := f.startHost("--metrics-bind-address", metrics, "--metrics-secure=false", "--namespace", gone, "--label-selector", "!"+manualLabel)
 	cs := f.clusterClient()
 	ctx := ctxTimeout(t, 5*time.Minute)
 	key := func(name string) *polyopv1alpha1.ObjectKey {
@@ -317,22 +322,20 @@ func TestClusterService(t *testing.T) {
 	})
 
 	t.Run("status subresource update and patch", func(t *testing.T) {
-		// A namespace the host does not watch, so that no controller writes
-		// the status meanwhile; reads there go to the API server.
-		other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-other"}}
-		f.create(other)
+		// A Widget the host's label selector leaves out, so that no
+		// controller writes the status meanwhile; it is read uncached.
 		w := f.newWidget("manual", map[string]any{"value": "v"})
-		w.SetNamespace(other.Name)
+		w.SetLabels(map[string]string{manualLabel: "true"})
 		f.create(w)
 		w.Object["status"] = map[string]any{"phase": "Manual"}
 		if _, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: mustJSON(t, w.Object), Subresource: "status"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: widgetKind, Key: &polyopv1alpha1.ObjectKey{Namespace: other.Name, Name: "manual"},
+		if _, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: widgetKind, Key: key("manual"),
 			Type: polyopv1alpha1.PatchType_PATCH_TYPE_MERGE, Patch: []byte(`{"status":{"note":"patched"}}`), Subresource: "status"}); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: widgetKind, Key: &polyopv1alpha1.ObjectKey{Namespace: other.Name, Name: "manual"}})
+		resp, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: widgetKind, Key: key("manual"), Uncached: true})
 		if err != nil {
 			t.Fatal(err)
 		}
