@@ -56,7 +56,7 @@ done
 {
 	echo "$header"
 	"$host" rbac --description "$tmp/description.json" \
-		--name manager-role --namespace system --service-account controller-manager \
+		--name manager-role --service-account-namespace system --service-account controller-manager \
 		--leader-election --metrics-auth
 } >"$new/role.yaml"
 

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,11 +23,20 @@ func runRBAC(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `Usage: host rbac [flags]
 
-Prints, as YAML, the ClusterRole the host needs for what the sidecar declares
-(read on every reconciled, owned and watched kind; status, finalizers and
-children written; events recorded), its ClusterRoleBinding to the host's
-ServiceAccount and, with --leader-election, a Role and RoleBinding for the
-leader election lease.
+Prints, as YAML, the RBAC the host needs for what the sidecar declares (read on
+every reconciled, owned and watched kind; status, finalizers and children
+written; events recorded), bound to the host's ServiceAccount:
+
+  - for a controller limited to namespaces (those it declares, narrowed by
+    --namespace as the host's own flag narrows them), a Role and RoleBinding in
+    each of its namespaces;
+  - for a controller that watches every namespace, and for cluster-scoped
+    kinds, a ClusterRole and ClusterRoleBinding;
+  - with --leader-election, a Role and RoleBinding for the leader election
+    lease in --service-account-namespace.
+
+Pass the host's --namespace flags here too, so that a host scoped to a
+namespace is granted nothing outside it.
 
 Resources are resolved through API discovery with --kubeconfig; without it they
 are guessed from the kinds (lower case, plural), which is right for nearly every
@@ -38,8 +49,19 @@ Flags:`)
 	src.bindFlags(fs)
 	var opts manifests.RBACOptions
 	var kubeconfig string
-	fs.StringVar(&opts.Name, "name", "", "The name of the ClusterRole and ClusterRoleBinding, and the prefix of the leader election Role (default: the sidecar's name).")
-	fs.StringVar(&opts.Namespace, "namespace", "default", "The namespace the host runs in: its ServiceAccount's and its leader election lease's.")
+	fs.StringVar(&opts.Name, "name", "", "The name of the ClusterRole, the Roles and their bindings, and the prefix of the leader election Role (default: the sidecar's name).")
+	fs.Func("namespace", "The host's --namespace: the host watches only this namespace; repeat the flag or separate with commas for several. "+
+		"Rules are then granted in Roles of these namespaces, not cluster-wide.", func(v string) error {
+		for _, ns := range strings.Split(v, ",") {
+			if ns = strings.TrimSpace(ns); ns == "" {
+				return fmt.Errorf("empty namespace in %q", v)
+			}
+			opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
+		}
+		return nil
+	})
+	fs.StringVar(&opts.Namespace, "service-account-namespace", "", "The namespace the host runs in: its ServiceAccount's and its leader election lease's "+
+		`(default: the one --namespace, when there is one, else "default").`)
 	fs.StringVar(&opts.ServiceAccount, "service-account", "", "The host's ServiceAccount (default: --name).")
 	fs.BoolVar(&opts.LeaderElection, "leader-election", true, "Add a Role for the leader election lease (the host's --leader-elect).")
 	fs.BoolVar(&opts.MetricsAuth, "metrics-auth", false, "Add the rules the secure metrics endpoint needs (the host's --metrics-secure with metrics served).")
@@ -49,6 +71,9 @@ Flags:`)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("host rbac: unexpected arguments %q", fs.Args())
+	}
+	if opts.Namespace == "" && len(opts.WatchNamespaces) == 1 {
+		opts.Namespace = opts.WatchNamespaces[0]
 	}
 
 	_, desc, err := src.load(context.Background())
@@ -90,11 +115,11 @@ func discoveryResolver(kubeconfig string) (manifests.ResourceResolver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host rbac: discovery: %w", err)
 	}
-	return func(gvk schema.GroupVersionKind) (string, error) {
+	return func(gvk schema.GroupVersionKind) (manifests.Resource, error) {
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return "", fmt.Errorf("the API server does not serve %s: %w", gvk, err)
+			return manifests.Resource{}, fmt.Errorf("the API server does not serve %s: %w", gvk, err)
 		}
-		return m.Resource.Resource, nil
+		return manifests.Resource{Resource: m.Resource.Resource, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
 	}, nil
 }

@@ -2,6 +2,12 @@
 // host's --sidecar-address and --cluster-address, a sidecar's serving
 // address, the probe's target: "unix:///absolute/path.sock",
 // "unix:relative/path.sock", "tcp://host:port" or a bare "host:port".
+//
+// A relative unix path is relative to the working directory of the process
+// that reads it, and is resolved to an absolute path at once: an address
+// handed to another process (the host announcing its Cluster service to its
+// sidecar) then names the same socket whatever that process's working
+// directory.
 package address
 
 import (
@@ -13,7 +19,8 @@ import (
 )
 
 // Parse splits an address into a network ("unix" or "tcp") and an address,
-// as net.Listen and net.Dial take them.
+// as net.Listen and net.Dial take them. A unix socket's path is made absolute,
+// relative to the working directory.
 func Parse(address string) (network, addr string, err error) {
 	switch {
 	case address == "":
@@ -29,7 +36,11 @@ func Parse(address string) (network, addr string, err error) {
 		if path == "" {
 			return "", "", fmt.Errorf("address %q has no socket path", address)
 		}
-		return "unix", path, nil
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", "", fmt.Errorf("address %q: resolving the socket's path: %w", address, err)
+		}
+		return "unix", abs, nil
 	case strings.HasPrefix(address, "tcp://"):
 		address = strings.TrimPrefix(address, "tcp://")
 	case strings.Contains(address, "://"):
@@ -51,9 +62,38 @@ func Target(address, tcpResolver string) (string, error) {
 		return "", err
 	case network == "tcp":
 		return tcpResolver + ":///" + addr, nil
-	case filepath.IsAbs(addr):
-		return "unix://" + addr, nil
 	default:
-		return "unix:" + addr, nil
+		return "unix://" + addr, nil
 	}
+}
+
+// Absolute returns address with a relative unix socket path made absolute
+// ("unix:s.sock" in /run becomes "unix:///run/s.sock"); other addresses are
+// returned unchanged. An address announced to another process must be
+// absolute, since that process may run in another directory.
+func Absolute(address string) (string, error) {
+	network, addr, err := Parse(address)
+	if err != nil {
+		return "", err
+	}
+	if network == "unix" {
+		return "unix://" + addr, nil
+	}
+	return address, nil
+}
+
+// IsLoopback reports whether a TCP address (as Parse returns it) listens on
+// or dials a loopback interface only: "localhost", or an IP address in
+// 127.0.0.0/8 or ::1. An empty host (":9443") is every interface, so not
+// loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

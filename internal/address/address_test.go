@@ -1,6 +1,10 @@
 package address
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestTarget(t *testing.T) {
 	t.Parallel()
@@ -9,7 +13,7 @@ func TestTarget(t *testing.T) {
 		wantErr       bool
 	}{
 		"an absolute unix socket keeps its form":   {address: "unix:///run/s.sock", want: "unix:///run/s.sock"},
-		"a relative unix socket keeps its form":    {address: "unix:s.sock", want: "unix:s.sock"},
+		"a relative unix socket is made absolute":  {address: "unix:s.sock", want: "unix://" + cwd(t) + "/s.sock"},
 		"tcp:// goes through the named resolver":   {address: "tcp://127.0.0.1:9000", want: "passthrough:///127.0.0.1:9000"},
 		"a bare host:port is TCP":                  {address: "[::1]:9000", want: "passthrough:///[::1]:9000"},
 		"unix:// with a relative path is an error": {address: "unix://s.sock", wantErr: true},
@@ -24,5 +28,55 @@ func TestTarget(t *testing.T) {
 				t.Errorf("Target(%q) = %q, %v; want %q, error %v", tc.address, got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+func cwd(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestAbsoluteResolvesRelativeUnixPathsAgainstTheWorkingDirectory(t *testing.T) {
+	dir := cwd(t)
+	for name, tc := range map[string]struct{ address, want string }{
+		"a relative socket is joined to the working directory": {"unix:run/cluster.sock", "unix://" + filepath.Join(dir, "run/cluster.sock")},
+		"a parent-relative socket is cleaned":                  {"unix:../cluster.sock", "unix://" + filepath.Join(filepath.Dir(dir), "cluster.sock")},
+		"an absolute socket is unchanged":                      {"unix:///var/run/polyop/cluster.sock", "unix:///var/run/polyop/cluster.sock"},
+		"unix: with an absolute path gets the canonical form":  {"unix:/var/run/polyop/cluster.sock", "unix:///var/run/polyop/cluster.sock"},
+		"a TCP address is unchanged":                           {"tcp://127.0.0.1:9000", "tcp://127.0.0.1:9000"},
+		"a bare host:port is unchanged":                        {"localhost:9000", "localhost:9000"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Absolute(tc.address)
+			if err != nil || got != tc.want {
+				t.Errorf("Absolute(%q) = %q, %v; want %q", tc.address, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := Absolute("unix:"); err == nil {
+		t.Error("Absolute(\"unix:\") succeeded, want an error")
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:9000": true,
+		"127.3.4.5:9000": true,
+		"[::1]:9000":     true,
+		"localhost:9000": true,
+		"0.0.0.0:9000":   false,
+		"[::]:9000":      false,
+		":9000":          false,
+		"10.0.0.7:9000":  false,
+		"example.com:80": false,
+	} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -21,7 +23,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 
-	"github.com/polyop/polyop/internal/address"
+	addresspkg "github.com/polyop/polyop/internal/address"
 )
 
 // DefaultAddress is where the host serves the ClusterService unless told
@@ -52,9 +54,21 @@ type Options struct {
 	// kind). Reads of other kinds, or in other namespaces, go to the API
 	// server. Defaults to none: every read goes to the API server.
 	CachedKinds map[schema.GroupVersionKind][]string
+	// WriteNamespaces are the namespaces the sidecar may write namespaced
+	// objects in (create, update, patch, delete, subresources, events): the
+	// namespaces the host watches. A write elsewhere is refused with
+	// PERMISSION_DENIED and an APIError of reason Forbidden. Cluster-scoped
+	// objects are left to the host's RBAC. Defaults to none: every
+	// namespace, for a host that watches every namespace.
+	WriteNamespaces []string
 	// FieldManager is the field manager of writes that name none. Defaults to
 	// "polyop".
 	FieldManager string
+	// TLS serves the service over TLS, which should require client
+	// certificates (see MutualTLS). Listen refuses a TCP address other than
+	// loopback without it. Defaults to none: plain text, for a unix socket or
+	// a loopback address.
+	TLS *tls.Config
 	// MaxMessageSize bounds gRPC messages in both directions, in bytes.
 	// Defaults to gRPC's own limits.
 	MaxMessageSize int
@@ -97,11 +111,15 @@ func New(clients Clients, opts Options) *Server {
 // created if missing, a stale socket file left by an earlier run is replaced,
 // and the socket is made readable and writable by its owner and group only:
 // the sidecar container needs the same user, or a group the pod's fsGroup
-// gives both containers.
+// gives both containers. A TCP address other than loopback needs
+// Options.TLS: without it, Listen fails with ErrPlaintext.
 func (s *Server) Listen(address string) error {
 	network, path, err := parseAddress(address)
 	if err != nil {
 		return err
+	}
+	if network == "tcp" && s.opts.TLS == nil && !addresspkg.IsLoopback(path) {
+		return fmt.Errorf("cluster service address %s: %w", address, ErrPlaintext)
 	}
 	if network == "unix" {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -142,13 +160,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.opts.MaxMessageSize > 0 {
 		opts = append(opts, grpc.MaxRecvMsgSize(s.opts.MaxMessageSize), grpc.MaxSendMsgSize(s.opts.MaxMessageSize))
 	}
+	if s.opts.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.logCall))
 	srv := grpc.NewServer(opts...)
 	polyopv1alpha1.RegisterClusterServiceServer(srv, s)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(s.lis) }()
-	s.opts.Log.Info("serving the cluster service", "address", s.address)
+	s.opts.Log.Info("serving the cluster service", "address", s.address, "tls", s.opts.TLS != nil)
 	select {
 	case err := <-served:
 		return fmt.Errorf("cluster service at %s: %w", s.address, err)
@@ -221,7 +242,7 @@ func (s *Server) fieldManager(o *polyopv1alpha1.WriteOptions) string {
 // parseAddress splits an address into a network and an address for
 // net.Listen.
 func parseAddress(addr string) (network, path string, err error) {
-	if network, path, err = address.Parse(addr); err != nil {
+	if network, path, err = addresspkg.Parse(addr); err != nil {
 		return "", "", fmt.Errorf("cluster service %w", err)
 	}
 	return network, path, nil

@@ -302,7 +302,7 @@ func TestParseAddress(t *testing.T) {
 	t.Parallel()
 	for address, want := range map[string]string{
 		"unix:///var/run/polyop/cluster.sock": "unix /var/run/polyop/cluster.sock",
-		"unix:run/cluster.sock":               "unix run/cluster.sock",
+		"unix:run/cluster.sock":               "unix " + workingDir(t) + "/run/cluster.sock",
 		"tcp://127.0.0.1:9000":                "tcp 127.0.0.1:9000",
 		"localhost:9000":                      "tcp localhost:9000",
 		"unix://relative.sock":                "error",
@@ -359,4 +359,15 @@ func TestListenReplacesAStaleSocketOnly(t *testing.T) {
 	if err := New(Clients{}, Options{}).Listen("unix://" + path); err == nil || !strings.Contains(err.Error(), "another process serves") {
 		t.Errorf("listening on a live socket: %v, want a refusal", err)
 	}
+}
+
+// workingDir is the test's working directory, against which relative unix
+// socket paths are resolved.
+func workingDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

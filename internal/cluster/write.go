@@ -21,7 +21,7 @@ func (s *Server) Create(ctx context.Context, req *polyopv1alpha1.CreateRequest) 
 		err error
 	)
 	if req.GetSubresource() == "" {
-		obj, ri, err = s.decode(req.GetObject(), false)
+		obj, ri, err = s.decode("create", req.GetObject(), false)
 	} else {
 		obj, ri, err = s.decodeSubresourceBody(req)
 	}
@@ -44,7 +44,7 @@ func (s *Server) Create(ctx context.Context, req *polyopv1alpha1.CreateRequest) 
 
 // Update implements polyopv1alpha1.ClusterServiceServer.
 func (s *Server) Update(ctx context.Context, req *polyopv1alpha1.UpdateRequest) (*polyopv1alpha1.UpdateResponse, error) {
-	obj, ri, err := s.decode(req.GetObject(), true)
+	obj, ri, err := s.decode("update", req.GetObject(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +78,9 @@ func (s *Server) Patch(ctx context.Context, req *polyopv1alpha1.PatchRequest) (*
 	}
 	key, err := objectKey(m, req.GetKey())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.allowWrite("patch", m, key.Namespace, key.Name); err != nil {
 		return nil, err
 	}
 	pt, ok := patchTypes[req.GetType()]
@@ -125,6 +128,9 @@ func (s *Server) Delete(ctx context.Context, req *polyopv1alpha1.DeleteRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if err := s.allowWrite("delete", m, key.Namespace, key.Name); err != nil {
+		return nil, err
+	}
 	opts := metav1.DeleteOptions{
 		DryRun:             dryRun(req.GetOptions()),
 		GracePeriodSeconds: req.GracePeriodSeconds,
@@ -160,6 +166,13 @@ func (s *Server) RecordEvent(ctx context.Context, req *polyopv1alpha1.RecordEven
 	if e.GetReason() == "" {
 		return nil, invalid("event.reason is required")
 	}
+	m, err := s.mapping(req.GetKind())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.allowWrite("record an event", m, req.GetKey().GetNamespace(), req.GetKey().GetName()); err != nil {
+		return nil, err
+	}
 	got, err := s.Get(ctx, &polyopv1alpha1.GetRequest{Kind: req.GetKind(), Key: req.GetKey()})
 	if err != nil {
 		return nil, err
@@ -180,10 +193,10 @@ func (s *Server) RecordEvent(ctx context.Context, req *polyopv1alpha1.RecordEven
 	return &polyopv1alpha1.RecordEventResponse{}, nil
 }
 
-// decode parses a whole object sent for a create or an update and finds the
-// resource it is written to. An update needs a name; a create may use
-// metadata.generateName instead.
-func (s *Server) decode(raw []byte, needName bool) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+// decode parses a whole object sent for a create or an update (verb) and finds
+// the resource it is written to, in a namespace the server writes in. An
+// update needs a name; a create may use metadata.generateName instead.
+func (s *Server) decode(verb string, raw []byte, needName bool) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
 	if len(raw) == 0 {
 		return nil, nil, invalid("object is required")
 	}
@@ -206,6 +219,13 @@ func (s *Server) decode(raw []byte, needName bool) (*unstructured.Unstructured, 
 			return nil, nil, invalid("object has no metadata.namespace: %s is namespaced", gvk.Kind)
 		}
 	}
+	name := obj.GetName()
+	if name == "" {
+		name = obj.GetGenerateName()
+	}
+	if err := s.allowWrite(verb, m, namespace, name); err != nil {
+		return nil, nil, err
+	}
 	return obj, s.resource(m, namespace), nil
 }
 
@@ -223,6 +243,9 @@ func (s *Server) decodeSubresourceBody(req *polyopv1alpha1.CreateRequest) (*unst
 	}
 	key, err := objectKey(m, req.GetParentKey())
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.allowWrite("create the "+req.GetSubresource()+" subresource", m, key.Namespace, key.Name); err != nil {
 		return nil, nil, err
 	}
 	if len(req.GetObject()) == 0 {

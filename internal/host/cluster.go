@@ -1,6 +1,7 @@
 package host
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/polyop/polyop/internal/address"
 	clusterservice "github.com/polyop/polyop/internal/cluster"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
@@ -127,29 +129,84 @@ func cachedKinds(o cache.Options) map[schema.GroupVersionKind][]string {
 	return out
 }
 
+// watchedNamespaces are the namespaces the host watches, which the sidecar may
+// write in through the cluster service: those of every controller, as
+// narrowed by --namespace. None (every namespace) when a controller watches
+// every namespace, or, without controllers, when --namespace is not set.
+func watchedNamespaces(desc *sidecar.Description, opts Options) []string {
+	if len(desc.Controllers) == 0 {
+		return opts.Namespaces
+	}
+	var out []string
+	for _, c := range desc.Controllers {
+		if len(c.Namespaces) == 0 {
+			return nil
+		}
+		for _, ns := range c.Namespaces {
+			if !slices.Contains(out, ns) {
+				out = append(out, ns)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // clusterAddress is where the cluster service is served, "" for nowhere: the
 // flag's value ("0" is nowhere), or by default a cluster.sock beside a unix
 // sidecar socket (so that one shared directory holds both), else
-// clusterservice.DefaultAddress.
+// clusterservice.DefaultAddress. A relative unix socket is made absolute,
+// since the address is announced to the sidecar, which may run in another
+// directory; an address that does not parse is returned as it is, for Listen
+// to refuse with the flag's name.
 func clusterAddress(opts Options) string {
-	switch a := opts.ClusterAddress; {
+	a := opts.ClusterAddress
+	switch {
 	case a == "0":
 		return ""
-	case a != "":
-		return a
-	}
-	for _, prefix := range []string{"unix://", "unix:"} {
-		if path, ok := strings.CutPrefix(opts.SidecarAddress, prefix); ok && path != "" {
-			return prefix + filepath.Join(filepath.Dir(path), "cluster.sock")
+	case a == "":
+		a = clusterservice.DefaultAddress
+		for _, prefix := range []string{"unix://", "unix:"} {
+			if path, ok := strings.CutPrefix(opts.SidecarAddress, prefix); ok && path != "" {
+				a = prefix + filepath.Join(filepath.Dir(path), "cluster.sock")
+				break
+			}
 		}
 	}
-	return clusterservice.DefaultAddress
+	if abs, err := address.Absolute(a); err == nil {
+		return abs
+	}
+	return a
+}
+
+// clusterServiceTLS is the cluster service's TLS configuration from the
+// --cluster-tls-* flags, nil for none. It refuses some of the flags without
+// the others, and a TCP --cluster-address other than loopback without them:
+// the service acts with the host's credentials, for anyone who reaches it.
+func clusterServiceTLS(opts Options) (*tls.Config, error) {
+	files := []string{opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile}
+	const flags = "--cluster-tls-cert-file, --cluster-tls-key-file and --cluster-tls-client-ca-file"
+	switch n := len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return f == "" })); {
+	case n == len(files):
+		return clusterservice.MutualTLS(opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile)
+	case n > 0:
+		return nil, fmt.Errorf("the cluster service's TLS needs all of %s, or none", flags)
+	}
+	a := clusterAddress(opts)
+	if a == "" {
+		return nil, nil
+	}
+	if network, addr, err := address.Parse(a); err == nil && network == "tcp" && !address.IsLoopback(addr) {
+		return nil, fmt.Errorf("--cluster-address=%s serves the cluster service, which acts with the host's credentials, on the network: "+
+			"set %s to serve it with mutual TLS, or serve it on a unix socket or a loopback address", opts.ClusterAddress, flags)
+	}
+	return nil, nil
 }
 
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
 // server, and writing through a dynamic client.
-func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *sidecar.Description, cacheOpts cache.Options, opts Options) error {
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *sidecar.Description, cacheOpts cache.Options, tlsConfig *tls.Config, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil
@@ -166,10 +223,12 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		Mapper:    mgr.GetRESTMapper(),
 		Recorder:  mgr.GetEventRecorder(desc.Name),
 	}, clusterservice.Options{
-		CachedKinds:    cachedKinds(cacheOpts),
-		FieldManager:   "polyop-" + desc.Name,
-		MaxMessageSize: opts.MaxMessageSize,
-		Log:            ctrl.Log.WithName("cluster"),
+		CachedKinds:     cachedKinds(cacheOpts),
+		WriteNamespaces: watchedNamespaces(desc, opts),
+		TLS:             tlsConfig,
+		FieldManager:    "polyop-" + desc.Name,
+		MaxMessageSize:  opts.MaxMessageSize,
+		Log:             ctrl.Log.WithName("cluster"),
 	})
 	if err := srv.Listen(address); err != nil {
 		return fmt.Errorf("%w (set --cluster-address, or --cluster-address=0 to serve no cluster service)", err)

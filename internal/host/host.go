@@ -32,6 +32,10 @@ import (
 // the API server does not serve.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	log := ctrl.Log.WithName("host")
+	clusterTLS, err := clusterServiceTLS(opts)
+	if err != nil {
+		return err
+	}
 
 	sc, err := sidecar.New(sidecar.Options{
 		Address:          opts.SidecarAddress,
@@ -125,7 +129,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}); err != nil {
 		return err
 	}
-	if err := addClusterService(mgr, cfg, httpClient, desc, cacheOpts, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, desc, cacheOpts, clusterTLS, opts); err != nil {
 		return err
 	}
 	if err := setupWebhooks(ctx, cfg, mgr, sc, desc, mapper, opts.Webhook); err != nil {

@@ -24,6 +24,12 @@ type Options struct {
 	// to "": cluster.sock beside a unix SidecarAddress, else
 	// cluster.DefaultAddress (unix:///var/run/polyop/cluster.sock).
 	ClusterAddress string
+	// ClusterTLSCertFile and ClusterTLSKeyFile are the certificate and key the
+	// cluster service serves TLS with, and ClusterTLSClientCAFile the CA that
+	// must have signed the sidecar's client certificate: all three or none. A
+	// TCP ClusterAddress other than loopback needs them. Default to "": plain
+	// text, for a unix socket or a loopback address.
+	ClusterTLSCertFile, ClusterTLSKeyFile, ClusterTLSClientCAFile string
 	// SidecarWaitTimeout bounds how long the host waits at start for the
 	// sidecar's health service to report SERVING. Defaults to 2m.
 	SidecarWaitTimeout time.Duration
@@ -101,6 +107,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ClusterAddress, "cluster-address", o.ClusterAddress,
 		"Where to serve the cluster service the sidecar reads and writes the cluster through, in the forms of --sidecar-address; 0 serves none. "+
 			"Default: cluster.sock beside a unix --sidecar-address (unix:///var/run/polyop/cluster.sock for the default), else unix:///var/run/polyop/cluster.sock.")
+	fs.StringVar(&o.ClusterTLSCertFile, "cluster-tls-cert-file", o.ClusterTLSCertFile,
+		"The certificate the cluster service serves TLS with; with --cluster-tls-key-file and --cluster-tls-client-ca-file, required for a TCP --cluster-address other than loopback.")
+	fs.StringVar(&o.ClusterTLSKeyFile, "cluster-tls-key-file", o.ClusterTLSKeyFile, "The key of --cluster-tls-cert-file.")
+	fs.StringVar(&o.ClusterTLSClientCAFile, "cluster-tls-client-ca-file", o.ClusterTLSClientCAFile,
+		"The CA that must have signed the client certificate of whoever calls the cluster service (mutual TLS).")
 	fs.DurationVar(&o.SidecarWaitTimeout, "sidecar-wait-timeout", o.SidecarWaitTimeout,
 		"How long to wait at start for the sidecar to report SERVING on its health service.")
 	fs.DurationVar(&o.DescribeTimeout, "describe-timeout", o.DescribeTimeout, "The deadline of the Describe call.")

@@ -2,6 +2,7 @@ package host
 
 import (
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 var (
@@ -27,7 +29,8 @@ func TestClusterAddress(t *testing.T) {
 	}{
 		"if unset beside the default sidecar socket, then the default":     {sidecar: sidecar.DefaultAddress, want: "unix:///var/run/polyop/cluster.sock"},
 		"if unset beside another unix socket, then beside it":              {sidecar: "unix:///tmp/x/sidecar.sock", want: "unix:///tmp/x/cluster.sock"},
-		"if unset beside a relative unix socket, then beside it, relative": {sidecar: "unix:run/sidecar.sock", want: "unix:run/cluster.sock"},
+		"if unset beside a relative unix socket, then beside it, absolute": {sidecar: "unix:run/sidecar.sock", want: "unix://" + workingDir(t) + "/run/cluster.sock"},
+		"if set to a relative unix socket, then absolute":                  {sidecar: sidecar.DefaultAddress, cluster: "unix:c.sock", want: "unix://" + workingDir(t) + "/c.sock"},
 		"if unset with a TCP sidecar, then the default":                    {sidecar: "localhost:9000", want: "unix:///var/run/polyop/cluster.sock"},
 		"if set, then as set": {sidecar: sidecar.DefaultAddress, cluster: "tcp://127.0.0.1:9001", want: "tcp://127.0.0.1:9001"},
 		"if 0, then none":     {sidecar: sidecar.DefaultAddress, cluster: "0", want: ""},
@@ -141,5 +144,79 @@ func TestAddRelatedCacheViews(t *testing.T) {
 	addRelatedCacheViews(&o, all, namespaced, false)
 	if got := cachedKinds(o)[configMapKind]; got != nil {
 		t.Errorf("ConfigMaps cached in %v, want every namespace", got)
+	}
+}
+
+// workingDir is the test's working directory, against which relative unix
+// socket paths are resolved.
+func workingDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestWatchedNamespaces(t *testing.T) {
+	t.Parallel()
+	ctrl := func(namespaces ...string) sidecar.Controller {
+		return sidecar.Controller{Name: "c", Namespaces: namespaces}
+	}
+	for name, tc := range map[string]struct {
+		controllers []sidecar.Controller
+		flag        []string
+		want        []string
+	}{
+		"if every controller watches namespaces, then all of them":      {controllers: []sidecar.Controller{ctrl("b", "a"), ctrl("c", "a")}, want: []string{"a", "b", "c"}},
+		"if a controller watches every namespace, then every namespace": {controllers: []sidecar.Controller{ctrl("a"), ctrl()}, want: nil},
+		"if there is no controller, then --namespace":                   {flag: []string{"ops"}, want: []string{"ops"}},
+		"if there is no controller and no --namespace, then every one":  {want: nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := NewOptions()
+			opts.Namespaces = tc.flag
+			if got := watchedNamespaces(&sidecar.Description{Controllers: tc.controllers}, opts); !slices.Equal(got, tc.want) {
+				t.Errorf("watchedNamespaces = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClusterServiceTLS(t *testing.T) {
+	t.Parallel()
+	m := testenv.NewMutualTLS(t)
+	for name, tc := range map[string]struct {
+		address, cert, key, ca string
+		wantTLS                bool
+		wantErr                []string
+	}{
+		"if the address is a unix socket, then plain text":            {address: "unix:///tmp/c.sock"},
+		"if the address is loopback, then plain text":                 {address: "tcp://127.0.0.1:9000"},
+		"if no cluster service is served, then nothing":               {address: "0"},
+		"if the address is on the network without TLS, then refused":  {address: "tcp://0.0.0.0:9000", wantErr: []string{"--cluster-address=tcp://0.0.0.0:9000", "--cluster-tls-cert-file, --cluster-tls-key-file and --cluster-tls-client-ca-file"}},
+		"if the address is every interface without TLS, then refused": {address: ":9000", wantErr: []string{"--cluster-tls-cert-file"}},
+		"if the address is on the network with TLS, then mutual TLS":  {address: "tcp://0.0.0.0:9000", cert: m.ServerCertFile, key: m.ServerKeyFile, ca: m.CAFile, wantTLS: true},
+		"if some TLS flags are set but not all, then refused":         {address: "tcp://0.0.0.0:9000", cert: m.ServerCertFile, key: m.ServerKeyFile, wantErr: []string{"all of", "or none"}},
+		"if a TLS file cannot be read, then refused":                  {address: "tcp://0.0.0.0:9000", cert: "/nonexistent.crt", key: m.ServerKeyFile, ca: m.CAFile, wantErr: []string{"certificate"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts := NewOptions()
+			opts.ClusterAddress, opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile = tc.address, tc.cert, tc.key, tc.ca
+			cfg, err := clusterServiceTLS(opts)
+			if len(tc.wantErr) > 0 {
+				for _, want := range tc.wantErr {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("error = %v, want one containing %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil || (cfg != nil) != tc.wantTLS {
+				t.Errorf("clusterServiceTLS = %v, %v; want TLS %v", cfg, err, tc.wantTLS)
+			}
+		})
 	}
 }

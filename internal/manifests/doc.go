@@ -8,7 +8,8 @@
 // CRD, as a partial CustomResourceDefinition to merge into the CRD (a
 // kustomize patch, or `kubectl patch --type merge`).
 //
-// RBAC renders the ClusterRole (and leader election Role) the host needs for
-// the kinds the sidecar's controllers reconcile, own and watch, with their
-// bindings to the host's ServiceAccount.
+// RBAC renders the roles the host needs for the kinds the sidecar's
+// controllers reconcile, own and watch, with their bindings to the host's
+// ServiceAccount: a Role in each namespace a controller is limited to, a
+// ClusterRole only for what is cluster-wide, and the leader election Role.
 package manifests

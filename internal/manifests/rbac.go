@@ -3,6 +3,7 @@ package manifests
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -15,18 +16,32 @@ import (
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
-// ResourceResolver maps a kind to its resource (plural, lower case), for
-// example through a RESTMapper.
-type ResourceResolver func(gvk schema.GroupVersionKind) (string, error)
+// Resource is what RBAC needs to know of a kind: its resource (plural, lower
+// case) and whether its objects live in namespaces.
+type Resource struct {
+	// Resource is the kind's resource, for example "deployments".
+	Resource string
+	// Namespaced is true for a kind whose objects live in namespaces.
+	Namespaced bool
+}
+
+// ResourceResolver maps a kind to its resource and scope, for example through
+// a RESTMapper.
+type ResourceResolver func(gvk schema.GroupVersionKind) (Resource, error)
 
 // RBACOptions shape the RBAC manifests.
 type RBACOptions struct {
-	// Name names the ClusterRole and ClusterRoleBinding, and prefixes the
-	// leader election Role and RoleBinding. Defaults to the sidecar's name.
+	// Name names the ClusterRole, the namespaced Roles and their bindings,
+	// and prefixes the leader election Role and RoleBinding. Defaults to the
+	// sidecar's name.
 	Name string
 	// Namespace is the namespace the host runs in: its ServiceAccount's, and
 	// its leader election lease's. Defaults to "default".
 	Namespace string
+	// WatchNamespaces narrows the namespaces every controller of a namespaced
+	// kind watches, as the host's --namespace flag does. Defaults to none:
+	// each controller watches the namespaces it declares.
+	WatchNamespaces []string
 	// ServiceAccount is the host's ServiceAccount. Defaults to Name.
 	ServiceAccount string
 	// LeaderElection adds a Role, and its RoleBinding, for the leader election
@@ -37,10 +52,11 @@ type RBACOptions struct {
 	// (--metrics-secure): creating TokenReviews and SubjectAccessReviews.
 	// Defaults to false.
 	MetricsAuth bool
-	// Resolve maps each kind to its resource. Defaults to the resource a
-	// webhook of the kind declares, or else a guess from the kind (lower case,
-	// plural), which is right for nearly every kind but not all: pass a
-	// resolver backed by API discovery to be sure.
+	// Resolve maps each kind to its resource and scope. Defaults to the
+	// resource a webhook of the kind declares, or else a guess from the kind
+	// (lower case, plural), namespaced unless it is one of the built-in
+	// cluster-scoped kinds, which is right for nearly every kind but not all:
+	// pass a resolver backed by API discovery to be sure.
 	Resolve ResourceResolver
 }
 
@@ -55,11 +71,36 @@ func (o RBACOptions) withDefaults(desc *sidecar.Description) RBACOptions {
 		o.ServiceAccount = o.Name
 	}
 	if o.Resolve == nil {
-		o.Resolve = func(gvk schema.GroupVersionKind) (string, error) {
-			return resourceOf(desc, gvk.GroupKind(), gvk.Version), nil
+		o.Resolve = func(gvk schema.GroupVersionKind) (Resource, error) {
+			return Resource{Resource: resourceOf(desc, gvk.GroupKind(), gvk.Version), Namespaced: !clusterScoped[gvk.GroupKind()]}, nil
 		}
 	}
 	return o
+}
+
+// clusterScoped are the built-in kinds whose objects live in no namespace, for
+// guessing a kind's scope without discovery.
+var clusterScoped = map[schema.GroupKind]bool{}
+
+func init() {
+	for group, kinds := range map[string][]string{
+		"":                             {"Namespace", "Node", "PersistentVolume", "ComponentStatus"},
+		"rbac.authorization.k8s.io":    {"ClusterRole", "ClusterRoleBinding"},
+		"storage.k8s.io":               {"StorageClass", "CSIDriver", "CSINode", "VolumeAttachment", "VolumeAttributesClass"},
+		"apiextensions.k8s.io":         {"CustomResourceDefinition"},
+		"apiregistration.k8s.io":       {"APIService"},
+		"admissionregistration.k8s.io": {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},
+		"scheduling.k8s.io":            {"PriorityClass"},
+		"networking.k8s.io":            {"IngressClass", "IPAddress", "ServiceCIDR"},
+		"node.k8s.io":                  {"RuntimeClass"},
+		"certificates.k8s.io":          {"CertificateSigningRequest", "ClusterTrustBundle"},
+		"flowcontrol.apiserver.k8s.io": {"FlowSchema", "PriorityLevelConfiguration"},
+		"resource.k8s.io":              {"DeviceClass"},
+	} {
+		for _, kind := range kinds {
+			clusterScoped[schema.GroupKind{Group: group, Kind: kind}] = true
+		}
+	}
 }
 
 // The verbs each use of a kind needs.
@@ -72,101 +113,157 @@ var (
 )
 
 // RBAC renders the RBAC the host needs for what desc declares, and nothing
-// more:
+// more. Each controller needs get, list and watch on its reconciled, owned and
+// watched kinds (the host caches them); get, update and patch on the
+// reconciled kind's status (the host writes the status the sidecar returns);
+// update and patch on the reconciled kind itself when it declares a finalizer
+// (the host adds and removes it); update on its finalizers subresource when it
+// owns kinds (the API server may require it to set blockOwnerDeletion on a
+// child's owner reference); create, update, patch and delete on every owned
+// kind (the host applies and prunes children); and create and patch on
+// events.k8s.io events (the host records events).
 //
-//   - a ClusterRole with get, list and watch on every reconciled, owned and
-//     watched kind (the host caches them); get, update and patch on each
-//     reconciled kind's status (the host writes the status the sidecar
-//     returns); update and patch on a reconciled kind itself when its
-//     controller declares a finalizer (the host adds and removes it); update
-//     on its finalizers subresource when its controller owns kinds (the API
-//     server may require it to set blockOwnerDeletion on a child's owner
-//     reference); create, update, patch and delete on every owned kind (the
-//     host applies and prunes children); create and patch on events.k8s.io
-//     events (the host records events); and, with MetricsAuth, create on
-//     TokenReviews and SubjectAccessReviews;
-//   - its ClusterRoleBinding to the host's ServiceAccount;
-//   - with LeaderElection, a Role in the host's namespace on leases, and on
-//     the core events leader election records, and its RoleBinding.
+// Where those rules are granted follows where the controller watches:
+//
+//   - for a controller limited to namespaces (declared, or narrowed by
+//     WatchNamespaces), a Role in each of its namespaces, with a RoleBinding
+//     to the host's ServiceAccount, named Name; a cluster-scoped kind it
+//     watches goes to the ClusterRole, since the host watches it everywhere;
+//   - for a controller that watches every namespace, the ClusterRole, named
+//     Name, with its ClusterRoleBinding.
+//
+// The ClusterRole also holds, with MetricsAuth, create on TokenReviews and
+// SubjectAccessReviews; it is left out, with its binding, when it would hold
+// nothing. With LeaderElection, a Role in the host's namespace on leases, and
+// on the core events leader election records, and its RoleBinding, are added.
 //
 // What the sidecar reads or writes imperatively through the cluster service
 // beyond the kinds it declares is not in the description, so it is not here:
 // grant it in a role of its own, bound to the same ServiceAccount.
 func RBAC(desc *sidecar.Description, opts RBACOptions) ([]runtime.Object, error) {
 	opts = opts.withDefaults(desc)
-	rules := ruleSet{}
+	cluster := ruleSet{}
+	namespaced := map[string]ruleSet{}
 	var errs []error
-	resolve := func(c sidecar.Controller, gvk schema.GroupVersionKind) string {
-		resource, err := opts.Resolve(gvk)
+	resolve := func(c sidecar.Controller, gvk schema.GroupVersionKind) Resource {
+		r, err := opts.Resolve(gvk)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("controller %q: %s: %w", c.Name, gvk.Kind, err))
 		}
-		return resource
+		return r
 	}
 	for _, c := range desc.Controllers {
-		r := resolve(c, c.GVK)
-		rules.add(c.GVK.Group, r, readVerbs...)
-		rules.add(c.GVK.Group, r+"/status", statusVerbs...)
+		reconciled := resolve(c, c.GVK)
+		namespaces := c.Namespaces
+		if len(opts.WatchNamespaces) > 0 && reconciled.Namespaced {
+			namespaces = narrowNamespaces(namespaces, opts.WatchNamespaces)
+			if len(namespaces) == 0 {
+				errs = append(errs, fmt.Errorf("controller %q watches namespaces %v, none of which --namespace %v allows", c.Name, c.Namespaces, opts.WatchNamespaces))
+				continue
+			}
+		}
+		// add grants verbs on a resource where the controller watches it:
+		// in its namespaces, or cluster-wide for a controller that watches
+		// every namespace and for a cluster-scoped kind.
+		add := func(group string, r Resource, subresource string, verbs ...string) {
+			resource := r.Resource + subresource
+			if len(namespaces) == 0 || !r.Namespaced {
+				cluster.add(group, resource, verbs...)
+				return
+			}
+			for _, ns := range namespaces {
+				if namespaced[ns] == nil {
+					namespaced[ns] = ruleSet{}
+				}
+				namespaced[ns].add(group, resource, verbs...)
+			}
+		}
+		add(c.GVK.Group, reconciled, "", readVerbs...)
+		add(c.GVK.Group, reconciled, "/status", statusVerbs...)
 		if c.Finalizer != "" {
-			rules.add(c.GVK.Group, r, "update", "patch")
+			add(c.GVK.Group, reconciled, "", "update", "patch")
 		}
 		if len(c.Owns) > 0 {
-			rules.add(c.GVK.Group, r+"/finalizers", "update")
+			add(c.GVK.Group, reconciled, "/finalizers", "update")
 		}
 		for _, o := range c.Owns {
 			r := resolve(c, o.GVK)
-			rules.add(o.GVK.Group, r, readVerbs...)
-			rules.add(o.GVK.Group, r, writeVerbs...)
+			add(o.GVK.Group, r, "", readVerbs...)
+			add(o.GVK.Group, r, "", writeVerbs...)
 		}
 		for _, w := range c.Watches {
-			rules.add(w.GVK.Group, resolve(c, w.GVK), readVerbs...)
+			add(w.GVK.Group, resolve(c, w.GVK), "", readVerbs...)
 		}
+		add("events.k8s.io", Resource{Resource: "events", Namespaced: true}, "", "create", "patch")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if len(desc.Controllers) > 0 {
-		rules.add("events.k8s.io", "events", "create", "patch")
-	}
 	if opts.MetricsAuth {
-		rules.add("authentication.k8s.io", "tokenreviews", "create")
-		rules.add("authorization.k8s.io", "subjectaccessreviews", "create")
+		cluster.add("authentication.k8s.io", "tokenreviews", "create")
+		cluster.add("authorization.k8s.io", "subjectaccessreviews", "create")
 	}
 
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: opts.ServiceAccount, Namespace: opts.Namespace}}
-	objs := []runtime.Object{
-		&rbacv1.ClusterRole{
-			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
-			ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: rbacLabels(desc)},
-			Rules:      rules.rules(),
-		},
-		&rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: rbacLabels(desc)},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: opts.Name},
-			Subjects:   subjects,
-		},
+	var objs []runtime.Object
+	if len(cluster) > 0 {
+		objs = append(objs,
+			&rbacv1.ClusterRole{
+				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+				ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: rbacLabels(desc)},
+				Rules:      cluster.rules(),
+			},
+			&rbacv1.ClusterRoleBinding{
+				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+				ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Labels: rbacLabels(desc)},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: opts.Name},
+				Subjects:   subjects,
+			},
+		)
+	}
+	role := func(name, namespace string, rules ruleSet) []runtime.Object {
+		return []runtime.Object{
+			&rbacv1.Role{
+				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: rbacLabels(desc)},
+				Rules:      rules.rules(),
+			},
+			&rbacv1.RoleBinding{
+				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: rbacLabels(desc)},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+				Subjects:   subjects,
+			},
+		}
+	}
+	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
+		// What the ClusterRole grants already need not be granted again.
+		if rules := namespaced[ns].without(cluster); len(rules) > 0 {
+			objs = append(objs, role(opts.Name, ns, rules)...)
+		}
 	}
 	if opts.LeaderElection {
 		le := ruleSet{}
 		le.add("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "patch", "delete")
 		le.add("", "events", "create", "patch")
-		name := opts.Name + "-leader-election"
-		objs = append(objs,
-			&rbacv1.Role{
-				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opts.Namespace, Labels: rbacLabels(desc)},
-				Rules:      le.rules(),
-			},
-			&rbacv1.RoleBinding{
-				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opts.Namespace, Labels: rbacLabels(desc)},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-				Subjects:   subjects,
-			},
-		)
+		objs = append(objs, role(opts.Name+"-leader-election", opts.Namespace, le)...)
 	}
 	return objs, nil
+}
+
+// narrowNamespaces keeps the namespaces of declared that allowed allows; all
+// of allowed when declared is empty (every namespace).
+func narrowNamespaces(declared, allowed []string) []string {
+	if len(declared) == 0 {
+		return slices.Clone(allowed)
+	}
+	var keep []string
+	for _, ns := range declared {
+		if slices.Contains(allowed, ns) {
+			keep = append(keep, ns)
+		}
+	}
+	return keep
 }
 
 func rbacLabels(desc *sidecar.Description) map[string]string {
@@ -185,6 +282,21 @@ func (s ruleSet) add(group, resource string, verbs ...string) {
 			s[group][resource] = append(s[group][resource], v)
 		}
 	}
+}
+
+// without returns the verbs of s that other does not grant.
+func (s ruleSet) without(other ruleSet) ruleSet {
+	out := ruleSet{}
+	for group, resources := range s {
+		for resource, verbs := range resources {
+			for _, v := range verbs {
+				if !slices.Contains(other[group][resource], v) {
+					out.add(group, resource, v)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // rules renders the set as few rules as it takes: one per API group and set

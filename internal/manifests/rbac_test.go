@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/polyop/polyop/internal/sidecar"
@@ -86,7 +87,9 @@ func TestRBACOptions(t *testing.T) {
 	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{{Name: "widgets", GVK: widgetKind}}}
 
 	objs, err := RBAC(desc, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", LeaderElection: true, MetricsAuth: true,
-		Resolve: func(gvk schema.GroupVersionKind) (string, error) { return "widgetz", nil }})
+		Resolve: func(gvk schema.GroupVersionKind) (Resource, error) {
+			return Resource{Resource: "widgetz", Namespaced: true}, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +113,7 @@ func TestRBACOptions(t *testing.T) {
 		t.Errorf("RoleBinding subject %+v, want ops/host", s)
 	}
 
-	_, err = RBAC(desc, RBACOptions{Resolve: func(gvk schema.GroupVersionKind) (string, error) { return "", errors.New("not served") }})
+	_, err = RBAC(desc, RBACOptions{Resolve: func(gvk schema.GroupVersionKind) (Resource, error) { return Resource{}, errors.New("not served") }})
 	if err == nil || !strings.Contains(err.Error(), `controller "widgets": Widget: not served`) {
 		t.Errorf("an unresolvable kind: %v, want an error naming the controller and the kind", err)
 	}
@@ -122,4 +125,175 @@ func TestRBACOptions(t *testing.T) {
 	if n := strings.Count(out.String(), "\n---\n"); n != 3 {
 		t.Errorf("the YAML stream has %d separators, want 3:\n%s", n, out.String())
 	}
+}
+
+// kinds is a resolver of the test's kinds, Namespace and ClusterRole being
+// cluster-scoped.
+func kinds(gvk schema.GroupVersionKind) (Resource, error) {
+	r := Resource{Resource: strings.ToLower(gvk.Kind) + "s", Namespaced: true}
+	if gvk.Kind == "Namespace" || gvk.Kind == "ClusterRole" {
+		r.Namespaced = false
+	}
+	if gvk.Kind == "Namespace" {
+		r.Resource = "namespaces"
+	}
+	return r, nil
+}
+
+// granted flattens the rules of objs into "where group/resource: verbs"
+// lines, where being "cluster" for a ClusterRole and the namespace for a
+// Role, checking that each role is bound to the host's ServiceAccount.
+func granted(t *testing.T, objs []runtime.Object, namespace, account string) []string {
+	t.Helper()
+	var out []string
+	bound := map[string]bool{}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			for _, r := range rulesOf(o.Rules) {
+				out = append(out, "cluster "+r)
+			}
+		case *rbacv1.Role:
+			for _, r := range rulesOf(o.Rules) {
+				out = append(out, o.Namespace+" "+r)
+			}
+		case *rbacv1.ClusterRoleBinding:
+			bound["cluster "+o.RoleRef.Name] = o.Subjects[0].Namespace == namespace && o.Subjects[0].Name == account
+		case *rbacv1.RoleBinding:
+			bound[o.Namespace+" "+o.RoleRef.Name] = o.Subjects[0].Namespace == namespace && o.Subjects[0].Name == account
+		}
+	}
+	for _, o := range objs {
+		var key string
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			key = "cluster " + o.Name
+		case *rbacv1.Role:
+			key = o.Namespace + " " + o.Name
+		default:
+			continue
+		}
+		if !bound[key] {
+			t.Errorf("%s is not bound to ServiceAccount %s/%s", key, namespace, account)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
+	t.Parallel()
+	widgets := sidecar.Controller{
+		Name: "widgets", GVK: widgetKind, Finalizer: "example.com/cleanup",
+		Owns:    []sidecar.Owned{{GVK: configMapGVK}},
+		Watches: []sidecar.Watch{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, FieldPath: []string{"spec", "ns"}}},
+	}
+	gadgets := sidecar.Controller{Name: "gadgets", GVK: gadgetKind, Owns: []sidecar.Owned{{GVK: secretGVK}}}
+	widgetRules := func(where string) []string {
+		return []string{
+			where + " /configmaps: get,list,watch,create,update,patch,delete",
+			where + " events.k8s.io/events: create,patch",
+			where + " example.com/widgets/finalizers: update",
+			where + " example.com/widgets/status: get,update,patch",
+			where + " example.com/widgets: get,list,watch,update,patch",
+		}
+	}
+	for name, tc := range map[string]struct {
+		controllers     []sidecar.Controller
+		watchNamespaces []string
+		metricsAuth     bool
+		want            []string
+		wantErr         string
+	}{
+		"if every controller declares namespaces, then Roles in them, and a ClusterRole for the cluster-scoped kind only": {
+			controllers: []sidecar.Controller{withNamespaces(widgets, "a", "b")},
+			want: slices.Concat(widgetRules("a"), widgetRules("b"), []string{
+				"cluster /namespaces: get,list,watch",
+			}),
+		},
+		"if the host's --namespace limits a controller declaring none, then Roles in that namespace": {
+			controllers:     []sidecar.Controller{withNamespaces(gadgets)},
+			watchNamespaces: []string{"ops"},
+			want: []string{
+				"ops /secrets: get,list,watch,create,update,patch,delete",
+				"ops events.k8s.io/events: create,patch",
+				"ops example.com/gadgets/finalizers: update",
+				"ops example.com/gadgets/status: get,update,patch",
+				"ops example.com/gadgets: get,list,watch",
+			},
+		},
+		"if the host's --namespace narrows declared namespaces, then Roles in those both allow": {
+			controllers:     []sidecar.Controller{withNamespaces(widgets, "a", "b")},
+			watchNamespaces: []string{"b", "c"},
+			want:            append(widgetRules("b"), "cluster /namespaces: get,list,watch"),
+		},
+		"if a controller watches every namespace, then its rules are cluster-wide and the others' namespaced": {
+			controllers: []sidecar.Controller{withNamespaces(widgets, "a"), withNamespaces(gadgets)},
+			metricsAuth: true,
+			want: slices.Concat(
+				// events are granted cluster-wide already
+				slices.DeleteFunc(widgetRules("a"), func(s string) bool { return strings.Contains(s, "events") }),
+				[]string{
+					"cluster /namespaces: get,list,watch",
+					"cluster /secrets: get,list,watch,create,update,patch,delete",
+					"cluster authentication.k8s.io/tokenreviews: create",
+					"cluster authorization.k8s.io/subjectaccessreviews: create",
+					"cluster events.k8s.io/events: create,patch",
+					"cluster example.com/gadgets/finalizers: update",
+					"cluster example.com/gadgets/status: get,update,patch",
+					"cluster example.com/gadgets: get,list,watch",
+				}),
+		},
+		"if the host's --namespace leaves a controller none of its namespaces, then it is an error": {
+			controllers:     []sidecar.Controller{withNamespaces(widgets, "a")},
+			watchNamespaces: []string{"b"},
+			wantErr:         `controller "widgets" watches namespaces [a], none of which --namespace [b] allows`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			desc := &sidecar.Description{Name: "shop", Controllers: tc.controllers}
+			objs, err := RBAC(desc, RBACOptions{Namespace: "ops", ServiceAccount: "host", WatchNamespaces: tc.watchNamespaces, MetricsAuth: tc.metricsAuth, Resolve: kinds})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if got := granted(t, objs, "ops", "host"); !slices.Equal(got, want) {
+				t.Errorf("granted:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+		})
+	}
+}
+
+func TestRBACWithoutDiscoveryKnowsTheBuiltInClusterScopedKinds(t *testing.T) {
+	t.Parallel()
+	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{withNamespaces(sidecar.Controller{
+		Name: "widgets", GVK: widgetKind,
+		Watches: []sidecar.Watch{
+			{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Node"}, FieldPath: []string{"spec", "node"}},
+			{GVK: schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, FieldPath: []string{"spec", "role"}},
+		},
+	}, "a")}}
+	objs, err := RBAC(desc, RBACOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := granted(t, objs, "default", "shop")
+	for _, want := range []string{"cluster /nodes: get,list,watch", "cluster rbac.authorization.k8s.io/clusterroles: get,list,watch", "a example.com/widgets: get,list,watch"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%q not granted; granted:\n  %s", want, strings.Join(got, "\n  "))
+		}
+	}
+}
+
+func withNamespaces(c sidecar.Controller, namespaces ...string) sidecar.Controller {
+	c.Namespaces = namespaces
+	return c
 }

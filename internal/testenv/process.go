@@ -85,6 +85,8 @@ type ProcessOptions struct {
 	Env []string
 	// LogPath is a file that receives all of the output. Defaults to none.
 	LogPath string
+	// Dir is the process's working directory. Defaults to this process's.
+	Dir string
 }
 
 // StartProcess starts bin with args. Each line of its output is kept (see
@@ -100,6 +102,7 @@ func StartProcessWith(name, bin string, args []string, opts ProcessOptions) (*Pr
 	if len(opts.Env) > 0 {
 		p.cmd.Env = append(os.Environ(), opts.Env...)
 	}
+	p.cmd.Dir = opts.Dir
 	r, w := io.Pipe()
 	p.cmd.Stdout = w
 	p.cmd.Stderr = w

@@ -26,14 +26,14 @@ import (
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
 )
 
-// hostWithClient starts the host with the Memcached sidecar (so that it
-// caches Memcacheds and Deployments in the fixture's namespace) and returns
-// the SDK's client of its Cluster service.
-func hostWithClient(t *testing.T) (*fixture, *polyopclient.Client) {
+// hostWithClient starts the host, with hostArgs, and the Memcached sidecar
+// (so that it caches Memcacheds and Deployments in the fixture's namespace)
+// and returns the SDK's client of its Cluster service.
+func hostWithClient(t *testing.T, hostArgs ...string) (*fixture, *polyopclient.Client) {
 	t.Helper()
 	f := newFixture(t)
 	f.startSidecar(memcachedBin)
-	f.startHost()
+	f.startHost(hostArgs...)
 	f.waitForSocket(f.clusterAddress())
 	c := f.client()
 	// The host serves once its cache has synced; until then, calls may fail.
@@ -60,15 +60,15 @@ func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
 // SDK's client returns the error controller-runtime's client would.
 func TestAPIErrorsReachTheClientWithTheirType(t *testing.T) {
 	t.Parallel()
-	f, c := hostWithClient(t)
+	// A namespace being deleted refuses new objects with Forbidden; envtest
+	// has no namespace controller, so it stays that way. The host watches it
+	// too, so that the API server, not the host, refuses the write there.
+	terminating := newFixture(t)
+	f, c := hostWithClient(t, "--namespace", terminating.ns)
 	ctx := context.Background()
 	if err := c.Create(ctx, configMap(f.ns, "taken", nil)); err != nil {
 		t.Fatal(err)
 	}
-
-	// A namespace being deleted refuses new objects with Forbidden; envtest
-	// has no namespace controller, so it stays that way.
-	terminating := newFixture(t)
 	if err := k8s.Create(ctx, configMap(terminating.ns, "keep", nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +125,20 @@ func TestAPIErrorsReachTheClientWithTheirType(t *testing.T) {
 		"if the namespace is being deleted, then the error is Forbidden": {
 			call: func() error { return c.Create(ctx, configMap(terminating.ns, "late", nil)) },
 			is:   apierrors.IsForbidden,
+			check: func(t *testing.T, err error) {
+				if !strings.Contains(err.Error(), "terminated") {
+					t.Errorf("error = %v, want the API server's refusal of a terminating namespace", err)
+				}
+			},
+		},
+		"if the namespace is one the host does not watch, then the host's error is Forbidden": {
+			call: func() error { return c.Create(ctx, configMap("kube-system", f.ns, nil)) },
+			is:   apierrors.IsForbidden,
+			check: func(t *testing.T, err error) {
+				if !strings.Contains(err.Error(), `not in "kube-system"`) {
+					t.Errorf("error = %v, want the host's refusal naming the namespace", err)
+				}
+			},
 		},
 		"if a patch is malformed, then the error is BadRequest": {
 			call: func() error {

@@ -155,9 +155,12 @@ func TestRBACIsWhatTheHostPrints(t *testing.T) {
 			hostRBAC := []string{"rbac",
 				"--sidecar-address", dirs.local(sidecarAddress(ex, sc)),
 				"--sidecar-wait-timeout", "60s",
-				"--name", "expected", "--namespace", ns, "--service-account", sa,
+				"--name", "expected", "--service-account-namespace", ns, "--service-account", sa,
 				"--leader-election=" + boolString(leaderElect == "true"),
 				"--metrics-auth=" + boolString(metrics != "" && metrics != "0" && secure != "false"),
+			}
+			if watched, ok := flagValue(args, "namespace"); ok {
+				hostRBAC = append(hostRBAC, "--namespace", watched)
 			}
 			out, err := exec.Command(hostBin, hostRBAC...).Output()
 			if err != nil {

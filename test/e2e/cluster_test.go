@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -20,6 +21,10 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 )
+
+// manualLabel marks the Widgets TestClusterService writes by hand, which its
+// host does not reconcile.
+const manualLabel = "e2e.polyop.dev/manual"
 
 var (
 	configMapKind = &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
@@ -34,7 +39,11 @@ func TestClusterService(t *testing.T) {
 	f := newFixture(t)
 	metrics := freePort(t)
 	f.startChildSidecar()
-	host := f.startHost("--metrics-bind-address", metrics, "--metrics-secure=false")
+	// The host also watches the namespace the API server forbids writes in
+	// (below), so that its own namespace guard lets those writes through, and
+	// leaves Widgets labelled manual to the test.
+	gone := f.ns + "-gone"
+	host := f.startHost("--metrics-bind-address", metrics, "--metrics-secure=false", "--namespace", gone, "--label-selector", "!"+manualLabel)
 	cs := f.clusterClient()
 	ctx := ctxTimeout(t, 5*time.Minute)
 	key := func(name string) *polyopv1alpha1.ObjectKey {
@@ -216,15 +225,36 @@ func TestClusterService(t *testing.T) {
 	t.Run("a write the API server forbids is PermissionDenied", func(t *testing.T) {
 		// envtest runs no namespace controller: a deleted namespace stays
 		// terminating, and the API server forbids creating in it.
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-gone"}}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gone}}
 		f.create(ns)
 		if err := k8s.Delete(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
 		obj := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "late", "namespace": ns.Name}})
 		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj})
-		if code, s := apiStatusOf(err); code != codes.PermissionDenied || s == nil || s.Reason != metav1.StatusReasonForbidden {
-			t.Errorf("%v, status %+v; want PERMISSION_DENIED with reason Forbidden", err, s)
+		if code, s := apiStatusOf(err); code != codes.PermissionDenied || s == nil || s.Reason != metav1.StatusReasonForbidden || !strings.Contains(s.Message, "terminated") {
+			t.Errorf("%v, status %+v; want the API server's PERMISSION_DENIED with reason Forbidden", err, s)
+		}
+	})
+
+	t.Run("a write outside the namespaces the host watches is refused by the host, naming the namespace and the remedy", func(t *testing.T) {
+		obj := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": f.ns, "namespace": "kube-system"}})
+		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj})
+		code, s := apiStatusOf(err)
+		if code != codes.PermissionDenied || s == nil || s.Reason != metav1.StatusReasonForbidden {
+			t.Fatalf("%v, status %+v; want PERMISSION_DENIED with reason Forbidden", err, s)
+		}
+		for _, want := range []string{`not in "kube-system"`, f.ns, "--namespace"} {
+			if !strings.Contains(s.Message, want) {
+				t.Errorf("message %q does not name %q", s.Message, want)
+			}
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: f.ns}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the ConfigMap in kube-system: %v, want NotFound", err)
+		}
+		_, err = cs.Delete(ctx, &polyopv1alpha1.DeleteRequest{Kind: configMapKind, Key: &polyopv1alpha1.ObjectKey{Namespace: "kube-system", Name: f.ns}})
+		if code, _ := apiStatusOf(err); code != codes.PermissionDenied {
+			t.Errorf("deleting a ConfigMap in kube-system: %v, want PERMISSION_DENIED", err)
 		}
 	})
 
@@ -292,22 +322,20 @@ func TestClusterService(t *testing.T) {
 	})
 
 	t.Run("status subresource update and patch", func(t *testing.T) {
-		// A namespace the host does not watch, so that no controller writes
-		// the status meanwhile; reads there go to the API server.
-		other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-other"}}
-		f.create(other)
+		// A Widget the host's label selector leaves out, so that no
+		// controller writes the status meanwhile; it is read uncached.
 		w := f.newWidget("manual", map[string]any{"value": "v"})
-		w.SetNamespace(other.Name)
+		w.SetLabels(map[string]string{manualLabel: "true"})
 		f.create(w)
 		w.Object["status"] = map[string]any{"phase": "Manual"}
 		if _, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: mustJSON(t, w.Object), Subresource: "status"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: widgetKind, Key: &polyopv1alpha1.ObjectKey{Namespace: other.Name, Name: "manual"},
+		if _, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: widgetKind, Key: key("manual"),
 			Type: polyopv1alpha1.PatchType_PATCH_TYPE_MERGE, Patch: []byte(`{"status":{"note":"patched"}}`), Subresource: "status"}); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: widgetKind, Key: &polyopv1alpha1.ObjectKey{Namespace: other.Name, Name: "manual"}})
+		resp, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: widgetKind, Key: key("manual"), Uncached: true})
 		if err != nil {
 			t.Fatal(err)
 		}

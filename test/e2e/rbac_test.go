@@ -11,21 +11,25 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 )
 
-// TestHostRunsWithTheRBACItPrints applies what `host rbac` prints for
-// test/childsidecar, then runs the host as that ServiceAccount (impersonated),
-// with leader election: children, status, watches, the cluster service,
-// events and the finalizer all work, and a kind the description does not name
-// is forbidden.
+// TestHostRunsWithTheRBACItPrints applies what `host rbac --namespace NS`
+// prints for test/childsidecar, then runs the host, scoped to NS as the
+// fixture runs it, as that ServiceAccount (impersonated), with leader
+// election: children, status, watches, the cluster service, events and the
+// finalizer all work, and a kind the description does not name is forbidden.
+// The RBAC is namespaced: the ServiceAccount may write the declared kinds in
+// NS, and nothing in kube-system.
 func TestHostRunsWithTheRBACItPrints(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -41,6 +45,9 @@ func TestHostRunsWithTheRBACItPrints(t *testing.T) {
 	t.Logf("host rbac printed:\n%s", out)
 	if !strings.Contains(string(out), "resolved through the API server's discovery") {
 		t.Errorf("host rbac does not say it resolved resources through discovery")
+	}
+	if strings.Contains(string(out), "kind: ClusterRole") {
+		t.Errorf("host rbac --namespace printed a ClusterRole, though the host watches one namespace and nothing cluster-scoped")
 	}
 	manifest := filepath.Join(t.TempDir(), "rbac.yaml")
 	if err := os.WriteFile(manifest, out, 0o600); err != nil {
@@ -64,6 +71,39 @@ func TestHostRunsWithTheRBACItPrints(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	user := "system:serviceaccount:" + f.ns + ":" + account
+	for _, tc := range []struct {
+		verb, group, resource, subresource, namespace string
+		want                                          bool
+	}{
+		{"create", "", "configmaps", "", f.ns, true},
+		{"delete", "", "secrets", "", f.ns, true},
+		{"patch", "e2e.polyop.dev", "widgets", "status", f.ns, true},
+		{"create", "events.k8s.io", "events", "", f.ns, true},
+		{"create", "", "configmaps", "", "kube-system", false},
+		{"update", "", "configmaps", "", "default", false},
+		{"list", "e2e.polyop.dev", "widgets", "", "kube-system", false},
+		{"create", "events.k8s.io", "events", "", "kube-system", false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + f.ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: tc.verb, Group: tc.group, Resource: tc.resource, Subresource: tc.subresource, Namespace: tc.namespace,
+			},
+		}}
+		if err := k8s.Create(context.Background(), sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.want {
+			resource := schema.GroupResource{Group: tc.group, Resource: tc.resource}.String()
+			if tc.subresource != "" {
+				resource += "/" + tc.subresource
+			}
+			t.Errorf("may %s %s %s in %s: %v (%s), want %v", user, tc.verb, resource, tc.namespace, sar.Status.Allowed, sar.Status.Reason, tc.want)
+		}
+	}
+
 	host := f.startHost("--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", f.ns)
 
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "settings"}, Data: map[string]string{"value": "hi"}})

@@ -112,7 +112,10 @@ func TestTypeScriptConfigMapSyncExample(t *testing.T) {
 	teamB := f.labelledNamespace("b", nil)
 	selected := f.labelledNamespace("c", map[string]string{"ca-bundle": f.ns})
 	sidecar := f.startConfigMapSync(nodeBin)
-	f.startHostWithWebhooks(f.installWebhooks(), "--cluster-address", f.clusterAddress())
+	// The host watches the namespaces the example copies into as well: its
+	// Cluster service writes only in the namespaces the host watches.
+	f.startHostWithWebhooks(f.installWebhooks(), "--cluster-address", f.clusterAddress(),
+		"--namespace", strings.Join([]string{teamA, teamB, selected}, ","))
 
 	// The sample, aimed at this test's namespaces.
 	sample := fmt.Sprintf(`apiVersion: v1

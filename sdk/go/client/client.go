@@ -2,12 +2,12 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -57,10 +57,17 @@ type Options struct {
 	// Defaults to DefaultMaxMessageSize (64 MiB).
 	MaxMessageSize int
 
+	// TLS dials Address with TLS: the host's certificate verified against
+	// TLS.RootCAs, and TLS.Certificates presented as the client certificate
+	// the host's mutual TLS requires (see TLSConfig). Ignored when Conn is set.
+	// Defaults to TLSConfigFromEnv(): TLS when POLYOP_CLUSTER_TLS_CA_FILE is
+	// set, else plain text, which is what a unix socket or a loopback address
+	// takes.
+	TLS *tls.Config
+
 	// DialOptions are added to the Client's own when it dials Address (after
-	// insecure transport credentials, so grpc.WithTransportCredentials here
-	// replaces them), for example to use TLS on a TCP address. Defaults to
-	// none.
+	// its transport credentials, so grpc.WithTransportCredentials here
+	// replaces them). Defaults to none.
 	DialOptions []grpc.DialOption
 
 	// Logger logs what the Client cannot return as an error, such as an event
@@ -122,7 +129,13 @@ func New(opts Options) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		cc, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts.DialOptions...)...)
+		tlsConfig := opts.TLS
+		if tlsConfig == nil {
+			if tlsConfig, err = TLSConfigFromEnv(); err != nil {
+				return nil, err
+			}
+		}
+		cc, err := grpc.NewClient(target, append([]grpc.DialOption{transportCredentials(tlsConfig)}, opts.DialOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("polyop client: connecting to %s: %w", address, err)
 		}

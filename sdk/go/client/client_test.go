@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -761,14 +762,14 @@ func TestTarget(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		"if the address is an absolute unix socket, then it is dialed as it is": {address: "unix:///var/run/polyop/cluster.sock", want: "unix:///var/run/polyop/cluster.sock"},
-		"if the address is a relative unix socket, then it is dialed as it is":  {address: "unix:cluster.sock", want: "unix:cluster.sock"},
-		"if the address is tcp://, then it is dialed through DNS":               {address: "tcp://localhost:9444", want: "dns:///localhost:9444"},
-		"if the address is host:port, then it is dialed through DNS":            {address: "127.0.0.1:9444", want: "dns:///127.0.0.1:9444"},
-		"if unix:// has a relative path, then it is refused":                    {address: "unix://cluster.sock", wantErr: "absolute path"},
-		"if the scheme is unknown, then it is refused":                          {address: "http://localhost:80", wantErr: "must be unix or tcp"},
-		"if there is no port, then it is refused":                               {address: "localhost", wantErr: "neither"},
-		"if the address is empty, then it is refused":                           {address: "", wantErr: "empty"},
+		"if the address is an absolute unix socket, then it is dialed as it is":            {address: "unix:///var/run/polyop/cluster.sock", want: "unix:///var/run/polyop/cluster.sock"},
+		"if the address is a relative unix socket, then it is dialed at its absolute path": {address: "unix:cluster.sock", want: "unix://" + workingDir(t) + "/cluster.sock"},
+		"if the address is tcp://, then it is dialed through DNS":                          {address: "tcp://localhost:9444", want: "dns:///localhost:9444"},
+		"if the address is host:port, then it is dialed through DNS":                       {address: "127.0.0.1:9444", want: "dns:///127.0.0.1:9444"},
+		"if unix:// has a relative path, then it is refused":                               {address: "unix://cluster.sock", wantErr: "absolute path"},
+		"if the scheme is unknown, then it is refused":                                     {address: "http://localhost:80", wantErr: "must be unix or tcp"},
+		"if there is no port, then it is refused":                                          {address: "localhost", wantErr: "neither"},
+		"if the address is empty, then it is refused":                                      {address: "", wantErr: "empty"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -798,4 +799,15 @@ func TestNewTakesTheAddressFromTheEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
+}
+
+// workingDir is the test's working directory, against which relative unix
+// socket paths are resolved.
+func workingDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -21,6 +21,14 @@
 //		...
 //	}
 //
+// A relative unix address is dialed at its absolute path, against the working
+// directory. A host serving the Cluster service on the network requires mutual
+// TLS (its --cluster-tls-* flags): the Client dials with TLS when Options.TLS
+// is set (see TLSConfig), or when POLYOP_CLUSTER_TLS_CA_FILE names the CA of
+// the host's certificate, presenting the client certificate of
+// POLYOP_CLUSTER_TLS_CERT_FILE and POLYOP_CLUSTER_TLS_KEY_FILE. A write outside
+// the namespaces the host watches is refused: apierrors.IsForbidden.
+//
 // Objects cross the wire as the API server's JSON. Typed objects are encoded
 // with their apiVersion and kind from the scheme and decoded into the Go type
 // the caller passes, *unstructured.Unstructured and

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +34,9 @@ type clusterAccess struct {
 // announced in its DescribeRequest, or, before the host has described the
 // sidecar or when it announced none, to the POLYOP_CLUSTER_ADDRESS
 // environment variable. A call with neither fails with gRPC status
-// FAILED_PRECONDITION.
+// FAILED_PRECONDITION. It dials with TLS when POLYOP_CLUSTER_TLS_CA_FILE is
+// set (see polyopclient.TLSConfigFromEnv), as a host serving its Cluster
+// service on the network requires.
 func (s *Server) GetClient() client.Client {
 	return s.clusterClient()
 }
@@ -112,7 +113,11 @@ func (l *lazyConn) get() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := polyopclient.DialOption()
+	if err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	conn, err := grpc.NewClient(target, creds)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "connecting to the Cluster service at %s: %v", address, err)
 	}

@@ -12,6 +12,10 @@ import (
 	"github.com/polyop/polyop/internal/address"
 )
 
+// SocketMode is the mode of the unix socket Listen creates: read and write for
+// its owner and group, nothing for others.
+const SocketMode fs.FileMode = 0o660
+
 // Listen opens a listener on a sidecar address, in the form the host's
 // --sidecar-address flag takes:
 //
@@ -20,9 +24,13 @@ import (
 //	tcp://127.0.0.1:9443                  a TCP address
 //	127.0.0.1:9443                        a TCP address
 //
-// For a unix socket, Listen creates the socket's directory and removes a stale
+// A relative socket path is made absolute against the working directory. For
+// a unix socket, Listen creates the socket's directory and removes a stale
 // socket left by a process that is gone. It refuses to remove anything else:
 // a file that is not a socket, or a socket another process still serves on.
+// The socket is made readable and writable by its owner and group only
+// (0660), as the host makes its own: the host's container needs the same
+// user, or a group the pod's fsGroup gives both containers.
 func Listen(address string) (net.Listener, error) {
 	network, addr, err := parseAddress(address)
 	if err != nil {
@@ -36,6 +44,12 @@ func Listen(address string) (net.Listener, error) {
 	lis, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("sidecar: listening on %s: %w", address, err)
+	}
+	if network == "unix" {
+		if err := os.Chmod(addr, SocketMode); err != nil {
+			_ = lis.Close()
+			return nil, fmt.Errorf("sidecar: listening on %s: %w", address, err)
+		}
 	}
 	return lis, nil
 }

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,8 +20,8 @@ func TestParseAddress(t *testing.T) {
 		"if the address is unix with an absolute path, then it is that socket": {
 			address: "unix:///var/run/polyop/sidecar.sock", wantNetwork: "unix", wantAddr: "/var/run/polyop/sidecar.sock",
 		},
-		"if the address is unix with a relative path, then it is that socket": {
-			address: "unix:run/sidecar.sock", wantNetwork: "unix", wantAddr: "run/sidecar.sock",
+		"if the address is unix with a relative path, then it is that socket, at its absolute path": {
+			address: "unix:run/sidecar.sock", wantNetwork: "unix", wantAddr: workingDir(t) + "/run/sidecar.sock",
 		},
 		"if the address is unix:// with a relative path, then it is refused": {
 			address: "unix://run/sidecar.sock", wantErr: "absolute path",
@@ -91,6 +92,38 @@ func TestListenOnAUnixSocket(t *testing.T) {
 		}
 		_ = lis.Close()
 	})
+	t.Run("the socket is readable and writable by its owner and group only", func(t *testing.T) {
+		t.Parallel()
+		path := socketPath(t, "s.sock")
+		lis, err := Listen("unix://" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lis.Close()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o660 {
+			t.Errorf("the socket's mode is %v, want %v", got, fs.FileMode(0o660))
+		}
+	})
+	t.Run("if the address is relative, then the socket is at its absolute path", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Dir(socketPath(t, "s.sock"))
+		rel, err := filepath.Rel(workingDir(t), filepath.Join(dir, "s.sock"))
+		if err != nil {
+			t.Skipf("the temporary directory has no path relative to the working directory: %v", err)
+		}
+		lis, err := Listen("unix:" + rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lis.Close()
+		if got, want := lis.Addr().String(), filepath.Join(dir, "s.sock"); got != want {
+			t.Errorf("listening on %s, want %s", got, want)
+		}
+	})
 	t.Run("if a stale socket is left, then it is replaced", func(t *testing.T) {
 		t.Parallel()
 		path := socketPath(t, "s.sock")
@@ -132,4 +165,15 @@ func TestListenOnAUnixSocket(t *testing.T) {
 			t.Errorf("the file is gone: %v", err)
 		}
 	})
+}
+
+// workingDir is the test's working directory, against which relative unix
+// socket paths are resolved.
+func workingDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -12,7 +12,7 @@ from polyop._address import Address, parse_address, prepare_socket
     ("address", "want"),
     [
         pytest.param("unix:///var/run/polyop/sidecar.sock", Address(unix_path="/var/run/polyop/sidecar.sock"), id="unix with an absolute path"),
-        pytest.param("unix:rel/s.sock", Address(unix_path="rel/s.sock"), id="unix with a relative path"),
+        pytest.param("unix:rel/s.sock", Address(unix_path=os.path.join(os.getcwd(), "rel/s.sock")), id="unix with a relative path, made absolute"),
         pytest.param("tcp://127.0.0.1:9443", Address(host="127.0.0.1", port=9443), id="tcp with a scheme"),
         pytest.param("localhost:9443", Address(host="localhost", port=9443), id="tcp without a scheme"),
         pytest.param("[::1]:0", Address(host="::1", port=0), id="an IPv6 host"),
@@ -35,6 +35,13 @@ def test_parse_address(address: str, want: Address) -> None:
 def test_parse_address_refuses(address: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         parse_address(address)
+
+
+def test_a_relative_socket_is_resolved_against_the_working_directory(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(str(tmp_path))
+    address = parse_address("unix:run/../cluster.sock")
+    assert address.unix_path == os.path.join(os.getcwd(), "cluster.sock")
+    assert address.grpc_target == "unix:" + os.path.join(os.getcwd(), "cluster.sock")
 
 
 def test_grpc_targets() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -222,3 +223,68 @@ def test_a_reconcile_reaches_the_cluster_the_host_announced(fake: tuple[FakeClus
     harness = Harness(op)
     harness.describe(cluster_address=f"unix://{sock_dir}/cluster.sock")
     assert harness.reconcile(CM).status == {"secret": "missing"}
+
+
+def openssl(*args: str) -> None:
+    try:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"openssl cannot make a certificate here: {err}")
+
+
+@pytest.fixture
+def mtls(tmp_path: Any) -> dict[str, str]:
+    """A CA, a server certificate it signed for 127.0.0.1 and localhost, and a
+    client certificate it signed: the host's mutual TLS and the sidecar's."""
+    f = {name: str(tmp_path / name) for name in ("ca.crt", "ca.key", "server.crt", "server.key", "client.crt", "client.key")}
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f["ca.key"], "-out", f["ca.crt"], "-days", "1",
+            "-subj", "/CN=polyop test CA")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f["server.key"], "-out", f["server.crt"], "-days", "1",
+            "-CA", f["ca.crt"], "-CAkey", f["ca.key"], "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-addext", "extendedKeyUsage=serverAuth")
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f["client.key"], "-out", f["client.crt"], "-days", "1",
+            "-CA", f["ca.crt"], "-CAkey", f["ca.key"], "-subj", "/CN=polyop sidecar", "-addext", "extendedKeyUsage=clientAuth")
+    return f
+
+
+def test_the_cluster_is_dialed_with_mutual_tls_from_the_environment(mtls: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def read(name: str) -> bytes:
+        with open(mtls[name], "rb") as f:
+            return f.read()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(FakeCluster(), server)
+    creds = grpc.ssl_server_credentials([(read("server.key"), read("server.crt"))], root_certificates=read("ca.crt"), require_client_auth=True)
+    port = server.add_secure_port("127.0.0.1:0", creds)
+    server.start()
+    address = f"tcp://127.0.0.1:{port}"
+    try:
+        monkeypatch.setenv(polyop.TLS_CA_FILE_ENV, mtls["ca.crt"])
+        monkeypatch.setenv(polyop.TLS_CERT_FILE_ENV, mtls["client.crt"])
+        monkeypatch.setenv(polyop.TLS_KEY_FILE_ENV, mtls["client.key"])
+        with polyop.Cluster(address, timeout=10) as client:
+            assert client.get("v1/ConfigMap", "c1", "ns") == CM
+
+        with polyop.Cluster(address, timeout=10, credentials=polyop.tls_credentials(mtls["ca.crt"])) as client:
+            with pytest.raises(polyop.ClusterError):
+                client.get("v1/ConfigMap", "c1", "ns")
+
+        for env in (polyop.TLS_CA_FILE_ENV, polyop.TLS_CERT_FILE_ENV, polyop.TLS_KEY_FILE_ENV):
+            monkeypatch.delenv(env)
+        with polyop.Cluster(address, timeout=10) as client:
+            with pytest.raises(polyop.ClusterError):
+                client.get("v1/ConfigMap", "c1", "ns")
+
+        monkeypatch.setenv(polyop.TLS_CERT_FILE_ENV, mtls["client.crt"])
+        with pytest.raises(polyop.ClusterError, match=polyop.TLS_CA_FILE_ENV):
+            polyop.Cluster(address)
+    finally:
+        server.stop(None)
+
+
+def test_a_relative_cluster_address_is_dialed_at_its_absolute_path(fake: tuple[FakeCluster, polyop.Cluster], sock_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(sock_dir)
+    client = polyop.Cluster("unix:cluster.sock", timeout=5)
+    monkeypatch.chdir("/")
+    with client:
+        assert client.get("v1/ConfigMap", "c1", "ns") == CM

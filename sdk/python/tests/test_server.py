@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -81,6 +82,32 @@ def test_reconciles_run_concurrently(served: tuple[polyop.Server, grpc.Channel])
     calls = [stub.Reconcile.future(request, timeout=5) for _ in range(4)]
     assert all(c.result().status for c in calls)
     assert time.monotonic() - start < 1.0  # four calls of 0.3s each, side by side
+
+
+def test_the_socket_is_readable_and_writable_by_owner_and_group_only(sock_dir: str) -> None:
+    old = os.umask(0)  # whatever the umask, the socket is 0660
+    try:
+        server = widget_operator().start(f"unix://{sock_dir}/sidecar.sock")
+    finally:
+        os.umask(old)
+    try:
+        assert stat.S_IMODE(os.stat(f"{sock_dir}/sidecar.sock").st_mode) == 0o660
+    finally:
+        server.stop(grace=None)
+
+
+def test_a_relative_socket_is_served_and_announced_at_its_absolute_path(sock_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(sock_dir)
+    want = "unix://" + os.path.join(os.getcwd(), "run", "sidecar.sock")
+    server = widget_operator().start("unix:run/sidecar.sock")
+    try:
+        assert server.address == want
+        monkeypatch.chdir("/")
+        with grpc.insecure_channel(server.address) as channel:
+            health: Any = health_pb2_grpc.HealthStub(channel)  # the stubs' HealthStub declares no methods
+            assert health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        server.stop(grace=None)
 
 
 def test_stop_reports_not_serving_and_removes_the_socket(sock_dir: str) -> None:

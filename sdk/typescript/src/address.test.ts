@@ -12,7 +12,10 @@ import { parseAddress, prepareSocket } from "./address.js";
 describe("parseAddress", () => {
   const cases: Record<string, { address: string; want?: unknown; error?: RegExp }> = {
     "an absolute unix socket path": { address: "unix:///var/run/polyop/sidecar.sock", want: { path: "/var/run/polyop/sidecar.sock" } },
-    "a relative unix socket path": { address: "unix:sidecar.sock", want: { path: "sidecar.sock" } },
+    "a relative unix socket path, made absolute against the working directory": {
+      address: "unix:run/../sidecar.sock",
+      want: { path: join(process.cwd(), "sidecar.sock") },
+    },
     "a tcp:// address": { address: "tcp://127.0.0.1:9443", want: { host: "127.0.0.1", port: 9443 } },
     "a bare host and port": { address: "localhost:9443", want: { host: "localhost", port: 9443 } },
     "an IPv6 host": { address: "[::1]:9443", want: { host: "::1", port: 9443 } },

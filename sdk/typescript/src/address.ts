@@ -1,6 +1,6 @@
 import { lstat, mkdir, rm } from "node:fs/promises";
 import { connect } from "node:net";
-import { dirname } from "node:path";
+import { dirname, resolve } from "node:path";
 
 /**
  * Where a sidecar serves unless told otherwise: a unix socket in the volume
@@ -19,6 +19,9 @@ export type Endpoint = { readonly path: string } | { readonly host: string; read
  *     unix:sidecar.sock                     a unix socket at a relative path
  *     tcp://127.0.0.1:9443                  a TCP address
  *     127.0.0.1:9443, [::1]:9443            a TCP address
+ *
+ * A relative socket path is made absolute, against the working directory of
+ * this process.
  */
 export function parseAddress(address: string): Endpoint {
   if (address === "") {
@@ -38,7 +41,7 @@ export function parseAddress(address: string): Endpoint {
     if (path === "") {
       throw new Error(`polyop: address ${JSON.stringify(address)} has no socket path`);
     }
-    return { path };
+    return { path: resolve(path) };
   }
   let hostPort = address;
   if (address.startsWith("tcp://")) {

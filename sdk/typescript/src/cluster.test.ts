@@ -1,8 +1,11 @@
 // The Cluster client against a ClusterService served on a real unix socket,
 // with errors carrying the API server's status as the host sends them.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:http2";
+import { createSecureServer, createServer } from "node:http2";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test, type TestContext } from "node:test";
@@ -10,7 +13,13 @@ import { describe, test, type TestContext } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 
-import { connectCluster } from "./cluster.js";
+import {
+  CLUSTER_TLS_CA_FILE_ENV,
+  CLUSTER_TLS_CERT_FILE_ENV,
+  CLUSTER_TLS_KEY_FILE_ENV,
+  clusterTLSFromEnv,
+  connectCluster,
+} from "./cluster.js";
 import {
   AlreadyExistsError,
   ClusterError,
@@ -37,9 +46,15 @@ function apiError(status: Status, code: Code): ConnectError {
 }
 
 /** Serves a ClusterService that records each request and answers from a script. */
-async function fakeHost(t: TestContext) {
+/**
+ * A fake host's Cluster service on a unix socket or, with tls (PEM files of
+ * its certificate and key, and the CA its clients' certificates must be signed
+ * by), with mutual TLS on a loopback TCP port, as the host serves it with
+ * --cluster-tls-*.
+ */
+async function fakeHost(t: TestContext, tls?: { cert: string; key: string; clientCA: string }) {
   const dir = await mkdtemp(join(tmpdir(), "po-"));
-  const address = `unix://${join(dir, "cluster.sock")}`;
+  let address = `unix://${join(dir, "cluster.sock")}`;
   const requests: Array<[string, Record<string, unknown>]> = [];
   const store = new Map<string, KubeResource>([["default/settings", { ...configMaps, metadata: { namespace: "default", name: "settings" } }]]);
   const handler = connectNodeAdapter({
@@ -110,8 +125,18 @@ async function fakeHost(t: TestContext) {
         },
       }),
   });
-  const server = createServer(handler);
-  await new Promise<void>((resolve) => server.listen(address.slice("unix://".length), resolve));
+  const server = tls
+    ? createSecureServer(
+        { cert: readFileSync(tls.cert), key: readFileSync(tls.key), ca: readFileSync(tls.clientCA), requestCert: true, rejectUnauthorized: true },
+        handler,
+      )
+    : createServer(handler);
+  if (tls) {
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    address = `tcp://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  } else {
+    await new Promise<void>((resolve) => server.listen(address.slice("unix://".length), resolve));
+  }
   const sessions = new Set<import("node:http2").ServerHttp2Session>();
   server.on("session", (s) => sessions.add(s));
   t.after(async () => {
@@ -270,5 +295,62 @@ describe("ClusterClient", () => {
     assert.equal(out.error, undefined);
     assert.deepEqual(out.status, { found: true });
     assert.deepEqual(host.requests.map(([v]) => v), ["get", "recordEvent"]);
+  });
+});
+
+/**
+ * A CA, a server certificate it signed for 127.0.0.1 and localhost, and a
+ * client certificate it signed, made with openssl; undefined where openssl
+ * cannot make them.
+ */
+async function mutualTLS(t: TestContext): Promise<Record<"ca" | "serverCert" | "serverKey" | "clientCert" | "clientKey", string> | undefined> {
+  const dir = await mkdtemp(join(tmpdir(), "po-tls-"));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const f = {
+    ca: join(dir, "ca.crt"),
+    caKey: join(dir, "ca.key"),
+    serverCert: join(dir, "server.crt"),
+    serverKey: join(dir, "server.key"),
+    clientCert: join(dir, "client.crt"),
+    clientKey: join(dir, "client.key"),
+  };
+  const req = (key: string, cert: string, ...args: string[]) =>
+    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", ...args], { stdio: "pipe" });
+  try {
+    req(f.caKey, f.ca, "-subj", "/CN=polyop test CA");
+    req(f.serverKey, f.serverCert, "-CA", f.ca, "-CAkey", f.caKey, "-subj", "/CN=localhost",
+      "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-addext", "extendedKeyUsage=serverAuth");
+    req(f.clientKey, f.clientCert, "-CA", f.ca, "-CAkey", f.caKey, "-subj", "/CN=polyop sidecar", "-addext", "extendedKeyUsage=clientAuth");
+  } catch (err) {
+    t.skip(`openssl cannot make certificates here: ${String(err)}`);
+    return undefined;
+  }
+  return f;
+}
+
+describe("ClusterClient with mutual TLS", () => {
+  test("dials with the CA and client certificate the environment names, and fails without them", async (t) => {
+    const f = await mutualTLS(t);
+    if (!f) {
+      return;
+    }
+    const host = await fakeHost(t, { cert: f.serverCert, key: f.serverKey, clientCA: f.ca });
+    const get = async (tls: ReturnType<typeof clusterTLSFromEnv>) => {
+      const client = connectCluster(host.address, { tls, timeoutMs: 10_000 });
+      try {
+        return await client.get<KubeResource>(configMaps, { namespace: "default", name: "settings" });
+      } finally {
+        client.close();
+      }
+    };
+
+    const env = { [CLUSTER_TLS_CA_FILE_ENV]: f.ca, [CLUSTER_TLS_CERT_FILE_ENV]: f.clientCert, [CLUSTER_TLS_KEY_FILE_ENV]: f.clientKey };
+    const got = await get(clusterTLSFromEnv(env));
+    assert.equal(got.metadata.name, "settings");
+
+    await assert.rejects(get(clusterTLSFromEnv({ [CLUSTER_TLS_CA_FILE_ENV]: f.ca })), "without a client certificate");
+    await assert.rejects(get(undefined), "in plain text");
+    assert.equal(clusterTLSFromEnv({}), undefined);
+    assert.throws(() => clusterTLSFromEnv({ [CLUSTER_TLS_CERT_FILE_ENV]: f.clientCert }), new RegExp(CLUSTER_TLS_CA_FILE_ENV));
   });
 });

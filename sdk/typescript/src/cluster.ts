@@ -1,4 +1,7 @@
+import { readFileSync } from "node:fs";
+import type { SecureClientSessionOptions } from "node:http2";
 import { connect } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 
 import { create } from "@bufbuild/protobuf";
 import { createClient, type CallOptions, type Client } from "@connectrpc/connect";
@@ -18,6 +21,53 @@ import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, 
 
 /** The environment variable a sidecar reads the Cluster service's address from. */
 export const CLUSTER_ADDRESS_ENV = "POLYOP_CLUSTER_ADDRESS";
+
+/**
+ * The environment variable naming the PEM file of the CA that signed the
+ * host's Cluster service certificate (--cluster-tls-cert-file). Setting it
+ * turns TLS on.
+ */
+export const CLUSTER_TLS_CA_FILE_ENV = "POLYOP_CLUSTER_TLS_CA_FILE";
+/**
+ * The environment variable naming the PEM file of the client certificate the
+ * sidecar presents, signed by the CA of the host's --cluster-tls-client-ca-file.
+ */
+export const CLUSTER_TLS_CERT_FILE_ENV = "POLYOP_CLUSTER_TLS_CERT_FILE";
+/** The environment variable naming the PEM file of the client certificate's key. */
+export const CLUSTER_TLS_KEY_FILE_ENV = "POLYOP_CLUSTER_TLS_KEY_FILE";
+
+/** TLS to the Cluster service, as PEM: the host's CA, and the client certificate its mutual TLS requires. */
+export interface ClusterTLS {
+  /** The CA that signed the host's certificate. */
+  ca: string | Buffer;
+  /** The client certificate; with key. */
+  cert?: string | Buffer;
+  /** The client certificate's key; with cert. */
+  key?: string | Buffer;
+}
+
+/**
+ * The TLS of the files POLYOP_CLUSTER_TLS_CA_FILE, POLYOP_CLUSTER_TLS_CERT_FILE
+ * and POLYOP_CLUSTER_TLS_KEY_FILE name, or undefined (plain text) when
+ * POLYOP_CLUSTER_TLS_CA_FILE is not set.
+ */
+export function clusterTLSFromEnv(env: NodeJS.ProcessEnv = process.env): ClusterTLS | undefined {
+  const ca = env[CLUSTER_TLS_CA_FILE_ENV];
+  const cert = env[CLUSTER_TLS_CERT_FILE_ENV];
+  const key = env[CLUSTER_TLS_KEY_FILE_ENV];
+  if (!ca) {
+    if (cert || key) {
+      throw new Error(
+        `polyop: ${CLUSTER_TLS_CERT_FILE_ENV} and ${CLUSTER_TLS_KEY_FILE_ENV} are set but ${CLUSTER_TLS_CA_FILE_ENV} is not: TLS needs the CA that signed the host's certificate`,
+      );
+    }
+    return undefined;
+  }
+  if (!cert !== !key) {
+    throw new Error(`polyop: a client certificate needs both ${CLUSTER_TLS_CERT_FILE_ENV} and ${CLUSTER_TLS_KEY_FILE_ENV}`);
+  }
+  return { ca: readFileSync(ca), ...(cert && key ? { cert: readFileSync(cert), key: readFileSync(key) } : {}) };
+}
 
 /** Where a read was served from: the host's informer cache, or the API server. */
 export type ReadSource = "cache" | "apiServer" | "unknown";
@@ -162,6 +212,13 @@ export interface ClusterClientOptions {
   timeoutMs?: number;
   /** The signal of calls that pass none, for example a reconcile's. Defaults to none. */
   signal?: AbortSignal;
+  /**
+   * Dial the Cluster service with TLS, for a host serving it with
+   * --cluster-tls-cert-file, --cluster-tls-key-file and
+   * --cluster-tls-client-ca-file. Defaults to clusterTLSFromEnv(): TLS when
+   * POLYOP_CLUSTER_TLS_CA_FILE is set, plain text otherwise.
+   */
+  tls?: ClusterTLS;
 }
 
 const readSources: Record<ReadSourceProto, ReadSource> = {
@@ -203,13 +260,20 @@ export class ClusterClient implements Cluster {
       return;
     }
     const endpoint = parseAddress(address);
+    const tls = options.tls ?? clusterTLSFromEnv();
+    const scheme = tls ? "https" : "http";
     const baseUrl =
-      "path" in endpoint ? "http://localhost" : `http://${endpoint.host.includes(":") ? `[${endpoint.host}]` : endpoint.host || "localhost"}:${endpoint.port}`;
-    this.sessions = new Http2SessionManager(
-      baseUrl,
-      { pingIntervalMs: 30_000 },
-      "path" in endpoint ? { createConnection: () => connect({ path: endpoint.path }) } : {},
-    );
+      "path" in endpoint
+        ? `${scheme}://localhost`
+        : `${scheme}://${endpoint.host.includes(":") ? `[${endpoint.host}]` : endpoint.host || "localhost"}:${endpoint.port}`;
+    let sessionOptions: SecureClientSessionOptions = tls ? { ...tls } : {};
+    if ("path" in endpoint) {
+      const path = endpoint.path;
+      sessionOptions = {
+        createConnection: () => (tls ? tlsConnect({ path, ...tls, servername: "localhost", ALPNProtocols: ["h2"] }) : connect({ path })),
+      };
+    }
+    this.sessions = new Http2SessionManager(baseUrl, { pingIntervalMs: 30_000 }, sessionOptions);
     const max = options.maxMessageSize ?? 64 << 20;
     this.client = createClient(
       ClusterService,

@@ -33,12 +33,17 @@
 export { DEFAULT_ADDRESS, parseAddress } from "./address.js";
 export {
   CLUSTER_ADDRESS_ENV,
+  CLUSTER_TLS_CA_FILE_ENV,
+  CLUSTER_TLS_CERT_FILE_ENV,
+  CLUSTER_TLS_KEY_FILE_ENV,
   ClusterClient,
+  clusterTLSFromEnv,
   connectCluster,
   type ApplyOptions,
   type CallSignal,
   type Cluster,
   type ClusterClientOptions,
+  type ClusterTLS,
   type DeleteOptions,
   type EventSpec,
   type GetOptions,

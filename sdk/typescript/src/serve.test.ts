@@ -56,6 +56,35 @@ function reconcileRequest(size: number, sleepMs = 0) {
 }
 
 describe("serving on a unix socket", () => {
+  test("makes the socket readable and writable by its owner and group only", async (t) => {
+    const address = await socketAddress(t);
+    const umask = process.umask(0); // whatever the umask, the socket is 0660
+    let server;
+    try {
+      server = await newSidecar().listen(address);
+    } finally {
+      process.umask(umask);
+    }
+    t.after(() => server.stop());
+    assert.equal((await stat(address.slice("unix://".length))).mode & 0o777, 0o660);
+  });
+
+  test("serves a relative socket at its absolute path, and says so", async (t) => {
+    const address = await socketAddress(t);
+    const dir = address.slice("unix://".length, -"/sidecar.sock".length);
+    const cwd = process.cwd();
+    process.chdir(dir);
+    let server;
+    try {
+      server = await newSidecar().listen("unix:run/sidecar.sock");
+    } finally {
+      process.chdir(cwd);
+    }
+    t.after(() => server.stop());
+    assert.equal(server.address, `unix://${join(dir, "run", "sidecar.sock")}`);
+    assert.ok((await stat(join(dir, "run", "sidecar.sock"))).isSocket());
+  });
+
   test("answers health checks, Describe and Reconcile", async (t) => {
     const address = await socketAddress(t);
     const server = await newSidecar().listen(address);

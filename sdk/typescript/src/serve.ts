@@ -1,4 +1,4 @@
-import { lstat, rm } from "node:fs/promises";
+import { chmod, lstat, rm } from "node:fs/promises";
 
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
@@ -9,6 +9,12 @@ import { Health } from "./gen/grpc/health/v1/health_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
 import type { Sidecar } from "./sidecar.js";
+
+/**
+ * The mode of the unix socket a sidecar serves on: read and write for its
+ * owner and group, nothing for others.
+ */
+export const SOCKET_MODE = 0o660;
 
 /** A sidecar serving on an address. */
 export interface RunningServer {
@@ -52,7 +58,12 @@ export async function listen(sidecar: Sidecar, address: string): Promise<Running
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(target, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(new Error(`polyop: listening on ${address}: ${err.message}`)) : resolve(port))),
   );
-  const served = "path" in endpoint ? address : `tcp://${target.slice(0, target.lastIndexOf(":"))}:${port}`;
+  if ("path" in endpoint) {
+    // Owner and group only, as the host makes its own socket: the host's
+    // container needs the same user, or a group the pod's fsGroup gives both.
+    await chmod(endpoint.path, SOCKET_MODE);
+  }
+  const served = "path" in endpoint ? `unix://${endpoint.path}` : `tcp://${target.slice(0, target.lastIndexOf(":"))}:${port}`;
 
   health.set("", ServingStatus.SERVING);
   health.set(SidecarService.typeName, ServingStatus.SERVING);

@@ -45,7 +45,19 @@ from polyop.admission import (
     Operation,
     UserInfo,
 )
-from polyop.cluster import ADDRESS_ENV, Cluster, ObjectList, PatchType, Propagation, ReadSource, ResolvedKind
+from polyop.cluster import (
+    ADDRESS_ENV,
+    TLS_CA_FILE_ENV,
+    TLS_CERT_FILE_ENV,
+    TLS_KEY_FILE_ENV,
+    Cluster,
+    ObjectList,
+    PatchType,
+    Propagation,
+    ReadSource,
+    ResolvedKind,
+    tls_credentials,
+)
 from polyop.conditions import (
     DEGRADED,
     READY,
@@ -86,6 +98,9 @@ __all__ = [
     "GVK",
     "PROTOCOL_VERSION",
     "READY",
+    "TLS_CA_FILE_ENV",
+    "TLS_CERT_FILE_ENV",
+    "TLS_KEY_FILE_ENV",
     "APIError",
     "AdmissionRequest",
     "AlreadyExists",
@@ -130,4 +145,5 @@ __all__ = [
     "is_true",
     "remove_condition",
     "set_condition",
+    "tls_credentials",
 ]

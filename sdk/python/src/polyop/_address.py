@@ -4,6 +4,9 @@
     unix:sidecar.sock                     a unix socket at a path relative to the working directory
     tcp://127.0.0.1:9443                  a TCP address
     127.0.0.1:9443                        a TCP address
+
+A relative socket path is made absolute when the address is parsed, against
+the working directory of this process.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ class Address:
 
 
 def parse_address(address: str) -> Address:
-    """Parse an address; raises ValueError, saying which forms are accepted."""
+    """Parse an address; raises ValueError, saying which forms are accepted.
+    A unix socket's path is made absolute, against the working directory."""
     if not address:
         raise ValueError("the address is empty")
     if address.startswith("unix://"):
@@ -49,7 +53,7 @@ def parse_address(address: str) -> Address:
         path = address[len("unix:"):]
         if not path:
             raise ValueError(f"address {address!r} has no socket path")
-        return Address(unix_path=path)
+        return Address(unix_path=os.path.abspath(path))
     if address.startswith("tcp://"):
         address = address[len("tcp://"):]
     elif "://" in address:

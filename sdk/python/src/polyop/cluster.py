@@ -32,10 +32,69 @@ from polyop.objects import GVK, KindLike, Object, encode
 from polyop.reconcile import EventType
 from polyop.v1alpha1 import cluster_pb2, cluster_pb2_grpc, reconcile_pb2, types_pb2
 
-__all__ = ["ADDRESS_ENV", "Cluster", "ObjectList", "PatchType", "Propagation", "ReadSource", "ResolvedKind"]
+__all__ = [
+    "ADDRESS_ENV",
+    "TLS_CA_FILE_ENV",
+    "TLS_CERT_FILE_ENV",
+    "TLS_KEY_FILE_ENV",
+    "Cluster",
+    "ObjectList",
+    "PatchType",
+    "Propagation",
+    "ReadSource",
+    "ResolvedKind",
+    "tls_credentials",
+    "tls_credentials_from_env",
+]
 
 ADDRESS_ENV = "POLYOP_CLUSTER_ADDRESS"
 """The environment variable holding the Cluster service's address."""
+
+TLS_CA_FILE_ENV = "POLYOP_CLUSTER_TLS_CA_FILE"
+"""The environment variable naming the PEM file of the CA that signed the
+host's Cluster service certificate (``--cluster-tls-cert-file``). Setting it
+turns TLS on."""
+
+TLS_CERT_FILE_ENV = "POLYOP_CLUSTER_TLS_CERT_FILE"
+"""The environment variable naming the PEM file of the client certificate the
+sidecar presents, signed by the CA of the host's ``--cluster-tls-client-ca-file``."""
+
+TLS_KEY_FILE_ENV = "POLYOP_CLUSTER_TLS_KEY_FILE"
+"""The environment variable naming the PEM file of the client certificate's key."""
+
+
+def tls_credentials(ca_file: str, cert_file: str = "", key_file: str = "") -> grpc.ChannelCredentials:
+    """Channel credentials that verify the host's certificate against the CA in
+    ``ca_file`` and present the client certificate in ``cert_file`` and
+    ``key_file``, as the host's mutual TLS requires."""
+    if bool(cert_file) != bool(key_file):
+        raise ClusterError("a client certificate needs both its certificate and its key file")
+
+    def read(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(ca_file),
+        private_key=read(key_file) if key_file else None,
+        certificate_chain=read(cert_file) if cert_file else None,
+    )
+
+
+def tls_credentials_from_env() -> grpc.ChannelCredentials | None:
+    """:func:`tls_credentials` of the files POLYOP_CLUSTER_TLS_CA_FILE,
+    POLYOP_CLUSTER_TLS_CERT_FILE and POLYOP_CLUSTER_TLS_KEY_FILE name, or None
+    (plain text) when POLYOP_CLUSTER_TLS_CA_FILE is not set."""
+    ca = os.environ.get(TLS_CA_FILE_ENV, "")
+    cert, key = os.environ.get(TLS_CERT_FILE_ENV, ""), os.environ.get(TLS_KEY_FILE_ENV, "")
+    if not ca:
+        if cert or key:
+            raise ClusterError(
+                f"{TLS_CERT_FILE_ENV} and {TLS_KEY_FILE_ENV} are set but {TLS_CA_FILE_ENV} is not: "
+                "TLS needs the CA that signed the host's certificate"
+            )
+        return None
+    return tls_credentials(ca, cert, key)
 
 DEFAULT_MAX_MESSAGE_SIZE = 64 << 20
 
@@ -91,7 +150,10 @@ class Cluster:
 
     ``address`` takes the forms of the host's flags (``unix:///abs.sock``,
     ``unix:rel.sock``, ``tcp://host:port``, ``host:port``) and defaults to
-    POLYOP_CLUSTER_ADDRESS. ``field_manager`` is the default field manager
+    POLYOP_CLUSTER_ADDRESS; a relative socket path is made absolute.
+    ``credentials`` dial it with TLS (see :func:`tls_credentials`) and default
+    to :func:`tls_credentials_from_env`: TLS when POLYOP_CLUSTER_TLS_CA_FILE is
+    set, plain text otherwise. ``field_manager`` is the default field manager
     of writes (the host's, ``polyop-<sidecar name>``, when empty); ``timeout``
     the deadline of each call in seconds. The channel connects lazily.
     """
@@ -104,6 +166,7 @@ class Cluster:
         timeout: float | None = 30.0,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         channel: grpc.Channel | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.field_manager = field_manager
         self.timeout = timeout
@@ -112,13 +175,16 @@ class Cluster:
             address = address or os.environ.get(ADDRESS_ENV, "")
             if not address:
                 raise ClusterError(f"no Cluster service address: pass one or set {ADDRESS_ENV}")
-            channel = grpc.insecure_channel(
-                parse_address(address).grpc_target,
-                options=[
-                    ("grpc.max_send_message_length", max_message_size),
-                    ("grpc.max_receive_message_length", max_message_size),
-                ],
-            )
+            target = parse_address(address).grpc_target
+            options = [
+                ("grpc.max_send_message_length", max_message_size),
+                ("grpc.max_receive_message_length", max_message_size),
+            ]
+            credentials = credentials or tls_credentials_from_env()
+            if credentials is None:
+                channel = grpc.insecure_channel(target, options=options)
+            else:
+                channel = grpc.secure_channel(target, credentials, options=options)
         self._channel = channel
         self._stub = cluster_pb2_grpc.ClusterServiceStub(channel)
 

@@ -20,6 +20,10 @@ __all__ = ["Server"]
 
 SIDECAR_SERVICE = sidecar_pb2.DESCRIPTOR.services_by_name["SidecarService"].full_name
 
+SOCKET_MODE = 0o660
+"""The mode of the unix socket a sidecar serves on: read and write for its
+owner and group, nothing for others."""
+
 
 class Server:
     """A running sidecar server, from :meth:`Operator.start`.
@@ -93,8 +97,12 @@ def start(
         port = server.add_insecure_port(parsed.grpc_target)
     else:
         port = server.add_secure_port(parsed.grpc_target, credentials)
-    served = address
-    if not parsed.unix_path:
+    if parsed.unix_path:
+        # Owner and group only, as the host makes its own socket: the host's
+        # container needs the same user, or a group the pod's fsGroup gives both.
+        os.chmod(parsed.unix_path, SOCKET_MODE)
+        served = "unix://" + parsed.unix_path
+    else:
         host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
         served = f"tcp://{host}:{port}"
     server.start()
