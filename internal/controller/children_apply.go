@@ -44,7 +44,10 @@ func (res childResult) err() error {
 // A desired child that is not yet observed (owner controls no object of its
 // name) is looked up in the cache first: an object of that name that another
 // object controls, or that nobody controls when the kind does not declare
-// adoption, is refused (see claim), and nothing is written to it. A child
+// adoption, is refused (see claim), and nothing is written to it. (The cache
+// is the only source: an object created a moment before, which the cache has
+// not seen yet, is applied over; the first reconcile that sees it controlled
+// by another object refuses it, so two owners never take turns.) A child
 // whose apply the API server refuses on an immutable field is deleted and
 // applied again when its kind declares replacement, and refused otherwise.
 //
