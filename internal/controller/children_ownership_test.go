@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
@@ -238,5 +240,65 @@ func TestReconcileNeverWritesAnObjectItDoesNotControlAndPrunesOnlyWhatItApplied(
 	}
 	if s := read("byhand"); string(s.UID) == "" {
 		t.Errorf("the child made by hand is gone")
+	}
+}
+
+func TestReconcileReportsOrReplacesAChildRefusedOnAnImmutableField(t *testing.T) {
+	t.Parallel()
+	for name, replace := range map[string]bool{
+		"if the kind does not declare replacement, then the child is left and the field named": false,
+		"if the kind declares replacement, then the child is deleted and applied again":         true,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			resp := &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("s", "MQ==")}, ChildrenComplete: true}
+			sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp }}
+			r, c, w := newFlow(t, "", sc, ownerMap())
+			ctx := context.Background()
+			if _, err := r.Reconcile(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			w.take()
+
+			// The API server refuses the next apply over the existing child
+			// (newFlow's client counts the writes that go through).
+			refuse := true
+			r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+				Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+					if refuse {
+						refuse = false
+						w.add("apply")
+						return apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "s", field.ErrorList{field.Invalid(field.NewPath("type"), "x", "field is immutable")})
+					}
+					return c.Apply(ctx, obj, opts...)
+				},
+			})
+			r.Children[0].ReplaceOnImmutable = replace
+			resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("s", "Mg==")}, ChildrenComplete: true}
+			_, err := r.Reconcile(ctx, req)
+			got := w.take()
+			if !replace {
+				if err == nil || !strings.Contains(err.Error(), "refuses to change type, which is immutable") || !strings.Contains(err.Error(), "replace_on_immutable") {
+					t.Errorf("reconcile: %v, want an error naming the field and the remedy", err)
+				}
+				if got["apply"] != 1 || len(got) != 1 {
+					t.Errorf("writes %v, want the one refused apply", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got["apply"] != 2 || got["delete s"] != 1 || len(got) != 2 {
+				t.Errorf("writes %v, want the refused apply, the delete and the apply again", got)
+			}
+			s := object.New(secretGVK)
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "s"}, s); err != nil {
+				t.Fatal(err)
+			}
+			if data, _ := s.DecodeField("data"); fmt.Sprint(data) != "map[v:Mg==]" {
+				t.Errorf("the child has data %v after the replacement", data)
+			}
+		})
 	}
 }
