@@ -85,14 +85,16 @@ func TestAChildThatAnotherOwnerControlsIsRefusedWithoutALoop(t *testing.T) {
 	if ref := metav1.GetControllerOf(after); ref == nil || ref.UID != a.GetUID() || len(after.OwnerReferences) != 1 {
 		t.Errorf("the child has owner references %+v, want a (%s) alone as its controller", after.OwnerReferences, a.GetUID())
 	}
-	// Each of b's reconciles is one backoff step: its first, one retry per
-	// failure, and at most a couple more for the events of b's own status
-	// write.
+	// Each of b's reconciles fails, so each is one backoff step: b is
+	// reconciled once more than its retry count, give or take the one that
+	// is running.
 	if callsOfB > retries+3 {
 		t.Errorf("b was reconciled %d times to reach %d retries, want at most %d", callsOfB, retries, retries+3)
 	}
-	if got := len(f.widgetCalls("a", "Reconcile")); got != callsOfA {
-		t.Errorf("a was reconciled %d times after b's event, want none", got-callsOfA)
+	// a's own writes (finalizer, child, status) bring it a few reconciles; a
+	// child flipping between a and b would bring it one per flip.
+	if got := len(f.widgetCalls("a", "Reconcile")); got > 8 {
+		t.Errorf("a was reconciled %d times (%d when b's event came), want at most 8", got, callsOfA)
 	}
 }
 
