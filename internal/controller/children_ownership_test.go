@@ -247,7 +247,7 @@ func TestReconcileReportsOrReplacesAChildRefusedOnAnImmutableField(t *testing.T)
 	t.Parallel()
 	for name, replace := range map[string]bool{
 		"if the kind does not declare replacement, then the child is left and the field named": false,
-		"if the kind declares replacement, then the child is deleted and applied again":         true,
+		"if the kind declares replacement, then the child is deleted and applied again":        true,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
