@@ -83,8 +83,8 @@ func TestValidateChildren(t *testing.T) {
 				if got[0].hash == (configHash{}) || got[0].hash == got[1].hash {
 					t.Errorf("hashes %x and %x: want distinct, non-empty hashes for distinct children", got[0].hash, got[1].hash)
 				}
-				ha, _ := validateChildren([][]byte{mustJSON(t, a.Object)}, owner(), kinds)
-				hb, _ := validateChildren([][]byte{mustJSON(t, b.Object)}, owner(), kinds)
+				ha, _ := validateChildren([][]byte{mustJSON(t, a.Object)}, owner(), "widget", kinds)
+				hb, _ := validateChildren([][]byte{mustJSON(t, b.Object)}, owner(), "widget", kinds)
 				if ha[0].hash != hb[0].hash {
 					t.Errorf("the same child in another key order hashes differently")
 				}
@@ -141,7 +141,7 @@ func TestValidateChildren(t *testing.T) {
 			for _, c := range tc.children {
 				raws = append(raws, []byte(c))
 			}
-			got, err := validateChildren(raws, owner(), kinds)
+			got, err := validateChildren(raws, owner(), "widget", kinds)
 			if len(tc.wantErr) > 0 {
 				if err == nil {
 					t.Fatalf("no error, want %q", tc.wantErr)

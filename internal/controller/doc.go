@@ -22,8 +22,12 @@
 //     desired children the sidecar returns are validated together with its
 //     status before anything is written, applied with server-side apply under
 //     the controller's field manager with the object as their controller
-//     owner, skipped when unchanged, and pruned only when the answer says its
-//     set is complete and reports no error.
+//     owner and ControllerLabel set, skipped when unchanged, and pruned only
+//     when the answer says its set is complete and reports no error. A child
+//     never takes over an object another object controls, nor one nobody
+//     controls unless its kind declares adoption (claim); prune deletes only
+//     children the host applied (appliedByHost); a child refused on an
+//     immutable field is reported, or replaced when its kind declares it.
 //   - Watches map events on other kinds to reconciled objects by a label, an
 //     annotation, or a field path of the reconciled kind kept in a cache index
 //     (FieldIndex).

@@ -39,6 +39,10 @@ type Reconciler struct {
 	// Client reads the reconciled object and its children (from the cache)
 	// and writes status, finalizers and children.
 	Client client.Client
+	// APIReader reads a child that is no longer desired from the API server,
+	// when neither the cache nor its labels tell whether the host applied it.
+	// Nil: such a child is never pruned.
+	APIReader client.Reader
 	// Sidecar carries the Reconcile and Finalize calls.
 	Sidecar Sidecar
 	// Recorder records the events the sidecar returns.
@@ -157,7 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, errors.Join(err, resultErr)
 		}
 	}
-	desired, err := validateChildren(resp.GetDesiredChildren(), obj, r.Children)
+	desired, err := validateChildren(resp.GetDesiredChildren(), obj, r.Controller.Name, r.Children)
 	if err != nil {
 		r.recordWarning(obj, "InvalidDesiredChildren", err.Error())
 		return reconcile.Result{}, errors.Join(err, resultErr)
@@ -173,13 +177,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// A partial answer, or one that reports an error, never deletes a
 		// child.
 		prune := resp.GetChildrenComplete() && resultErr == nil
-		res, err := r.applyChildren(ctx, obj, desired, observed, prune)
-		if err != nil {
-			childErr = err
-			r.recordWarning(obj, "ChildrenNotApplied", err.Error())
+		res := r.applyChildren(ctx, obj, desired, observed, prune)
+		for _, p := range res.problems {
+			r.recordWarning(obj, p.reason, p.err.Error())
 		}
+		childErr = res.err()
 		if res.applied > 0 || res.pruned > 0 {
-			log.V(1).Info("applied children", "applied", res.applied, "unchanged", res.unchanged, "pruned", res.pruned)
+			log.V(1).Info("applied children", "applied", res.applied, "unchanged", res.unchanged, "replaced", res.replaced, "pruned", res.pruned)
 		}
 	}
 

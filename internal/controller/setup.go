@@ -60,6 +60,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 		r := &Reconciler{
 			Controller: c,
 			Client:     mgr.GetClient(),
+			APIReader:  mgr.GetAPIReader(),
 			Sidecar:    sc,
 			Recorder:   mgr.GetEventRecorder(c.Name),
 			limiter:    limiter,
@@ -88,7 +89,9 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			if err := indexes.addOwnerIndex(mgr, child, clusterScoped); err != nil {
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
-			r.Children = append(r.Children, ChildKind{GVK: o.GVK, Namespaced: childNamespaced, SendObserved: o.SendObserved})
+			r.Children = append(r.Children, ChildKind{
+				GVK: o.GVK, Namespaced: childNamespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
+			})
 			// Owns, written out: EnqueueRequestForOwner looks the owner's
 			// kind up by Go type, which object.Object does not tell, so the
 			// owner is described by an unstructured object of its kind.

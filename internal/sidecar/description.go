@@ -59,6 +59,12 @@ type Owned struct {
 	GVK schema.GroupVersionKind
 	// SendObserved asks for the observed children in each ReconcileRequest.
 	SendObserved bool
+	// Adopt lets the host adopt an existing object of the kind that has no
+	// controller owner when a desired child names it.
+	Adopt bool
+	// ReplaceOnImmutable lets the host delete and create again a child whose
+	// apply the API server refuses on an immutable field.
+	ReplaceOnImmutable bool
 }
 
 // Watch maps events on objects of GVK to reconciled objects. Exactly one of
@@ -244,7 +250,7 @@ func children(p string, c *polyopv1alpha1.ControllerDescription, bad reporter) (
 			bad(path+".kind", "%s is declared twice", gvk)
 		}
 		seen[gvk] = true
-		owns = append(owns, Owned{GVK: gvk, SendObserved: o.GetSendObserved()})
+		owns = append(owns, Owned{GVK: gvk, SendObserved: o.GetSendObserved(), Adopt: o.GetAdopt(), ReplaceOnImmutable: o.GetReplaceOnImmutable()})
 	}
 	var watches []Watch
 	for i, w := range c.GetWatches() {

@@ -50,6 +50,26 @@ func TestNewDescription(t *testing.T) {
 	}
 }
 
+func TestNewDescriptionKeepsWhatEachOwnedKindDeclares(t *testing.T) {
+	t.Parallel()
+	r := validResponse()
+	r.Controllers[0].Owns = []*polyopv1alpha1.OwnedKind{
+		{Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, SendObserved: true, Adopt: true},
+		{Kind: &polyopv1alpha1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, ReplaceOnImmutable: true},
+	}
+	d, err := NewDescription(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Owned{
+		{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, SendObserved: true, Adopt: true},
+		{GVK: schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, ReplaceOnImmutable: true},
+	}
+	if got := d.Controllers[0].Owns; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("Owns = %+v, want %+v", got, want)
+	}
+}
+
 func TestNewDescriptionRejects(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {

@@ -6,7 +6,10 @@
 //
 // It declares one controller, "widget" (--controller-name), which
 //
-//   - owns ConfigMaps, sent back as observed children, and Secrets, not sent;
+//   - owns ConfigMaps, sent back as observed children (adopted when
+//     --adopt-configmaps is set), and Secrets, not sent; with --own-jobs it
+//     owns batch/v1 Jobs too, and with --replace-jobs it declares
+//     replace_on_immutable for them;
 //   - watches ConfigMaps by the field path spec.configMapName, ConfigMaps by
 //     the annotation e2e.polyop.dev/widget, and ServiceAccounts by the label
 //     e2e.polyop.dev/widget;
@@ -16,6 +19,8 @@
 //
 //	configMaps: [a, b]        desired ConfigMaps a and b, with data.value = spec.value
 //	secrets: [s]              desired Secrets, with data.value = base64(spec.value)
+//	jobs: [j]                 desired Jobs (with --own-jobs), whose one container
+//	                          runs image spec.jobImage
 //	value: "v"                the value the children carry
 //	partial: true             the desired set is not complete (nothing is pruned)
 //	fail: "message"           answer with a transient error (and the children)

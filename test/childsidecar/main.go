@@ -33,9 +33,15 @@ func main() {
 	controller := flag.String("controller-name", "widget", "The controller's name.")
 	finalizer := flag.String("finalizer", "e2e.polyop.dev/cleanup", "The controller's finalizer; empty for none.")
 	logFile := flag.String("log-file", "", "Append one JSON line per call to this file.")
+	adoptConfigMaps := flag.Bool("adopt-configmaps", false, "Declare adopt for the owned ConfigMaps.")
+	ownJobs := flag.Bool("own-jobs", false, "Own batch/v1 Jobs too (spec.jobs, spec.jobImage).")
+	replaceJobs := flag.Bool("replace-jobs", false, "Own batch/v1 Jobs and declare replace_on_immutable for them.")
 	flag.Parse()
 
-	s := &server{name: *name, controller: *controller, finalizer: *finalizer}
+	s := &server{
+		name: *name, controller: *controller, finalizer: *finalizer,
+		adoptConfigMaps: *adoptConfigMaps, ownJobs: *ownJobs || *replaceJobs, replaceJobs: *replaceJobs,
+	}
 	if *logFile != "" {
 		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -84,6 +90,7 @@ var (
 	widgetKind     = &polyopv1alpha1.GroupVersionKind{Group: "e2e.polyop.dev", Version: "v1", Kind: "Widget"}
 	configMapKind  = &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	secretKind     = &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	jobKind        = &polyopv1alpha1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
 	serviceAccount = &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"}
 )
 
@@ -91,6 +98,8 @@ var (
 type server struct {
 	polyopv1alpha1.UnimplementedSidecarServiceServer
 	name, controller, finalizer string
+	// What the controller declares of its owned kinds.
+	adoptConfigMaps, ownJobs, replaceJobs bool
 
 	mu      sync.Mutex
 	log     *os.File
@@ -117,16 +126,20 @@ func (s *server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 		s.cluster = polyopv1alpha1.NewClusterServiceClient(conn)
 		s.mu.Unlock()
 	}
+	owns := []*polyopv1alpha1.OwnedKind{
+		{Kind: configMapKind, SendObserved: true, Adopt: s.adoptConfigMaps},
+		{Kind: secretKind},
+	}
+	if s.ownJobs {
+		owns = append(owns, &polyopv1alpha1.OwnedKind{Kind: jobKind, ReplaceOnImmutable: s.replaceJobs})
+	}
 	return &polyopv1alpha1.DescribeResponse{
 		ProtocolVersion: sidecar.ProtocolVersion,
 		Name:            s.name,
 		Controllers: []*polyopv1alpha1.ControllerDescription{{
 			Name:    s.controller,
 			ForKind: widgetKind,
-			Owns: []*polyopv1alpha1.OwnedKind{
-				{Kind: configMapKind, SendObserved: true},
-				{Kind: secretKind},
-			},
+			Owns:    owns,
 			Watches: []*polyopv1alpha1.Watch{
 				{Kind: configMapKind, Mapping: &polyopv1alpha1.Watch_FieldPath{FieldPath: "spec.configMapName"}},
 				{Kind: configMapKind, Mapping: &polyopv1alpha1.Watch_Annotation{Annotation: "e2e.polyop.dev/widget"}},
@@ -151,6 +164,8 @@ type widget struct {
 	Spec struct {
 		ConfigMaps    []string `json:"configMaps"`
 		Secrets       []string `json:"secrets"`
+		Jobs          []string `json:"jobs"`
+		JobImage      string   `json:"jobImage"`
 		Value         string   `json:"value"`
 		Partial       bool     `json:"partial"`
 		Fail          string   `json:"fail"`
@@ -205,6 +220,16 @@ func (s *server) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 			"apiVersion": "v1", "kind": "Secret",
 			"metadata": map[string]any{"name": name},
 			"data":     map[string]any{"value": base64.StdEncoding.EncodeToString([]byte(w.Spec.Value))},
+		}))
+	}
+	for _, name := range w.Spec.Jobs {
+		resp.DesiredChildren = append(resp.DesiredChildren, mustJSON(map[string]any{
+			"apiVersion": "batch/v1", "kind": "Job",
+			"metadata": map[string]any{"name": name},
+			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+				"restartPolicy": "Never",
+				"containers":    []any{map[string]any{"name": "main", "image": w.Spec.JobImage}},
+			}}},
 		}))
 	}
 	switch w.Spec.BadChild {

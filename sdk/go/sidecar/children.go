@@ -38,6 +38,29 @@ func SendObserved() OwnsOption {
 	return ownsOptionFunc(func(o *owned) { o.sendObserved = true })
 }
 
+// Adopt lets the host adopt an existing object of the owned kind that a
+// desired child names and that no object controls (for example a ConfigMap
+// someone created by hand): the host applies the child over it, which makes
+// the reconciled object its controller owner and merges the child's fields
+// into it. From then on it is a child like any other: it is updated, and
+// pruned (deleted) once it is no longer desired. Without Adopt (the default)
+// the host refuses such an object: nothing is written to it, the reconcile
+// fails and a Warning event names the object. An object another object
+// controls is never adopted.
+func Adopt() OwnsOption {
+	return ownsOptionFunc(func(o *owned) { o.adopt = true })
+}
+
+// ReplaceOnImmutable lets the host replace a child of the owned kind whose
+// apply the API server refuses because it changes an immutable field (a
+// Pod's spec, a Job's spec.template): the host deletes the child, with its
+// UID as a precondition, and applies the desired child again, which creates
+// it. Without ReplaceOnImmutable (the default) the child is left as it is,
+// the reconcile fails and a Warning event names the child and the field.
+func ReplaceOnImmutable() OwnsOption {
+	return ownsOptionFunc(func(o *owned) { o.replaceOnImmutable = true })
+}
+
 // WatchMapping says how an object of a watched kind names the reconciled
 // objects its events concern. MapByLabel, MapByAnnotation and MapByField
 // return one.
@@ -61,8 +84,8 @@ func MapByField(path string) WatchMapping { return WatchMapping{field: path} }
 
 // owned is one Owns call.
 type owned struct {
-	obj          client.Object
-	sendObserved bool
+	obj                                     client.Object
+	sendObserved, adopt, replaceOnImmutable bool
 }
 
 // watched is one Watches call.
@@ -129,7 +152,9 @@ func (bc *builderChildren) complete(scheme *runtime.Scheme, desc *polyopv1alpha1
 			continue
 		}
 		seen[gvk] = true
-		desc.Owns = append(desc.Owns, &polyopv1alpha1.OwnedKind{Kind: gvkProto(gvk), SendObserved: o.sendObserved})
+		desc.Owns = append(desc.Owns, &polyopv1alpha1.OwnedKind{
+			Kind: gvkProto(gvk), SendObserved: o.sendObserved, Adopt: o.adopt, ReplaceOnImmutable: o.replaceOnImmutable,
+		})
 	}
 	for _, w := range bc.watches {
 		gvk, err := prototypeKind(w.obj, scheme)

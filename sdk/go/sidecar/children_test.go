@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +27,7 @@ func TestDescribeDeclaresOwnsWatchesAndTheFinalizer(t *testing.T) {
 	err := sidecar.NewControllerManagedBy[*appsv1.Deployment](srv).
 		Owns(&corev1.ConfigMap{}, sidecar.SendObserved()).
 		Owns(&corev1.Service{}).
+		Owns(&batchv1.Job{}, sidecar.Adopt(), sidecar.ReplaceOnImmutable()).
 		Watches(&corev1.ConfigMap{}, sidecar.MapByField("spec.template.spec.serviceAccountName")).
 		Watches(secret, sidecar.MapByLabel("example.com/deployment")).
 		Watches(&corev1.Pod{}, sidecar.MapByAnnotation("example.com/owner")).
@@ -37,8 +39,9 @@ func TestDescribeDeclaresOwnsWatchesAndTheFinalizer(t *testing.T) {
 	c := sidecartest.New(t, srv).Describe().GetControllers()[0]
 
 	owns := c.GetOwns()
-	if len(owns) != 2 || owns[0].GetKind().GetKind() != "ConfigMap" || !owns[0].GetSendObserved() ||
-		owns[1].GetKind().GetKind() != "Service" || owns[1].GetSendObserved() {
+	if len(owns) != 3 || owns[0].GetKind().GetKind() != "ConfigMap" || !owns[0].GetSendObserved() ||
+		owns[1].GetKind().GetKind() != "Service" || owns[1].GetSendObserved() || owns[1].GetAdopt() || owns[1].GetReplaceOnImmutable() ||
+		owns[2].GetKind().GetKind() != "Job" || !owns[2].GetAdopt() || !owns[2].GetReplaceOnImmutable() || owns[2].GetSendObserved() {
 		t.Errorf("owns = %v", owns)
 	}
 	watches := c.GetWatches()

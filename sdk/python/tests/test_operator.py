@@ -22,7 +22,11 @@ def test_describe_is_built_from_the_registrations() -> None:
     op = polyop.Operator("widget-operator")
     op.reconciler(
         WIDGET,
-        owns=["v1/ConfigMap", Owns("apps/v1/Deployment", send_observed=True)],
+        owns=[
+            "v1/ConfigMap",
+            Owns("apps/v1/Deployment", send_observed=True),
+            Owns("batch/v1/Job", adopt=True, replace_on_immutable=True),
+        ],
         watches=[Watch("v1/Secret", label="example.com/widget"), Watch("v1/Service", field_path="spec.serviceName")],
         update_filters=[UpdateFilter.GENERATION_CHANGED, UpdateFilter.GENERATION_CHANGED, UpdateFilter.LABELS_CHANGED],
         label_selector="tier=web",
@@ -58,6 +62,7 @@ def test_describe_is_built_from_the_registrations() -> None:
                 owns=[
                     describe_pb2.OwnedKind(kind=gvk("", "v1", "ConfigMap")),
                     describe_pb2.OwnedKind(kind=gvk("apps", "v1", "Deployment"), send_observed=True),
+                    describe_pb2.OwnedKind(kind=gvk("batch", "v1", "Job"), adopt=True, replace_on_immutable=True),
                 ],
                 watches=[
                     describe_pb2.Watch(kind=gvk("", "v1", "Secret"), label="example.com/widget"),

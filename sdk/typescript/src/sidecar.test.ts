@@ -35,7 +35,10 @@ describe("Describe", () => {
           labelSelector: "app=web",
           namespaces: ["a", "b"],
           maxConcurrentReconciles: 4,
-          owns: [{ ...configMaps, sendObserved: true }],
+          owns: [
+            { ...configMaps, sendObserved: true },
+            { apiVersion: "batch/v1", kind: "Job", adopt: true, replaceOnImmutable: true },
+          ],
           watches: [{ apiVersion: "v1", kind: "Secret", fieldPath: "spec.secretName" }],
           finalizer: "example.com/cleanup",
           finalize: () => {},
@@ -61,6 +64,12 @@ describe("Describe", () => {
     assert.equal(c.maxConcurrentReconciles, 4);
     assert.equal(c.owns[0]?.kind?.kind, "ConfigMap");
     assert.equal(c.owns[0]?.sendObserved, true);
+    assert.equal(c.owns[0]?.adopt, false);
+    assert.equal(c.owns[0]?.replaceOnImmutable, false);
+    assert.equal(c.owns[1]?.kind?.kind, "Job");
+    assert.equal(c.owns[1]?.sendObserved, false);
+    assert.equal(c.owns[1]?.adopt, true);
+    assert.equal(c.owns[1]?.replaceOnImmutable, true);
     assert.deepEqual(c.watches[0]?.mapping, { case: "fieldPath", value: "spec.secretName" });
     assert.equal(c.finalizer, "example.com/cleanup");
     assert.equal(d.controllers[1]?.predicates, undefined, "no predicates: every event");

@@ -75,10 +75,26 @@ export interface SidecarOptions {
 /** Update events pass only if one of these changed, after controller-runtime's predicates. */
 export type UpdateFilter = "GenerationChanged" | "LabelsChanged" | "AnnotationsChanged" | "DeletionChanged";
 
-/** A kind of child a controller owns. */
+/** A kind of child a controller owns. Every option defaults to false. */
 export interface OwnedKind extends TypeMeta {
   /** Send the observed children of this kind to each reconcile (ctx.children). */
   sendObserved?: boolean;
+  /**
+   * Let the host adopt an existing object of this kind that a desired child names and that no object controls (for
+   * example a ConfigMap someone created by hand): it applies the child over it, which makes the reconciled object its
+   * controller owner and merges the child's fields into it. An adopted object is a child like any other: it is pruned
+   * (deleted) once it is no longer desired. When false (the default), the host refuses such an object: nothing is
+   * written to it, the reconcile fails and a Warning event names the object. An object another object controls is
+   * never adopted.
+   */
+  adopt?: boolean;
+  /**
+   * When the API server refuses to apply a child of this kind because it changes an immutable field (a Pod's spec, a
+   * Job's spec.template), let the host delete the child (with its UID as a precondition) and apply it again, which
+   * creates it. When false (the default), the child is left as it is, the reconcile fails and a Warning event names
+   * the child and the field.
+   */
+  replaceOnImmutable?: boolean;
 }
 
 /** Another kind whose events enqueue reconciled objects: in the same namespace, named by a label, an annotation or a field of the reconciled object. */
@@ -310,7 +326,12 @@ export class Sidecar {
       }
       return value;
     });
-    const owns = (options.owns ?? []).map((o) => ({ kind: checkKind(o, `${where}: owns`), sendObserved: o.sendObserved ?? false }));
+    const owns = (options.owns ?? []).map((o) => ({
+      kind: checkKind(o, `${where}: owns`),
+      sendObserved: o.sendObserved ?? false,
+      adopt: o.adopt ?? false,
+      replaceOnImmutable: o.replaceOnImmutable ?? false,
+    }));
     const watches = (options.watches ?? []).map((w) => {
       const kind = checkKind(w, `${where}: watches`);
       const set = [
@@ -334,7 +355,7 @@ export class Sidecar {
             : undefined,
         namespaces: options.namespaces ?? [],
         maxConcurrentReconciles: max,
-        owns: owns.map((o) => ({ $typeName: "polyop.v1alpha1.OwnedKind", kind: { $typeName: "polyop.v1alpha1.GroupVersionKind", ...o.kind }, sendObserved: o.sendObserved })),
+        owns: owns.map((o) => ({ $typeName: "polyop.v1alpha1.OwnedKind", ...o, kind: { $typeName: "polyop.v1alpha1.GroupVersionKind", ...o.kind } })),
         watches: watches.map((w) => ({
           $typeName: "polyop.v1alpha1.Watch",
           kind: { $typeName: "polyop.v1alpha1.GroupVersionKind", ...w.kind },

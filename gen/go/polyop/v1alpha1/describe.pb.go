@@ -375,9 +375,35 @@ type OwnedKind struct {
 	// Send the observed children of this kind (those whose controller owner
 	// reference points at the reconciled object) in ReconcileRequest.children,
 	// read from the host's cache.
-	SendObserved  bool `protobuf:"varint,2,opt,name=send_observed,json=sendObserved,proto3" json:"send_observed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SendObserved bool `protobuf:"varint,2,opt,name=send_observed,json=sendObserved,proto3" json:"send_observed,omitempty"`
+	// Let the host adopt an existing object of this kind that a desired child
+	// names and that has no controller owner (for example a ConfigMap someone
+	// created by hand): the host applies the child over it, which makes the
+	// reconciled object its controller owner, sets the label
+	// polyop.dev/controller and merges the child's fields into the object. From
+	// then on the adopted object is a child like any other: it is updated, and
+	// it is pruned (deleted) once the sidecar no longer desires it.
+	//
+	// False (the default): such an object is refused, as
+	// controllerutil.SetControllerReference refuses an object that another
+	// controller owns: nothing is written to it, the reconcile fails (retried
+	// with backoff) and a Warning event on the reconciled object names the
+	// object in the way. An object another object controls is never adopted,
+	// whatever this field says.
+	Adopt bool `protobuf:"varint,3,opt,name=adopt,proto3" json:"adopt,omitempty"`
+	// Let the host replace a child of this kind whose apply the API server
+	// refuses because it changes an immutable field (a Pod's spec, a Job's
+	// spec.template, a Service's clusterIP): the host deletes the child, with
+	// its UID as a precondition and background propagation (its own dependents
+	// go with it), and applies the desired child again, which creates it.
+	// Whatever the child held that the desired child does not set is lost.
+	//
+	// False (the default): the child is left as it is, the reconcile fails
+	// (retried with backoff) and a Warning event on the reconciled object names
+	// the child and the immutable field.
+	ReplaceOnImmutable bool `protobuf:"varint,4,opt,name=replace_on_immutable,json=replaceOnImmutable,proto3" json:"replace_on_immutable,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *OwnedKind) Reset() {
@@ -420,6 +446,20 @@ func (x *OwnedKind) GetKind() *GroupVersionKind {
 func (x *OwnedKind) GetSendObserved() bool {
 	if x != nil {
 		return x.SendObserved
+	}
+	return false
+}
+
+func (x *OwnedKind) GetAdopt() bool {
+	if x != nil {
+		return x.Adopt
+	}
+	return false
+}
+
+func (x *OwnedKind) GetReplaceOnImmutable() bool {
+	if x != nil {
+		return x.ReplaceOnImmutable
 	}
 	return false
 }
@@ -635,10 +675,12 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\x19max_concurrent_reconciles\x18\x05 \x01(\x05R\x17maxConcurrentReconciles\x12.\n" +
 	"\x04owns\x18\x06 \x03(\v2\x1a.polyop.v1alpha1.OwnedKindR\x04owns\x120\n" +
 	"\awatches\x18\a \x03(\v2\x16.polyop.v1alpha1.WatchR\awatches\x12\x1c\n" +
-	"\tfinalizer\x18\b \x01(\tR\tfinalizer\"g\n" +
+	"\tfinalizer\x18\b \x01(\tR\tfinalizer\"\xaf\x01\n" +
 	"\tOwnedKind\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12#\n" +
-	"\rsend_observed\x18\x02 \x01(\bR\fsendObserved\"\xa4\x01\n" +
+	"\rsend_observed\x18\x02 \x01(\bR\fsendObserved\x12\x14\n" +
+	"\x05adopt\x18\x03 \x01(\bR\x05adopt\x120\n" +
+	"\x14replace_on_immutable\x18\x04 \x01(\bR\x12replaceOnImmutable\"\xa4\x01\n" +
 	"\x05Watch\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x16\n" +
 	"\x05label\x18\x02 \x01(\tH\x00R\x05label\x12 \n" +

@@ -54,16 +54,39 @@ class UpdateFilter(enum.IntEnum):
 class Owns:
     """A kind of child the controller owns, as ``Owns(kind)`` in controller-runtime.
 
-    A plain kind in ``owns=[...]`` is ``Owns(kind)``. With ``send_observed``,
-    the host sends the children of this kind that point at the reconciled
-    object in :attr:`Context.children`.
+    A plain kind in ``owns=[...]`` is ``Owns(kind)``, every option off:
+
+    - ``send_observed``: the host sends the children of this kind that point
+      at the reconciled object in :attr:`Context.children`.
+    - ``adopt``: the host may adopt an existing object of this kind that a
+      desired child names and that no object controls (for example a
+      ConfigMap someone created by hand): it applies the child over it, which
+      makes the reconciled object its controller owner and merges the child's
+      fields into it. An adopted object is a child like any other: it is
+      pruned (deleted) once it is no longer desired. Off (the default), the
+      host refuses such an object: nothing is written to it, the reconcile
+      fails and a Warning event names the object. An object another object
+      controls is never adopted.
+    - ``replace_on_immutable``: when the API server refuses to apply a child
+      of this kind because it changes an immutable field (a Pod's spec, a
+      Job's ``spec.template``), the host deletes the child (with its UID as a
+      precondition) and applies it again, which creates it. Off (the
+      default), the child is left as it is, the reconcile fails and a Warning
+      event names the child and the field.
     """
 
     kind: KindLike
     send_observed: bool = False
+    adopt: bool = False
+    replace_on_immutable: bool = False
 
     def to_proto(self) -> describe_pb2.OwnedKind:
-        return describe_pb2.OwnedKind(kind=GVK.parse(self.kind).to_proto(), send_observed=self.send_observed)
+        return describe_pb2.OwnedKind(
+            kind=GVK.parse(self.kind).to_proto(),
+            send_observed=self.send_observed,
+            adopt=self.adopt,
+            replace_on_immutable=self.replace_on_immutable,
+        )
 
 
 @dataclass(frozen=True)

@@ -247,10 +247,40 @@ class OwnedKind(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     SEND_OBSERVED_FIELD_NUMBER: _builtins.int
+    ADOPT_FIELD_NUMBER: _builtins.int
+    REPLACE_ON_IMMUTABLE_FIELD_NUMBER: _builtins.int
     send_observed: _builtins.bool
     """Send the observed children of this kind (those whose controller owner
     reference points at the reconciled object) in ReconcileRequest.children,
     read from the host's cache.
+    """
+    adopt: _builtins.bool
+    """Let the host adopt an existing object of this kind that a desired child
+    names and that has no controller owner (for example a ConfigMap someone
+    created by hand): the host applies the child over it, which makes the
+    reconciled object its controller owner, sets the label
+    polyop.dev/controller and merges the child's fields into the object. From
+    then on the adopted object is a child like any other: it is updated, and
+    it is pruned (deleted) once the sidecar no longer desires it.
+
+    False (the default): such an object is refused, as
+    controllerutil.SetControllerReference refuses an object that another
+    controller owns: nothing is written to it, the reconcile fails (retried
+    with backoff) and a Warning event on the reconciled object names the
+    object in the way. An object another object controls is never adopted,
+    whatever this field says.
+    """
+    replace_on_immutable: _builtins.bool
+    """Let the host replace a child of this kind whose apply the API server
+    refuses because it changes an immutable field (a Pod's spec, a Job's
+    spec.template, a Service's clusterIP): the host deletes the child, with
+    its UID as a precondition and background propagation (its own dependents
+    go with it), and applies the desired child again, which creates it.
+    Whatever the child held that the desired child does not set is lost.
+
+    False (the default): the child is left as it is, the reconcile fails
+    (retried with backoff) and a Warning event on the reconciled object names
+    the child and the immutable field.
     """
     @_builtins.property
     def kind(self) -> _types_pb2.GroupVersionKind:
@@ -261,10 +291,12 @@ class OwnedKind(_message.Message):
         *,
         kind: _types_pb2.GroupVersionKind | None = ...,
         send_observed: _builtins.bool = ...,
+        adopt: _builtins.bool = ...,
+        replace_on_immutable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "send_observed", b"send_observed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adopt", b"adopt", "kind", b"kind", "replace_on_immutable", b"replace_on_immutable", "send_observed", b"send_observed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/describe.proto.
  */
 export const file_polyop_v1alpha1_describe: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wb2x5b3AvdjFhbHBoYTEvZGVzY3JpYmUucHJvdG8SD3BvbHlvcC52MWFscGhhMSJaCg9EZXNjcmliZVJlcXVlc3QSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRIUCgxob3N0X3ZlcnNpb24YAiABKAkSFwoPY2x1c3Rlcl9hZGRyZXNzGAMgASgJIusBChBEZXNjcmliZVJlc3BvbnNlEhgKEHByb3RvY29sX3ZlcnNpb24YASABKAkSDAoEbmFtZRgCIAEoCRI7Cgtjb250cm9sbGVycxgDIAMoCzImLnBvbHlvcC52MWFscGhhMS5Db250cm9sbGVyRGVzY3JpcHRpb24SNQoId2ViaG9va3MYBCADKAsyIy5wb2x5b3AudjFhbHBoYTEuV2ViaG9va0Rlc2NyaXB0aW9uEjsKC2NvbnZlcnNpb25zGAUgAygLMiYucG9seW9wLnYxYWxwaGExLkNvbnZlcnNpb25EZXNjcmlwdGlvbiKoAgoVQ29udHJvbGxlckRlc2NyaXB0aW9uEgwKBG5hbWUYASABKAkSMwoIZm9yX2tpbmQYAiABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIvCgpwcmVkaWNhdGVzGAMgASgLMhsucG9seW9wLnYxYWxwaGExLlByZWRpY2F0ZXMSEgoKbmFtZXNwYWNlcxgEIAMoCRIhChltYXhfY29uY3VycmVudF9yZWNvbmNpbGVzGAUgASgFEigKBG93bnMYBiADKAsyGi5wb2x5b3AudjFhbHBoYTEuT3duZWRLaW5kEicKB3dhdGNoZXMYByADKAsyFi5wb2x5b3AudjFhbHBoYTEuV2F0Y2gSEQoJZmluYWxpemVyGAggASgJIlMKCU93bmVkS2luZBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSFQoNc2VuZF9vYnNlcnZlZBgCIAEoCCKAAQoFV2F0Y2gSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEg8KBWxhYmVsGAIgASgJSAASFAoKYW5ub3RhdGlvbhgDIAEoCUgAEhQKCmZpZWxkX3BhdGgYBCABKAlIAEIJCgdtYXBwaW5nIlsKClByZWRpY2F0ZXMSNQoOdXBkYXRlX2ZpbHRlcnMYASADKA4yHS5wb2x5b3AudjFhbHBoYTEuVXBkYXRlRmlsdGVyEhYKDmxhYmVsX3NlbGVjdG9yGAIgASgJKsABCgxVcGRhdGVGaWx0ZXISHQoZVVBEQVRFX0ZJTFRFUl9VTlNQRUNJRklFRBAAEiQKIFVQREFURV9GSUxURVJfR0VORVJBVElPTl9DSEFOR0VEEAESIAocVVBEQVRFX0ZJTFRFUl9MQUJFTFNfQ0hBTkdFRBACEiUKIVVQREFURV9GSUxURVJfQU5OT1RBVElPTlNfQ0hBTkdFRBADEiIKHlVQREFURV9GSUxURVJfREVMRVRJT05fQ0hBTkdFRBAEQsEBChNjb20ucG9seW9wLnYxYWxwaGExQg1EZXNjcmliZVByb3RvUAFaPmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9nZW4vZ28vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_types]);
+  fileDesc("Ch5wb2x5b3AvdjFhbHBoYTEvZGVzY3JpYmUucHJvdG8SD3BvbHlvcC52MWFscGhhMSJaCg9EZXNjcmliZVJlcXVlc3QSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRIUCgxob3N0X3ZlcnNpb24YAiABKAkSFwoPY2x1c3Rlcl9hZGRyZXNzGAMgASgJIusBChBEZXNjcmliZVJlc3BvbnNlEhgKEHByb3RvY29sX3ZlcnNpb24YASABKAkSDAoEbmFtZRgCIAEoCRI7Cgtjb250cm9sbGVycxgDIAMoCzImLnBvbHlvcC52MWFscGhhMS5Db250cm9sbGVyRGVzY3JpcHRpb24SNQoId2ViaG9va3MYBCADKAsyIy5wb2x5b3AudjFhbHBoYTEuV2ViaG9va0Rlc2NyaXB0aW9uEjsKC2NvbnZlcnNpb25zGAUgAygLMiYucG9seW9wLnYxYWxwaGExLkNvbnZlcnNpb25EZXNjcmlwdGlvbiKoAgoVQ29udHJvbGxlckRlc2NyaXB0aW9uEgwKBG5hbWUYASABKAkSMwoIZm9yX2tpbmQYAiABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIvCgpwcmVkaWNhdGVzGAMgASgLMhsucG9seW9wLnYxYWxwaGExLlByZWRpY2F0ZXMSEgoKbmFtZXNwYWNlcxgEIAMoCRIhChltYXhfY29uY3VycmVudF9yZWNvbmNpbGVzGAUgASgFEigKBG93bnMYBiADKAsyGi5wb2x5b3AudjFhbHBoYTEuT3duZWRLaW5kEicKB3dhdGNoZXMYByADKAsyFi5wb2x5b3AudjFhbHBoYTEuV2F0Y2gSEQoJZmluYWxpemVyGAggASgJIoABCglPd25lZEtpbmQSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEhUKDXNlbmRfb2JzZXJ2ZWQYAiABKAgSDQoFYWRvcHQYAyABKAgSHAoUcmVwbGFjZV9vbl9pbW11dGFibGUYBCABKAgigAEKBVdhdGNoEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIPCgVsYWJlbBgCIAEoCUgAEhQKCmFubm90YXRpb24YAyABKAlIABIUCgpmaWVsZF9wYXRoGAQgASgJSABCCQoHbWFwcGluZyJbCgpQcmVkaWNhdGVzEjUKDnVwZGF0ZV9maWx0ZXJzGAEgAygOMh0ucG9seW9wLnYxYWxwaGExLlVwZGF0ZUZpbHRlchIWCg5sYWJlbF9zZWxlY3RvchgCIAEoCSrAAQoMVXBkYXRlRmlsdGVyEh0KGVVQREFURV9GSUxURVJfVU5TUEVDSUZJRUQQABIkCiBVUERBVEVfRklMVEVSX0dFTkVSQVRJT05fQ0hBTkdFRBABEiAKHFVQREFURV9GSUxURVJfTEFCRUxTX0NIQU5HRUQQAhIlCiFVUERBVEVfRklMVEVSX0FOTk9UQVRJT05TX0NIQU5HRUQQAxIiCh5VUERBVEVfRklMVEVSX0RFTEVUSU9OX0NIQU5HRUQQBELBAQoTY29tLnBvbHlvcC52MWFscGhhMUINRGVzY3JpYmVQcm90b1ABWj5naXRodWIuY29tL3BvbHlvcC9wb2x5b3AvZ2VuL2dvL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_types]);
 
 /**
  * DescribeRequest is the host's side of the handshake.
@@ -218,6 +218,42 @@ export type OwnedKind = Message<"polyop.v1alpha1.OwnedKind"> & {
    * @generated from field: bool send_observed = 2;
    */
   sendObserved: boolean;
+
+  /**
+   * Let the host adopt an existing object of this kind that a desired child
+   * names and that has no controller owner (for example a ConfigMap someone
+   * created by hand): the host applies the child over it, which makes the
+   * reconciled object its controller owner, sets the label
+   * polyop.dev/controller and merges the child's fields into the object. From
+   * then on the adopted object is a child like any other: it is updated, and
+   * it is pruned (deleted) once the sidecar no longer desires it.
+   *
+   * False (the default): such an object is refused, as
+   * controllerutil.SetControllerReference refuses an object that another
+   * controller owns: nothing is written to it, the reconcile fails (retried
+   * with backoff) and a Warning event on the reconciled object names the
+   * object in the way. An object another object controls is never adopted,
+   * whatever this field says.
+   *
+   * @generated from field: bool adopt = 3;
+   */
+  adopt: boolean;
+
+  /**
+   * Let the host replace a child of this kind whose apply the API server
+   * refuses because it changes an immutable field (a Pod's spec, a Job's
+   * spec.template, a Service's clusterIP): the host deletes the child, with
+   * its UID as a precondition and background propagation (its own dependents
+   * go with it), and applies the desired child again, which creates it.
+   * Whatever the child held that the desired child does not set is lost.
+   *
+   * False (the default): the child is left as it is, the reconcile fails
+   * (retried with backoff) and a Warning event on the reconciled object names
+   * the child and the immutable field.
+   *
+   * @generated from field: bool replace_on_immutable = 4;
+   */
+  replaceOnImmutable: boolean;
 };
 
 /**

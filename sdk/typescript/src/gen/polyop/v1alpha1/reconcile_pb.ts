@@ -130,8 +130,13 @@ export type ReconcileResponse = Message<"polyop.v1alpha1.ReconcileResponse"> & {
    * The desired children, as JSON objects of the owned kinds (apiVersion, kind,
    * metadata.name and what the controller manages; the namespace defaults to the
    * object's). The host applies each with server-side apply under a field
-   * manager of the controller's own, and sets this object as the child's
-   * controller owner. Ignored when the object no longer exists.
+   * manager of the controller's own, sets this object as the child's
+   * controller owner and sets the label polyop.dev/controller to the
+   * controller's name. A child that names an existing object controlled by
+   * another object is refused (nothing is written to it; the reconcile fails
+   * and a Warning event names the object and its controller), and so is one
+   * that names an object with no controller, unless the owned kind declares
+   * OwnedKind.adopt. Ignored when the object no longer exists.
    *
    * @generated from field: repeated bytes desired_children = 6;
    */
@@ -139,9 +144,11 @@ export type ReconcileResponse = Message<"polyop.v1alpha1.ReconcileResponse"> & {
 
   /**
    * desired_children is the complete set: the host deletes the children of the
-   * owned kinds that point at this object as their controller and are not in
-   * it. When false (the default), nothing is deleted, so a partial or failed
-   * answer never removes a child.
+   * owned kinds that point at this object as their controller, that the host
+   * applied (they carry the label polyop.dev/controller it sets, or its field
+   * manager applied them), and that are not in it. An object the host never
+   * applied is never deleted. When false (the default), nothing is deleted,
+   * so a partial or failed answer never removes a child.
    *
    * @generated from field: bool children_complete = 7;
    */

@@ -1,0 +1,318 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/polyop/polyop/internal/object"
+)
+
+// childResult says what applyChildren did: counts for the log, and the
+// problems that fail the reconcile, each recorded as an event on the owner.
+type childResult struct {
+	applied, unchanged, replaced, pruned int
+	problems                             []childProblem
+}
+
+// err joins the problems' errors; nil when there is none.
+func (res childResult) err() error {
+	errs := make([]error, 0, len(res.problems))
+	for _, p := range res.problems {
+		errs = append(errs, p.err)
+	}
+	return errors.Join(errs...)
+}
+
+// applyChildren applies every desired child that changed, with server-side
+// apply under the controller's field manager, forcing ownership of the fields
+// it sets. A child whose applied configuration is the one last applied and
+// whose observed state still holds every field of it is left alone: an
+// unchanged child costs no request.
+//
+// A desired child that is not yet observed (owner controls no object of its
+// name) is looked up in the cache first: an object of that name that another
+// object controls, or that nobody controls when the kind does not declare
+// adoption, is refused (see claim), and nothing is written to it. (The cache
+// is the only source: an object created a moment before, which the cache has
+// not seen yet, is applied over; the first reconcile that sees it controlled
+// by another object refuses it, so two owners never take turns.) A child
+// whose apply the API server refuses on an immutable field is deleted and
+// applied again when its kind declares replacement, and refused otherwise.
+//
+// When prune is set, and every desired child was applied, the observed
+// children that are no longer desired and that the host applied (see
+// appliedByHost) are deleted, with their UID as a precondition, so that
+// nothing recreated meanwhile is lost.
+func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, desired []desiredChild, observed []*object.Object, prune bool) childResult {
+	var res childResult
+	observedByID := make(map[childID]*object.Object, len(observed))
+	for _, o := range observed {
+		observedByID[idOf(o)] = o
+	}
+	key := types.NamespacedName{Namespace: owner.GetNamespace(), Name: owner.GetName()}
+	last := r.applied.children(key, owner.GetUID())
+	now := make([]appliedChild, 0, len(desired))
+	for _, c := range desired {
+		var existing client.Object
+		if o := observedByID[c.id]; o != nil {
+			if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(o, c.obj, prev.resourceVersion) {
+				now = append(now, prev)
+				res.unchanged++
+				continue
+			}
+			existing = o
+		} else {
+			o, err := r.cachedChild(ctx, c.id)
+			if err != nil {
+				res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: err})
+				continue
+			}
+			if o != nil {
+				existing = o
+			}
+			if p := claim(c.id, existing, owner, c.kind); p != nil {
+				res.problems = append(res.problems, *p)
+				continue
+			}
+		}
+		applied, replaced, p := r.applyChild(ctx, owner, c, existing)
+		if p != nil {
+			res.problems = append(res.problems, *p)
+			continue
+		}
+		now = append(now, appliedChild{id: c.id, hash: c.hash, resourceVersion: applied})
+		res.applied++
+		if replaced {
+			res.replaced++
+		}
+	}
+	r.applied.record(key, owner.GetUID(), now)
+	if len(res.problems) > 0 || !prune {
+		return res
+	}
+	for _, o := range observed {
+		id := idOf(o)
+		if _, ok := findApplied(now, id); ok {
+			continue
+		}
+		ours, err := r.appliedByHost(ctx, o)
+		if err != nil {
+			res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: err})
+			continue
+		}
+		if !ours {
+			logf.FromContext(ctx).V(1).Info("leaving a child that is no longer desired: the host did not apply it", "child", id.String())
+			continue
+		}
+		err = r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf("deleting child %s, which is no longer desired: %w", id, err)})
+			continue
+		}
+		res.pruned++
+	}
+	return res
+}
+
+// applyChild applies c over existing (nil when the cache holds no object of
+// its name) and returns the resourceVersion the apply wrote. When the API
+// server refuses the apply because it changes an immutable field, and c's
+// kind declares replacement, existing is deleted (with its UID as a
+// precondition) and c applied again, which creates it; replaced says so.
+func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desiredChild, existing client.Object) (resourceVersion string, replaced bool, problem *childProblem) {
+	out := c.obj.DeepCopy()
+	err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+	if err == nil {
+		return out.GetResourceVersion(), false, nil
+	}
+	fields := immutableFields(err)
+	switch {
+	case len(fields) == 0:
+		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf("applying child %s: %w", c.id, err)}
+	case !c.kind.ReplaceOnImmutable || existing == nil:
+		return "", false, &childProblem{reason: reasonChildFieldImmutable, err: fmt.Errorf(
+			"applying child %s: the API server refuses to change %s, which is immutable; the child is left as it is. "+
+				"Declare replace_on_immutable for %s in the controller's Owns to have the host delete and recreate such a child",
+			c.id, strings.Join(fields, ", "), c.id.gvk.Kind)}
+	}
+	err = r.Client.Delete(ctx, existing, client.Preconditions{UID: ptr.To(existing.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
+			"deleting child %s to replace it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
+	}
+	out = c.obj.DeepCopy()
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
+			"creating child %s again after deleting it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
+	}
+	logf.FromContext(ctx).Info("replaced a child whose immutable fields changed", "child", c.id.String(), "fields", fields)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
+	}
+	return out.GetResourceVersion(), true, nil
+}
+
+// cachedChild reads the object id names from the cache; nil when there is
+// none.
+func (r *Reconciler) cachedChild(ctx context.Context, id childID) (*object.Object, error) {
+	o := object.New(id.gvk)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: id.namespace, Name: id.name}, o)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading %s from the cache before applying it: %w", id, err)
+	}
+	o.SetGroupVersionKind(id.gvk)
+	return o, nil
+}
+
+// appliedByHost reports whether the host applied o, a child the owner
+// controls that is no longer desired. The label tells, or else (the cache
+// drops managedFields, unless the host keeps them) the object as the API
+// server holds it, read only for such a child.
+func (r *Reconciler) appliedByHost(ctx context.Context, o *object.Object) (bool, error) {
+	if appliedByHost(o, r.Controller.Name, r.fieldManager()) {
+		return true, nil
+	}
+	if r.keepManagedFields || r.APIReader == nil {
+		return false, nil
+	}
+	live := object.New(o.GroupVersionKind())
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading child %s, which is no longer desired, to tell whether the host applied it: %w", idOf(o), err)
+	}
+	return live.GetUID() == o.GetUID() && appliedByHost(live, r.Controller.Name, r.fieldManager()), nil
+}
+
+// fieldManager is the field manager of the controller's children.
+func (r *Reconciler) fieldManager() string {
+	return "polyop/" + r.Controller.Name
+}
+
+// unchanged reports whether a child whose applied configuration is the one
+// last applied, at resourceVersion applied, needs no apply: the cache holds
+// the version that apply wrote, or an older one (the event of the apply is
+// on its way and brings another reconcile), or the observed child, changed
+// since, still holds every field the configuration sets.
+func unchanged(observed *object.Object, desired *unstructured.Unstructured, applied string) bool {
+	if observed == nil {
+		return false
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(observed.GetResourceVersion(), applied); err == nil && cmp <= 0 {
+		return true
+	}
+	u, err := observed.Unstructured()
+	if err != nil {
+		return false
+	}
+	return holds(u, desired)
+}
+
+// holds reports whether observed still holds every field desired sets, owner
+// references aside (they are compared by UID): if so, applying desired again
+// would change nothing the controller manages. A list must match element by
+// element: a list another manager added to is applied again, which is
+// harmless.
+func holds(observed, desired *unstructured.Unstructured) bool {
+	for _, want := range desired.GetOwnerReferences() {
+		found := false
+		for _, got := range observed.GetOwnerReferences() {
+			if got.UID == want.UID && ptr.Deref(got.Controller, false) == ptr.Deref(want.Controller, false) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	d := desired.DeepCopy()
+	unstructured.RemoveNestedField(d.Object, "metadata", "ownerReferences")
+	return contains(observed.Object, d.Object)
+}
+
+// contains reports whether have holds every field of want with the same
+// value.
+func contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			hv, present := h[k]
+			if !present {
+				if empty(wv) {
+					continue // the API server drops empty fields
+				}
+				return false
+			}
+			if !contains(hv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return have == nil
+	}
+	if wf, ok := number(want); ok {
+		hf, ok := number(have)
+		return ok && hf == wf
+	}
+	return have == want
+}
+
+// empty reports whether v is null, or an empty object or list.
+func empty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	}
+	return false
+}
+
+// number reads a JSON number decoded as int64 or float64.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	}
+	return 0, false
+}
