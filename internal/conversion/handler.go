@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -86,13 +87,18 @@ func NewHandler(sc Sidecar, conversions []sidecar.Conversion, opts Options) http
 	for _, c := range conversions {
 		versions[c.GroupKind] = c.Versions
 	}
-	return &handler{sc: sc, versions: versions, opts: opts}
+	buffers := &sync.Pool{New: func() any {
+		buf := make([]byte, 0, opts.MaxRequestBytes)
+		return &buf
+	}}
+	return &handler{sc: sc, versions: versions, opts: opts, buffers: buffers}
 }
 
 type handler struct {
 	sc       Sidecar
 	versions map[schema.GroupKind][]string
 	opts     Options
+	buffers  *sync.Pool // of *[]byte of capacity opts.MaxRequestBytes, for bodies of undeclared length
 }
 
 var reviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
@@ -100,7 +106,7 @@ var reviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := admission.WithAPIServerTimeout(r.Context(), r)
 	log := logf.FromContext(ctx).WithName("conversion")
-	body, err := readBody(w, r, h.opts.MaxRequestBytes)
+	body, done, err := h.readBody(w, r)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -109,12 +115,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, msg, http.StatusRequestEntityTooLarge)
 			return
 		}
-		log.Error(err, "Reading a conversion request")
+		log.Info("Could not read a conversion request", "reason", err.Error())
 		http.Error(w, "reading the ConversionReview: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	review := &apiextensionsv1.ConversionReview{}
-	if err := json.Unmarshal(body, review); err != nil {
+	err = json.Unmarshal(body, review) // copies the objects out of body
+	done()
+	if err != nil {
 		log.Info("Refused a conversion request that is not a ConversionReview", "reason", err.Error())
 		http.Error(w, "the body is not a ConversionReview: "+err.Error(), http.StatusBadRequest)
 		return
@@ -163,38 +171,46 @@ func writeReview(w io.Writer, resp *apiextensionsv1.ConversionResponse) error {
 	return nil
 }
 
-// readBody reads r's body, of at most max bytes, into one buffer the size of
-// the declared length (or of max, when the request declares none), so that
-// reading costs the body's size and no more. A body over max is an
-// *http.MaxBytesError.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+// readBody reads r's body, of at most h.opts.MaxRequestBytes, into one
+// buffer the size of the declared length, so that reading costs the body's
+// size and no more. A body of undeclared length (chunked; the API server
+// always declares it) is read into a buffer of the limit from a pool, so that
+// such bodies, one after the other, reuse the same memory rather than leave
+// a limit's worth of garbage each; done returns it to the pool. A body over
+// the limit is an *http.MaxBytesError.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte, done func(), err error) {
+	max := h.opts.MaxRequestBytes
 	if r.ContentLength > max {
-		return nil, &http.MaxBytesError{Limit: max}
+		return nil, nil, &http.MaxBytesError{Limit: max}
 	}
-	body := http.MaxBytesReader(w, r.Body, max)
+	reader := http.MaxBytesReader(w, r.Body, max)
 	if r.ContentLength >= 0 {
-		buf := make([]byte, r.ContentLength)
-		_, err := io.ReadFull(body, buf)
-		return buf, err
-	}
-	buf := make([]byte, 0, max)
-	for {
-		if len(buf) == cap(buf) {
-			// Full: one byte more is over max, which body reports.
-			if _, err := body.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
-				return nil, err
-			}
-			return buf, nil
+		body = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(reader, body); err != nil {
+			return nil, nil, err
 		}
-		n, err := body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		return body, func() {}, nil
+	}
+	buf := h.buffers.Get().(*[]byte)
+	done = func() { h.buffers.Put(buf) }
+	body = (*buf)[:0]
+	for len(body) < cap(body) {
+		n, err := reader.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
 		if errors.Is(err, io.EOF) {
-			return buf, nil
+			return body, done, nil
 		}
 		if err != nil {
-			return nil, err
+			done()
+			return nil, nil, err
 		}
 	}
+	// Full: one byte more is over the limit, which reader reports.
+	if _, err := reader.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+		done()
+		return nil, nil, err
+	}
+	return body, done, nil
 }
 
 // convert converts the request's objects through the sidecar, or says why it

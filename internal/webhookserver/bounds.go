@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"runtime"
 	"strconv"
 )
 
@@ -49,10 +50,35 @@ func (s *Server) bounded(path string, h http.Handler, limit BodyLimit) http.Hand
 			http.Error(w, msg, http.StatusTooManyRequests)
 			return
 		}
-		defer s.budget.Release(weight)
+		defer func() {
+			s.budget.Release(weight)
+			if weight >= collectAfterBytes {
+				s.collect()
+			}
+		}()
 		r.Body = http.MaxBytesReader(w, r.Body, limit.Bytes)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// collectAfterBytes is the size of a request after which the server has the
+// garbage collector run: the reviews the API server sends are a few KiB, and
+// a large one (a list to convert) leaves several times its size of garbage,
+// which Go's collector would otherwise let pile up to as much again as the
+// heap holds before collecting it. Collecting it when the request is done
+// keeps the host's memory to the requests in flight, as the budget means.
+const collectAfterBytes = 1 << 20
+
+// collect runs a garbage collection in the background, unless one is
+// waiting to start already.
+func (s *Server) collect() {
+	if s.collectQueued.Swap(true) {
+		return
+	}
+	go func() {
+		s.collectQueued.Store(false)
+		runtime.GC()
+	}()
 }
 
 // tooLarge is the message of a 413.

@@ -130,7 +130,8 @@ type Server struct {
 	budget *semaphore.Weighted
 	log    logr.Logger
 
-	started atomic.Bool
+	started       atomic.Bool
+	collectQueued atomic.Bool
 }
 
 // New returns a server with opts.
