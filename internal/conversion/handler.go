@@ -48,10 +48,12 @@ const apiServerTimeout = 30 * time.Second
 // per stored value), and at most 1.5 MiB once stored; a list page has no
 // limit of its own: client-go's pager asks for 500 objects a page, and a list
 // served from the API server's watch cache may hold every object of the kind.
-// 32 MiB holds a page of 500 objects of 64 KiB, or 20 objects at etcd's
-// limit, and any single object with room to spare. A list past it fails with
-// a 413 naming the flag that raises it.
-const DefaultMaxRequestBytes = 32 << 20
+// 16 MiB holds a page of 500 objects of 32 KiB, or 10 objects at etcd's
+// limit, and any single object with room to spare; a conversion in flight
+// holds about three times its body, so three of them stay within the host
+// container's 256 MiB. A list past it fails with a 413 naming the flag that
+// raises it.
+const DefaultMaxRequestBytes = 16 << 20
 
 // Sidecar is the part of the host's sidecar client the handler calls;
 // *sidecar.Client implements it.

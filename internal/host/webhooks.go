@@ -59,7 +59,7 @@ type WebhookOptions struct {
 	ConversionTimeout time.Duration
 	// ConversionMaxRequestBytes is the largest ConversionReview the host
 	// reads; a larger one is answered 413. Defaults to
-	// conversion.DefaultMaxRequestBytes (32 MiB), which says where it comes
+	// conversion.DefaultMaxRequestBytes (16 MiB), which says where it comes
 	// from. An AdmissionReview is bounded by admission.MaxRequestBytes (7
 	// MiB), as in controller-runtime.
 	ConversionMaxRequestBytes int64
@@ -69,7 +69,7 @@ type WebhookOptions struct {
 	// is answered 429 with Retry-After, which the API server retries. It must
 	// hold the largest request: at least ConversionMaxRequestBytes and
 	// admission.MaxRequestBytes. Defaults to
-	// webhookserver.DefaultMaxBytesInFlight (64 MiB).
+	// webhookserver.DefaultMaxBytesInFlight (48 MiB).
 	MaxBytesInFlight int64
 	// ReadHeaderTimeout is how long the webhook server waits for a request's
 	// headers. Defaults to webhookserver.DefaultReadHeaderTimeout (10s).

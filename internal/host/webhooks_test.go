@@ -76,7 +76,7 @@ func TestWebhookBoundFlags(t *testing.T) {
 	fs := flag.NewFlagSet("host", flag.ContinueOnError)
 	o.BindFlags(fs)
 	w := o.Webhook
-	if w.ConversionMaxRequestBytes != 32<<20 || w.MaxBytesInFlight != 64<<20 || w.ReadHeaderTimeout != 10*time.Second || w.ReadTimeout != 30*time.Second {
+	if w.ConversionMaxRequestBytes != 16<<20 || w.MaxBytesInFlight != 48<<20 || w.ReadHeaderTimeout != 10*time.Second || w.ReadTimeout != 30*time.Second {
 		t.Errorf("defaults = %+v", w)
 	}
 	if err := w.validateBounds(); err != nil {

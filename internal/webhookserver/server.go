@@ -32,9 +32,12 @@ const (
 	// arriving after that belongs to a call the API server gave up on.
 	DefaultReadTimeout = 30 * time.Second
 	// DefaultMaxBytesInFlight is the budget of request bytes in flight
-	// unless configured otherwise: room for two conversion reviews of the
-	// default largest size, or nine admission reviews of the largest size.
-	DefaultMaxBytesInFlight = 64 << 20
+	// unless configured otherwise: room for three conversion reviews of the
+	// default largest size (16 MiB), or six admission reviews of the largest
+	// size (7 MiB). A conversion in flight holds about three times its body,
+	// so the host's memory for webhooks stays well within the 256 MiB of the
+	// shipped host container.
+	DefaultMaxBytesInFlight = 48 << 20
 
 	// idleTimeout is how long an idle keep-alive connection stays open:
 	// controller-runtime's value, as long as the API server's client keeps
