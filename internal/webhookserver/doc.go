@@ -20,4 +20,7 @@
 //     from before its body is read until its answer is written. A request that
 //     does not fit waits a moment, then is answered 429 Too Many Requests with
 //     Retry-After: the API server's client retries such an answer by itself.
+//     Once a request of 1 MiB or more is answered, the server has the garbage
+//     collector run, so that the host's memory follows the requests in flight
+//     rather than what they left behind.
 package webhookserver
