@@ -67,6 +67,9 @@ type handler struct {
 }
 
 func (h *handler) handleDefault(ctx context.Context, req admission.Request) admission.Response {
+	if req.UID == "" {
+		return noRequest(ctx)
+	}
 	// A delete has nothing to default, as in controller-runtime's defaulter.
 	if req.Operation == admissionv1.Delete || req.Operation == admissionv1.Connect {
 		return admission.Allowed("")
@@ -99,6 +102,9 @@ func (h *handler) handleDefault(ctx context.Context, req admission.Request) admi
 }
 
 func (h *handler) handleValidate(ctx context.Context, req admission.Request) admission.Response {
+	if req.UID == "" {
+		return noRequest(ctx)
+	}
 	areq, resp, ok := h.request(ctx, req)
 	if !ok {
 		return resp
@@ -113,6 +119,15 @@ func (h *handler) handleValidate(ctx context.Context, req admission.Request) adm
 		return h.denied(ctx, req, d, out.GetWarnings())
 	}
 	return admission.Allowed("").WithWarnings(out.GetWarnings()...)
+}
+
+// noRequest is the answer to an AdmissionReview without a request, or with
+// a request without a uid, which the API server always sends: a 400, as
+// controller-runtime answers a review it cannot decode.
+func noRequest(ctx context.Context) admission.Response {
+	err := errors.New("the AdmissionReview has no request, or a request without a uid: the API server sends the object to admit in request, with a uid")
+	logf.FromContext(ctx).Info("Refused an admission request", "reason", err.Error())
+	return admission.Errored(http.StatusBadRequest, err)
 }
 
 // request builds the sidecar's request, or the response to give when the

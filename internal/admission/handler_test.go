@@ -351,3 +351,44 @@ func TestPaths(t *testing.T) {
 		t.Errorf("ValidatePath = %s", got)
 	}
 }
+
+// TestAReviewWithoutARequestIsABadRequest sends both webhooks an
+// AdmissionReview without a request, or with an empty one: each answers 400
+// with a message that says so, as controller-runtime answers a review it
+// cannot decode, and does not call the sidecar.
+func TestAReviewWithoutARequestIsABadRequest(t *testing.T) {
+	t.Parallel()
+	sc := &fakeSidecar{
+		defaultFn: defaulted(widgetJSON),
+		validateFn: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+			return nil, nil
+		},
+	}
+	wh := widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL)
+	for _, body := range []string{
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`,
+	} {
+		for name, h := range map[string]http.Handler{
+			"defaulting": admission.NewDefaulting(sc, wh, opts),
+			"validating": admission.NewValidating(sc, wh, opts),
+		} {
+			r := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			var out admissionv1.AdmissionReview
+			if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Result == nil {
+				t.Fatalf("the %s webhook answered %s to %s: %v", name, w.Body.String(), body, err)
+			}
+			res := out.Response.Result
+			if out.Response.Allowed || res.Code != http.StatusBadRequest || res.Message != "the AdmissionReview has no request, or a request without a uid: the API server sends the object to admit in request, with a uid" {
+				t.Errorf("the %s webhook answered %s to %s, want a 400 saying the review has no request", name, w.Body.String(), body)
+			}
+		}
+	}
+	if sc.calls != 0 {
+		t.Errorf("the sidecar was called %d times", sc.calls)
+	}
+}

@@ -6,6 +6,12 @@ import (
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
+// MaxRequestBytes is the largest AdmissionReview the host reads, as
+// controller-runtime's admission webhook reads no more: a review holds at most
+// two objects (the object and the old object) of at most 3 MiB each, the API
+// server's limit on a request body, and less than 1 MiB besides.
+const MaxRequestBytes = 7 << 20
+
 // Registrar is where webhooks are registered: controller-runtime's
 // webhook.Server, or an http.ServeMux in tests.
 type Registrar interface {

@@ -10,6 +10,11 @@
 // passing it on: as many objects as were sent, each a JSON object of the
 // desired apiVersion, of the same kind, with the same namespace, name and UID.
 //
+// A review over Options.MaxRequestBytes is answered 413 without being read in
+// full, and one without a request 400, both in plain text; the host's webhook
+// server checks the content type and holds every review within its budget of
+// bytes in flight before the handler reads it (see internal/webhookserver).
+//
 // A failure (the sidecar unreachable, too slow, or wrong) fails the review
 // with a message naming the sidecar and the reason; the API server then fails
 // the request that needed the conversion with that message.

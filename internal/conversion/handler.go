@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -36,9 +37,23 @@ const DefaultTimeout = 10 * time.Second
 // when its request does not say.
 const apiServerTimeout = 30 * time.Second
 
-// maxRequestSize bounds a ConversionReview: a list of objects can be large,
-// so the limit is the host's largest gRPC message by default.
-const maxRequestSize = 64 << 20
+// DefaultMaxRequestBytes is the largest ConversionReview the handler reads
+// unless configured otherwise (the host's --conversion-max-request-bytes).
+//
+// The API server sends a ConversionReview for every object it reads or writes
+// at a version other than the one stored, and one for every page of a list it
+// serves at another version, with every object of the page in one review
+// (apiextensions-apiserver's webhook converter). One object is at most 3 MiB
+// (the API server's limit on a request body, 2 × etcd's default of 1.5 MiB
+// per stored value), and at most 1.5 MiB once stored; a list page has no
+// limit of its own: client-go's pager asks for 500 objects a page, and a list
+// served from the API server's watch cache may hold every object of the kind.
+// 16 MiB holds a page of 500 objects of 32 KiB, or 10 objects at etcd's
+// limit, and any single object with room to spare; a conversion in flight
+// holds about three times its body, so three of them stay within the host
+// container's 256 MiB. A list past it fails with a 413 naming the flag that
+// raises it.
+const DefaultMaxRequestBytes = 16 << 20
 
 // Sidecar is the part of the host's sidecar client the handler calls;
 // *sidecar.Client implements it.
@@ -56,6 +71,9 @@ type Options struct {
 	// Timeout caps the deadline of every call to the sidecar; the deadline is
 	// also kept below the API server's timeout. Defaults to DefaultTimeout.
 	Timeout time.Duration
+	// MaxRequestBytes is the largest ConversionReview the handler reads; a
+	// larger one is answered 413. Defaults to DefaultMaxRequestBytes.
+	MaxRequestBytes int64
 }
 
 // NewHandler returns the ConversionReview handler for the kinds the sidecar
@@ -64,17 +82,25 @@ func NewHandler(sc Sidecar, conversions []sidecar.Conversion, opts Options) http
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
 	versions := map[schema.GroupKind][]string{}
 	for _, c := range conversions {
 		versions[c.GroupKind] = c.Versions
 	}
-	return &handler{sc: sc, versions: versions, opts: opts}
+	buffers := &sync.Pool{New: func() any {
+		buf := make([]byte, 0, opts.MaxRequestBytes)
+		return &buf
+	}}
+	return &handler{sc: sc, versions: versions, opts: opts, buffers: buffers}
 }
 
 type handler struct {
 	sc       Sidecar
 	versions map[schema.GroupKind][]string
 	opts     Options
+	buffers  *sync.Pool // of *[]byte of capacity opts.MaxRequestBytes, for bodies of undeclared length
 }
 
 var reviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
@@ -82,34 +108,111 @@ var reviewGVK = apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview")
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := admission.WithAPIServerTimeout(r.Context(), r)
 	log := logf.FromContext(ctx).WithName("conversion")
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestSize+1))
-	if err != nil || len(body) > maxRequestSize {
-		if err == nil {
-			err = fmt.Errorf("the request is larger than %d bytes", maxRequestSize)
+	body, done, err := h.readBody(w, r)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			msg := fmt.Sprintf("the ConversionReview is over the limit of %d bytes: raise the host's --conversion-max-request-bytes", tooLarge.Limit)
+			log.Info("Refused a conversion request", "reason", msg)
+			http.Error(w, msg, http.StatusRequestEntityTooLarge)
+			return
 		}
-		log.Error(err, "Reading a conversion request")
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		log.Info("Could not read a conversion request", "reason", err.Error())
+		http.Error(w, "reading the ConversionReview: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	review := &apiextensionsv1.ConversionReview{}
-	if err := json.Unmarshal(body, review); err != nil || review.Request == nil {
-		if err == nil {
-			err = errors.New("the ConversionReview has no request")
-		}
-		log.Error(err, "Decoding a conversion request")
-		http.Error(w, "not a ConversionReview: "+err.Error(), http.StatusBadRequest)
+	err = json.Unmarshal(body, review) // copies the objects out of body
+	done()
+	if err != nil {
+		log.Info("Refused a conversion request that is not a ConversionReview", "reason", err.Error())
+		http.Error(w, "the body is not a ConversionReview: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if review.Request == nil {
+		log.Info("Refused a ConversionReview without a request")
+		http.Error(w, "the ConversionReview has no request: the API server sends its objects to convert in request", http.StatusBadRequest)
 		return
 	}
 	req := review.Request
 	log = log.WithValues("uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion, "objects", len(req.Objects))
 	resp := h.convert(logf.IntoContext(ctx, log), req)
 	resp.UID = req.UID
-	out := &apiextensionsv1.ConversionReview{Response: resp}
-	out.SetGroupVersionKind(reviewGVK)
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(out); err != nil {
+	if err := writeReview(w, resp); err != nil {
 		log.Error(err, "Writing a conversion response")
 	}
+}
+
+// writeReview writes the ConversionReview answering with resp. It writes the
+// converted objects, which check found valid JSON, one by one, rather than
+// copying them all into one buffer first as json.Marshal would: a review of S
+// bytes costs S to answer, not 2 or 3 S.
+func writeReview(w io.Writer, resp *apiextensionsv1.ConversionResponse) error {
+	uid, err := json.Marshal(resp.UID)
+	if err != nil {
+		return err
+	}
+	result, err := json.Marshal(resp.Result)
+	if err != nil {
+		return err
+	}
+	parts := [][]byte{[]byte(`{"kind":"` + reviewGVK.Kind + `","apiVersion":"` + reviewGVK.GroupVersion().String() + `","response":{"uid":`), uid, []byte(`,"convertedObjects":[`)}
+	for i, o := range resp.ConvertedObjects {
+		if i > 0 {
+			parts = append(parts, []byte(","))
+		}
+		parts = append(parts, o.Raw)
+	}
+	parts = append(parts, []byte(`],"result":`), result, []byte("}}\n"))
+	for _, p := range parts {
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readBody reads r's body, of at most h.opts.MaxRequestBytes, into one
+// buffer the size of the declared length, so that reading costs the body's
+// size and no more. A body of undeclared length (chunked; the API server
+// always declares it) is read into a buffer of the limit from a pool, so that
+// such bodies, one after the other, reuse the same memory rather than leave
+// a limit's worth of garbage each; done returns it to the pool. A body over
+// the limit is an *http.MaxBytesError.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte, done func(), err error) {
+	max := h.opts.MaxRequestBytes
+	if r.ContentLength > max {
+		return nil, nil, &http.MaxBytesError{Limit: max}
+	}
+	reader := http.MaxBytesReader(w, r.Body, max)
+	if r.ContentLength >= 0 {
+		body = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(reader, body); err != nil {
+			return nil, nil, err
+		}
+		return body, func() {}, nil
+	}
+	buf := h.buffers.Get().(*[]byte)
+	done = func() { h.buffers.Put(buf) }
+	body = (*buf)[:0]
+	for len(body) < cap(body) {
+		n, err := reader.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if errors.Is(err, io.EOF) {
+			return body, done, nil
+		}
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+	}
+	// Full: one byte more is over the limit, which reader reports.
+	if _, err := reader.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+		done()
+		return nil, nil, err
+	}
+	return body, done, nil
 }
 
 // convert converts the request's objects through the sidecar, or says why it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -190,4 +191,87 @@ func TestConversionDeadlineFollowsTheAPIServersTimeout(t *testing.T) {
 	if deadline > 80*time.Millisecond || deadline <= 0 {
 		t.Errorf("deadline %s, want half of 150ms at most", deadline)
 	}
+}
+
+// TestConversionRefusesWhatIsNotAConversionReview sends the handler bodies
+// the API server never sends: each is a 400 or a 413 with a plain message,
+// and the sidecar is not called.
+func TestConversionRefusesWhatIsNotAConversionReview(t *testing.T) {
+	t.Parallel()
+	// A chunked body: a reader of unknown length, so that the request
+	// declares none.
+	chunked := func(s string) io.Reader { return io.MultiReader(strings.NewReader(s)) }
+	big := `{"request":{"uid":"u","desiredAPIVersion":"example.com/v2","objects":[` + widgetList(200) + `]}}`
+	for name, tc := range map[string]struct {
+		body     io.Reader
+		wantCode int
+		wantMsg  string
+	}{
+		"if the review has no request, then it is a 400 saying so": {
+			body:     strings.NewReader(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`),
+			wantCode: http.StatusBadRequest, wantMsg: "the ConversionReview has no request",
+		},
+		"if the review's request is null, then it is a 400 saying so": {
+			body:     strings.NewReader(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":null}`),
+			wantCode: http.StatusBadRequest, wantMsg: "the ConversionReview has no request",
+		},
+		"if the body is not JSON, then it is a 400 saying so": {
+			body:     strings.NewReader(`apiVersion: apiextensions.k8s.io/v1`),
+			wantCode: http.StatusBadRequest, wantMsg: "the body is not a ConversionReview",
+		},
+		"if the body declares more than the limit, then it is a 413 naming the flag": {
+			body:     strings.NewReader(big),
+			wantCode: http.StatusRequestEntityTooLarge, wantMsg: "over the limit of 4096 bytes: raise the host's --conversion-max-request-bytes",
+		},
+		"if a body of undeclared length turns out larger than the limit, then it is a 413 naming the flag": {
+			body:     chunked(big),
+			wantCode: http.StatusRequestEntityTooLarge, wantMsg: "over the limit of 4096 bytes: raise the host's --conversion-max-request-bytes",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sc := &fakeSidecar{convert: relabel}
+			h := conversion.NewHandler(sc, widgets, conversion.Options{SidecarName: "widgets", MaxRequestBytes: 4096})
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, conversion.Path, tc.body))
+			if w.Code != tc.wantCode || !strings.Contains(w.Body.String(), tc.wantMsg) {
+				t.Errorf("the handler answered %d %q, want %d with %q", w.Code, w.Body.String(), tc.wantCode, tc.wantMsg)
+			}
+			if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+				t.Errorf("the answer's content type is %q, want plain text", ct)
+			}
+			if sc.calls != 0 {
+				t.Errorf("the sidecar was called %d times", sc.calls)
+			}
+		})
+	}
+}
+
+// TestConversionReadsBodiesUpToTheLimit converts a list that is exactly the
+// limit, declared or not.
+func TestConversionReadsBodiesUpToTheLimit(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"request":{"uid":"u","desiredAPIVersion":"example.com/v2","objects":[` + widgetList(3) + `]}}`)
+	for _, declared := range []bool{true, false} {
+		var r io.Reader = bytes.NewReader(body)
+		if !declared {
+			r = io.MultiReader(r)
+		}
+		sc := &fakeSidecar{convert: relabel}
+		h := conversion.NewHandler(sc, widgets, conversion.Options{SidecarName: "widgets", MaxRequestBytes: int64(len(body))})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, conversion.Path, r))
+		var out apiextensionsv1.ConversionReview
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || out.Response == nil || len(out.Response.ConvertedObjects) != 3 {
+			t.Errorf("with the length declared %v, the handler answered %d %s", declared, w.Code, w.Body.String())
+		}
+	}
+}
+
+func widgetList(n int) string {
+	objects := make([]string, n)
+	for i := range objects {
+		objects[i] = string(widget("v1", fmt.Sprintf("w%d", i)))
+	}
+	return strings.Join(objects, ",")
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/polyop/polyop/internal/certs"
 	"github.com/polyop/polyop/internal/conversion"
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/webhookserver"
 )
 
 // WebhookOptions configure the host's webhook server, which serves the
@@ -56,6 +57,28 @@ type WebhookOptions struct {
 	// ConversionTimeout caps the deadline of each Convert call. Defaults to
 	// conversion.DefaultTimeout (10s).
 	ConversionTimeout time.Duration
+	// ConversionMaxRequestBytes is the largest ConversionReview the host
+	// reads; a larger one is answered 413. Defaults to
+	// conversion.DefaultMaxRequestBytes (16 MiB), which says where it comes
+	// from. An AdmissionReview is bounded by admission.MaxRequestBytes (7
+	// MiB), as in controller-runtime.
+	ConversionMaxRequestBytes int64
+	// MaxBytesInFlight is the budget of request bytes that the webhook
+	// server holds at once across all requests: each holds its declared
+	// length until it is answered, and one that does not fit within a second
+	// is answered 429 with Retry-After, which the API server retries. It must
+	// hold the largest request: at least ConversionMaxRequestBytes and
+	// admission.MaxRequestBytes. Defaults to
+	// webhookserver.DefaultMaxBytesInFlight (48 MiB).
+	MaxBytesInFlight int64
+	// ReadHeaderTimeout is how long the webhook server waits for a request's
+	// headers. Defaults to webhookserver.DefaultReadHeaderTimeout (10s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout is how long the webhook server waits for a whole request,
+	// headers and body; a client still sending after that is cut off.
+	// Defaults to webhookserver.DefaultReadTimeout (30s), the API server's
+	// longest webhook timeout.
+	ReadTimeout time.Duration
 
 	// SelfSigned makes the host make its own CA and serving certificate, keep
 	// them in the Secret CertSecret, write them to CertDir and set the
@@ -91,6 +114,11 @@ func DefaultWebhookOptions() WebhookOptions {
 		KeyName:           "tls.key",
 		AdmissionTimeout:  admission.DefaultTimeout,
 		ConversionTimeout: conversion.DefaultTimeout,
+
+		ConversionMaxRequestBytes: conversion.DefaultMaxRequestBytes,
+		MaxBytesInFlight:          webhookserver.DefaultMaxBytesInFlight,
+		ReadHeaderTimeout:         webhookserver.DefaultReadHeaderTimeout,
+		ReadTimeout:               webhookserver.DefaultReadTimeout,
 	}
 }
 
@@ -108,6 +136,14 @@ func (o *WebhookOptions) BindFlags(fs *flag.FlagSet) {
 		"The longest the host waits for the sidecar's answer to an admission call; it also stays below each webhook's timeout.")
 	fs.DurationVar(&o.ConversionTimeout, "conversion-timeout", o.ConversionTimeout,
 		"The longest the host waits for the sidecar's answer to a conversion.")
+	fs.Int64Var(&o.ConversionMaxRequestBytes, "conversion-max-request-bytes", o.ConversionMaxRequestBytes,
+		"The largest ConversionReview the webhook server reads, in bytes; a larger one is answered 413. A list served at another version than the stored one is converted in one review with all its objects: raise this for large lists.")
+	fs.Int64Var(&o.MaxBytesInFlight, "webhook-max-bytes-in-flight", o.MaxBytesInFlight,
+		"The request bytes the webhook server holds at once, across all requests, in bytes; a request that does not fit is answered 429 with Retry-After, which the API server retries. At least --conversion-max-request-bytes and 7 MiB (the largest AdmissionReview).")
+	fs.DurationVar(&o.ReadHeaderTimeout, "webhook-read-header-timeout", o.ReadHeaderTimeout,
+		"How long the webhook server waits for a request's headers.")
+	fs.DurationVar(&o.ReadTimeout, "webhook-read-timeout", o.ReadTimeout,
+		"How long the webhook server waits for a whole request, headers and body; a client still sending after that is cut off.")
 	fs.BoolVar(&o.SelfSigned, "webhook-self-signed", o.SelfSigned,
 		"Make a CA and serving certificate, keep them in --webhook-cert-secret, and set the caBundle of the webhook configurations and CRD conversions the host serves.")
 	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName,
@@ -136,6 +172,9 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *
 		return nil
 	}
 	opts = opts.withDefaults(desc.Name)
+	if err := opts.validateBounds(); err != nil {
+		return err
+	}
 	crds, err := resolveWebhookKinds(mapper, desc)
 	if err != nil {
 		return err
@@ -187,25 +226,30 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *
 	if !opts.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	server := webhook.NewServer(webhook.Options{
-		Host:     opts.Host,
-		Port:     opts.Port,
-		CertDir:  opts.CertDir,
-		CertName: opts.CertName,
-		KeyName:  opts.KeyName,
-		TLSOpts:  tlsOpts,
+	server := webhookserver.New(webhookserver.Options{
+		Host:              opts.Host,
+		Port:              opts.Port,
+		CertDir:           opts.CertDir,
+		CertName:          opts.CertName,
+		KeyName:           opts.KeyName,
+		TLSOpts:           tlsOpts,
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		MaxBytesInFlight:  opts.MaxBytesInFlight,
+		BudgetHint:        "raise --webhook-max-bytes-in-flight",
 	})
-	paths := admission.Register(server, sc, desc.Webhooks, admission.Options{
+	paths := admission.Register(server.WithLimit(webhookserver.BodyLimit{Bytes: admission.MaxRequestBytes}), sc, desc.Webhooks, admission.Options{
 		SidecarName:    desc.Name,
 		SidecarAddress: sc.Address(),
 		Timeout:        opts.AdmissionTimeout,
 	})
 	if len(desc.Conversions) > 0 {
 		server.Register(conversion.Path, conversion.NewHandler(sc, desc.Conversions, conversion.Options{
-			SidecarName:    desc.Name,
-			SidecarAddress: sc.Address(),
-			Timeout:        opts.ConversionTimeout,
-		}))
+			SidecarName:     desc.Name,
+			SidecarAddress:  sc.Address(),
+			Timeout:         opts.ConversionTimeout,
+			MaxRequestBytes: opts.ConversionMaxRequestBytes,
+		}), webhookserver.BodyLimit{Bytes: opts.ConversionMaxRequestBytes, Hint: "raise --conversion-max-request-bytes"})
 		paths = append(paths, conversion.Path)
 	}
 	if err := mgr.Add(server); err != nil {
@@ -218,8 +262,34 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *
 	return nil
 }
 
+// validateBounds checks that the budget of bytes in flight holds the largest
+// request, which would otherwise wait for a budget it cannot get.
+func (o WebhookOptions) validateBounds() error {
+	largest, what := int64(admission.MaxRequestBytes), "7 MiB, the largest AdmissionReview"
+	if o.ConversionMaxRequestBytes > largest {
+		largest, what = o.ConversionMaxRequestBytes, "--conversion-max-request-bytes"
+	}
+	if o.MaxBytesInFlight < largest {
+		return fmt.Errorf("--webhook-max-bytes-in-flight (%d) is below %s (%d): the webhook server could never hold such a request; raise --webhook-max-bytes-in-flight",
+			o.MaxBytesInFlight, what, largest)
+	}
+	return nil
+}
+
 func (o WebhookOptions) withDefaults(sidecarName string) WebhookOptions {
 	d := DefaultWebhookOptions()
+	if o.ConversionMaxRequestBytes <= 0 {
+		o.ConversionMaxRequestBytes = d.ConversionMaxRequestBytes
+	}
+	if o.MaxBytesInFlight <= 0 {
+		o.MaxBytesInFlight = d.MaxBytesInFlight
+	}
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = d.ReadHeaderTimeout
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = d.ReadTimeout
+	}
 	if o.CertDir == "" {
 		o.CertDir = d.CertDir
 	}

@@ -69,3 +69,54 @@ func TestResolveWebhookKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestWebhookBoundFlags(t *testing.T) {
+	t.Parallel()
+	o := NewOptions()
+	fs := flag.NewFlagSet("host", flag.ContinueOnError)
+	o.BindFlags(fs)
+	w := o.Webhook
+	if w.ConversionMaxRequestBytes != 16<<20 || w.MaxBytesInFlight != 48<<20 || w.ReadHeaderTimeout != 10*time.Second || w.ReadTimeout != 30*time.Second {
+		t.Errorf("defaults = %+v", w)
+	}
+	if err := w.validateBounds(); err != nil {
+		t.Errorf("the defaults are refused: %v", err)
+	}
+	err := fs.Parse([]string{
+		"--conversion-max-request-bytes", "1048576", "--webhook-max-bytes-in-flight", "8388608",
+		"--webhook-read-header-timeout", "2s", "--webhook-read-timeout", "5s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = o.Webhook
+	if w.ConversionMaxRequestBytes != 1<<20 || w.MaxBytesInFlight != 8<<20 || w.ReadHeaderTimeout != 2*time.Second || w.ReadTimeout != 5*time.Second {
+		t.Errorf("parsed = %+v", w)
+	}
+}
+
+func TestWebhookBudgetMustHoldTheLargestRequest(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		conversion, budget int64
+		wantErr            string
+	}{
+		"if the budget holds the largest conversion, then it is accepted": {conversion: 32 << 20, budget: 32 << 20},
+		"if the budget is below the largest conversion, then it is refused naming both flags": {
+			conversion: 32 << 20, budget: 16 << 20,
+			wantErr: "--webhook-max-bytes-in-flight (16777216) is below --conversion-max-request-bytes (33554432): the webhook server could never hold such a request; raise --webhook-max-bytes-in-flight",
+		},
+		"if the budget is below the largest AdmissionReview, then it is refused": {
+			conversion: 1 << 20, budget: 4 << 20,
+			wantErr: "--webhook-max-bytes-in-flight (4194304) is below 7 MiB, the largest AdmissionReview (7340032)",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := WebhookOptions{ConversionMaxRequestBytes: tc.conversion, MaxBytesInFlight: tc.budget}.validateBounds()
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("validateBounds() = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
