@@ -167,9 +167,10 @@ func TestNewLeaderReconcilesFromAWarmCache(t *testing.T) {
 		"--leader-election-retry-period", retryPeriod.String(),
 	}
 
-	// The first replica leads. Its sidecar is slow, so that objects are
-	// still pending when it dies.
-	f.startTestSidecar("--delay", "50ms")
+	// The first replica leads. Its sidecar is slow (at most 10 objects a
+	// second), so that most objects are still pending when it dies, even if
+	// creating them is slow.
+	f.startTestSidecar("--delay", "100ms")
 	first := f.startHost(leaderElection...)
 	if err := first.WaitForOutput(ctxTimeout(t, 60*time.Second), "Starting workers"); err != nil {
 		t.Fatal(err)
