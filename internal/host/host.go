@@ -43,6 +43,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		MaxMessageSize:   opts.MaxMessageSize,
 		DescribeTimeout:  opts.DescribeTimeout,
 		ReconcileTimeout: opts.ReconcileTimeout,
+		// The connection is back at most about this long after the sidecar.
+		MaxReconnectDelay: opts.SidecarDownMaxBackoff,
 	})
 	if err != nil {
 		return err
@@ -113,6 +115,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -127,6 +132,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 		KeepManagedFields:     opts.KeepManagedFields,
 	}); err != nil {
+		return err
+	}
+	informers, err := startInformers(mgr, watchedKinds(desc))
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("informers", informers.Check); err != nil {
 		return err
 	}
 	if err := addClusterService(mgr, cfg, httpClient, desc, cacheOpts, clusterTLS, opts); err != nil {

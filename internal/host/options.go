@@ -37,8 +37,13 @@ type Options struct {
 	DescribeTimeout time.Duration
 	// ReconcileTimeout is the deadline of each Reconcile call. Defaults to 30s.
 	ReconcileTimeout time.Duration
-	// SidecarDownMaxBackoff caps every key's retry backoff while the sidecar is
-	// unreachable. Defaults to 5s.
+	// SidecarDownMaxBackoff bounds how long recovery takes once an
+	// unreachable sidecar is back: it caps gRPC's backoff between attempts to
+	// reconnect (otherwise up to 2m), and every object's retry backoff while
+	// the sidecar is unreachable. The host is ready again about this long
+	// after the sidecar is (give or take gRPC's 20% jitter), and calls it for
+	// every waiting object within about twice this long. Zero keeps gRPC's
+	// and controller-runtime's own backoffs. Defaults to 5s.
 	SidecarDownMaxBackoff time.Duration
 	// MaxMessageSize bounds gRPC messages in both directions, in bytes.
 	// Defaults to 64 MiB.
@@ -66,6 +71,18 @@ type Options struct {
 	// LeaderElectionNamespace is where the lease lives. Defaults to the pod's
 	// namespace (in a cluster) as controller-runtime decides.
 	LeaderElectionNamespace string
+	// LeaseDuration is how long followers wait after the leader's last
+	// renewal before they take over: a leader that dies without releasing the
+	// lease is replaced after about LeaseDuration + RetryPeriod. Defaults to
+	// 15s, as controller-runtime's.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew the lease
+	// before it gives up leadership (and the host exits). It must be below
+	// LeaseDuration. Defaults to 10s, as controller-runtime's.
+	RenewDeadline time.Duration
+	// RetryPeriod is how often the leader renews the lease and followers
+	// try to acquire it. Defaults to 2s, as controller-runtime's.
+	RetryPeriod time.Duration
 
 	// Namespaces narrows the namespaces every controller watches. Defaults to
 	// none, leaving each controller's declared namespaces.
@@ -91,6 +108,9 @@ func NewOptions() Options {
 		DescribeTimeout:        10 * time.Second,
 		ReconcileTimeout:       30 * time.Second,
 		SidecarDownMaxBackoff:  5 * time.Second,
+		LeaseDuration:          15 * time.Second,
+		RenewDeadline:          10 * time.Second,
+		RetryPeriod:            2 * time.Second,
 		MaxMessageSize:         sidecar.DefaultMaxMessageSize,
 		MetricsBindAddress:     "0",
 		SecureMetrics:          true,
@@ -117,7 +137,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DescribeTimeout, "describe-timeout", o.DescribeTimeout, "The deadline of the Describe call.")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "The deadline of each Reconcile call.")
 	fs.DurationVar(&o.SidecarDownMaxBackoff, "sidecar-down-max-backoff", o.SidecarDownMaxBackoff,
-		"While the sidecar is unreachable, no object waits longer than this between retries (0: no cap).")
+		"Caps the backoff while the sidecar is unreachable, both between attempts to reconnect and between each object's retries, "+
+			"so that the host is ready about this long after the sidecar is back and retries each object waiting for it within about twice this long "+
+			"(0: gRPC's and controller-runtime's own backoffs, up to minutes).")
 	fs.IntVar(&o.MaxMessageSize, "max-message-size", o.MaxMessageSize,
 		"The largest gRPC message sent to or accepted from the sidecar, in bytes.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
@@ -134,6 +156,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		`The name of the leader election lease (default "<sidecar name>.polyop.dev").`)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
 		"The namespace of the leader election lease (default: the pod's namespace).")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration,
+		"How long followers wait after the leader's last renewal before taking over; a leader that dies is replaced after about this plus the retry period.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline,
+		"How long the leader keeps trying to renew the lease before it gives up leadership and exits; below the lease duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod,
+		"How often the leader renews the lease and followers try to acquire it.")
 	fs.Var((*stringList)(&o.Namespaces), "namespace",
 		"Watch only this namespace; repeat the flag or separate with commas for several. Narrows what the sidecar declares.")
 	fs.StringVar(&o.LabelSelector, "label-selector", o.LabelSelector,

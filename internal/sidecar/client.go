@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -47,6 +48,12 @@ type Options struct {
 	// sidecar, sent in DescribeRequest.cluster_address. Defaults to "": the
 	// host serves none.
 	ClusterAddress string
+
+	// MaxReconnectDelay caps gRPC's backoff between two attempts to connect
+	// to the sidecar (give or take its 20% jitter), so that the connection,
+	// and with it readiness and every call, is back at most about this long
+	// after the sidecar is. Defaults to gRPC's own cap, 120s.
+	MaxReconnectDelay time.Duration
 
 	// DialOptions are appended to the client's own, for tests and TLS.
 	DialOptions []grpc.DialOption
@@ -94,6 +101,7 @@ func New(opts Options) (*Client, error) {
 			grpc.MaxCallSendMsgSize(opts.MaxMessageSize),
 		),
 		grpc.WithChainUnaryInterceptor(observeCall),
+		grpc.WithConnectParams(connectParams(opts.MaxReconnectDelay)),
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(target, dialOpts...)
 	if err != nil {
@@ -105,6 +113,23 @@ func New(opts Options) (*Client, error) {
 		svc:    polyopv1alpha1.NewSidecarServiceClient(conn),
 		health: healthpb.NewHealthClient(conn),
 	}, nil
+}
+
+// connectParams is gRPC's connection backoff with its maximum delay set to
+// maxDelay, when positive.
+func connectParams(maxDelay time.Duration) grpc.ConnectParams {
+	p := grpc.ConnectParams{
+		Backoff: backoff.DefaultConfig,
+		// gRPC's default. An attempt to reach a sidecar that is not running
+		// fails at once (nobody listens on its socket or port); this only
+		// bounds an attempt that hangs.
+		MinConnectTimeout: 20 * time.Second,
+	}
+	if maxDelay > 0 {
+		p.Backoff.MaxDelay = maxDelay
+		p.Backoff.BaseDelay = min(p.Backoff.BaseDelay, maxDelay)
+	}
+	return p
 }
 
 // Address is the sidecar's address, as configured.

@@ -1,0 +1,44 @@
+package host
+
+import (
+	"flag"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/polyop/polyop/internal/sidecar"
+)
+
+func TestWatchedKindsListsEveryReconciledOwnedAndWatchedKindOnce(t *testing.T) {
+	t.Parallel()
+	configMap := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	desc := describe(
+		sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: configMap}}, Watches: []sidecar.Watch{{GVK: secret}}},
+		sidecar.Controller{Name: "c", GVK: cluster, Owns: []sidecar.Owned{{GVK: configMap}}, Watches: []sidecar.Watch{{GVK: widget}}},
+	)
+	want := []schema.GroupVersionKind{widget, configMap, secret, cluster}
+	if got := watchedKinds(desc); !slices.Equal(got, want) {
+		t.Errorf("watchedKinds = %v, want %v", got, want)
+	}
+}
+
+func TestLeaderElectionFlagsDefaultToControllerRuntimes(t *testing.T) {
+	t.Parallel()
+	opts := NewOptions()
+	fs := flag.NewFlagSet("host", flag.ContinueOnError)
+	opts.BindFlags(fs)
+	if opts.LeaseDuration != 15*time.Second || opts.RenewDeadline != 10*time.Second || opts.RetryPeriod != 2*time.Second {
+		t.Errorf("defaults: lease %s, renew %s, retry %s; want controller-runtime's 15s, 10s, 2s", opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod)
+	}
+	if err := fs.Parse([]string{
+		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if opts.LeaseDuration != 4*time.Second || opts.RenewDeadline != 3*time.Second || opts.RetryPeriod != time.Second {
+		t.Errorf("after the flags: lease %s, renew %s, retry %s; want 4s, 3s, 1s", opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod)
+	}
+}

@@ -1,0 +1,123 @@
+package sidecar
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func TestConnectParams(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		maxDelay       time.Duration
+		wantMax, wantB time.Duration
+	}{
+		"if no cap is set, gRPC's own backoff applies": {
+			wantMax: 120 * time.Second, wantB: time.Second,
+		},
+		"if the cap is above gRPC's first delay, only the maximum changes": {
+			maxDelay: 5 * time.Second, wantMax: 5 * time.Second, wantB: time.Second,
+		},
+		"if the cap is below gRPC's first delay, the first delay is the cap": {
+			maxDelay: 300 * time.Millisecond, wantMax: 300 * time.Millisecond, wantB: 300 * time.Millisecond,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := connectParams(tc.maxDelay)
+			if p.Backoff.MaxDelay != tc.wantMax || p.Backoff.BaseDelay != tc.wantB {
+				t.Errorf("backoff from %s to %s, want from %s to %s", p.Backoff.BaseDelay, p.Backoff.MaxDelay, tc.wantB, tc.wantMax)
+			}
+			if p.MinConnectTimeout != 20*time.Second {
+				t.Errorf("MinConnectTimeout = %s, want gRPC's default 20s", p.MinConnectTimeout)
+			}
+		})
+	}
+}
+
+// TestReconnectDelayIsCapped stops a sidecar's server for longer than gRPC's
+// backoff takes to grow past the cap, serves again on the same socket, and
+// measures how long the client's health check takes to pass again. With
+// gRPC's own backoff (1s, growing 1.6 times per failed attempt) the attempts
+// come about 16s and 26s after the outage began, so an outage of 20s is
+// followed by 3s to 9s more; with the cap, by at most the cap and its jitter.
+func TestReconnectDelayIsCapped(t *testing.T) {
+	t.Parallel()
+	const (
+		maxDelay = 200 * time.Millisecond
+		outage   = 20 * time.Second
+		// What a loaded machine may add to the cap and its 20% jitter.
+		margin = time.Second
+	)
+	dir, err := os.MkdirTemp("", "po-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	start := func() *grpc.Server {
+		t.Helper()
+		_ = os.Remove(sock)
+		lis, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		healthpb.RegisterHealthServer(srv, health.NewServer())
+		go func() { _ = srv.Serve(lis) }()
+		return srv
+	}
+
+	c, err := New(Options{Address: "unix://" + sock, MaxReconnectDelay: maxDelay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	srv := start()
+	waitCheck(t, c, 10*time.Second, true)
+
+	srv.Stop()
+	waitCheck(t, c, 10*time.Second, false)
+	// The outage itself. Calls keep coming meanwhile, as the host's
+	// readiness probes and retries do, so that gRPC keeps trying to
+	// reconnect (an idle connection waits for the next call instead).
+	for end := time.Now().Add(outage); time.Now().Before(end); {
+		waitCheck(t, c, time.Second, false)
+		time.Sleep(200 * time.Millisecond)
+	}
+	srv = start()
+	t.Cleanup(srv.Stop)
+	back := time.Now()
+	waitCheck(t, c, time.Minute, true)
+	took := time.Since(back)
+	t.Logf("the health check passed %s after the sidecar served again", took.Round(time.Millisecond))
+	if bound := maxDelay*6/5 + margin; took > bound {
+		t.Errorf("the health check passed %s after the sidecar served again, want at most %s (the %s cap, its jitter and a margin)",
+			took.Round(time.Millisecond), bound, maxDelay)
+	}
+}
+
+// waitCheck polls c's health check until it passes (or fails, with pass
+// false).
+func waitCheck(t *testing.T, c *Client, timeout time.Duration, pass bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.check(ctx)
+		cancel()
+		if (err == nil) == pass {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the health check did not %s within %s: %v", map[bool]string{true: "pass", false: "fail"}[pass], timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
