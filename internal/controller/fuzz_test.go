@@ -121,7 +121,7 @@ func FuzzValidateChildren(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		raws := [][]byte{a, b}
-		got, err := validateChildren(raws, owner(), kinds)
+		got, err := validateChildren(raws, owner(), "widget", kinds)
 		for i, raw := range raws {
 			var m map[string]any
 			if json.Unmarshal(raw, &m) == nil && m != nil {
@@ -157,7 +157,7 @@ func FuzzValidateChildren(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			back, err := validateChildren([][]byte{sent}, owner(), kinds)
+			back, err := validateChildren([][]byte{sent}, owner(), "widget", kinds)
 			if err != nil {
 				t.Fatalf("child %s, as validated, is refused when sent back: %v", sent, err)
 			}
