@@ -37,6 +37,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Address:          opts.SidecarAddress,
 		ClusterAddress:   clusterAddress(opts),
 		MaxMessageSize:   opts.MaxMessageSize,
+		MaxObjectSize:    opts.MaxObjectSize,
 		DescribeTimeout:  opts.DescribeTimeout,
 		ReconcileTimeout: opts.ReconcileTimeout,
 	})
@@ -122,6 +123,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := controller.Setup(mgr, sc, desc, controller.Options{
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 		KeepManagedFields:     opts.KeepManagedFields,
+		MaxObjectSize:         opts.MaxObjectSize,
 	}); err != nil {
 		return err
 	}
