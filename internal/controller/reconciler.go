@@ -140,14 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	var tooLarge *sidecar.TooLargeError
 	if err != nil && !errors.As(err, &tooLarge) {
-		if r.state != nil && sidecar.IsUnavailable(err) {
-			r.state.down.Store(true)
-		}
-		return reconcile.Result{}, fmt.Errorf("Reconcile call to the sidecar at %s: %w", r.Sidecar.Address(), err)
+		return reconcile.Result{}, r.callFailed(log, "Reconcile", err)
 	}
-	if r.state != nil {
-		r.state.down.Store(false)
-	}
+	r.callAnswered(log)
 
 	result, resultErr := decide(resp)
 	if !exists {

@@ -81,6 +81,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 				RateLimiter:             limiter,
+				LogConstructor:          logConstructor(mgr.GetLogger(), c.Name, c.GVK),
 			})
 
 		for _, o := range c.Owns {
