@@ -105,8 +105,10 @@ func (a *reconcileAnswer) decode(r *mem.Reader) error {
 	proto.Reset(resp)
 	var rest []byte
 	for r.Remaining() > 0 {
-		tag, err := binary.ReadUvarint(r)
-		if err != nil {
+		start := len(rest)
+		var tag uint64
+		var err error
+		if tag, rest, err = appendVarint(rest, r); err != nil {
 			return fmt.Errorf("reading a field tag: %w", err)
 		}
 		num, typ := protowire.DecodeTag(tag)
@@ -115,6 +117,7 @@ func (a *reconcileAnswer) decode(r *mem.Reader) error {
 			if num == desiredChildrenField {
 				field = fmt.Sprintf("desired_children[%d]", len(resp.DesiredChildren))
 			}
+			rest = rest[:start]
 			b, err := a.readBytes(r, field)
 			if err != nil {
 				return err
@@ -126,8 +129,7 @@ func (a *reconcileAnswer) decode(r *mem.Reader) error {
 			}
 			continue
 		}
-		rest = protowire.AppendTag(rest, num, typ)
-		if rest, err = appendValue(rest, r, typ); err != nil {
+		if rest, err = appendValue(rest, r, num, typ, 0); err != nil {
 			return fmt.Errorf("reading field %d: %w", num, err)
 		}
 	}
@@ -172,27 +174,71 @@ func readLength(r *mem.Reader) (int, error) {
 	return int(n), nil
 }
 
-// appendValue copies a value of wire type typ from r to out.
-func appendValue(out []byte, r *mem.Reader, typ protowire.Type) ([]byte, error) {
+// appendVarint copies a varint from r to out, byte for byte, and decodes it.
+func appendVarint(out []byte, r *mem.Reader) (uint64, []byte, error) {
+	var v uint64
+	for i := 0; ; i++ {
+		if i == binary.MaxVarintLen64 {
+			return 0, nil, errors.New("varint overflows 64 bits")
+		}
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, nil, io.ErrUnexpectedEOF
+		}
+		out = append(out, b)
+		if i == binary.MaxVarintLen64-1 && b > 1 {
+			return 0, nil, errors.New("varint overflows 64 bits")
+		}
+		v |= uint64(b&0x7f) << (7 * i)
+		if b < 0x80 {
+			return v, out, nil
+		}
+	}
+}
+
+// appendValue copies the value of field num, of wire type typ, from r to
+// out, byte for byte. depth is how many groups hold it.
+func appendValue(out []byte, r *mem.Reader, num protowire.Number, typ protowire.Type, depth int) ([]byte, error) {
 	var n int
 	switch typ {
-	case protowire.VarintType:
-		v, err := binary.ReadUvarint(r)
-		if err != nil {
-			return nil, err
+	case protowire.StartGroupType:
+		if depth >= protowire.DefaultRecursionLimit {
+			return nil, errors.New("groups nested too deep")
 		}
-		return protowire.AppendVarint(out, v), nil
+		// A group (proto2's, in unknown fields): its fields, up to its end.
+		for {
+			tag, o, err := appendVarint(out, r)
+			if err != nil {
+				return nil, err
+			}
+			out = o
+			n, t := protowire.DecodeTag(tag)
+			if t == protowire.EndGroupType {
+				if n != num {
+					return nil, fmt.Errorf("group %d ends as %d", num, n)
+				}
+				return out, nil
+			}
+			if out, err = appendValue(out, r, n, t, depth+1); err != nil {
+				return nil, err
+			}
+		}
+	case protowire.VarintType:
+		_, out, err := appendVarint(out, r)
+		return out, err
 	case protowire.Fixed32Type:
 		n = 4
 	case protowire.Fixed64Type:
 		n = 8
 	case protowire.BytesType:
-		l, err := readLength(r)
+		l, o, err := appendVarint(out, r)
 		if err != nil {
 			return nil, err
 		}
-		out = protowire.AppendVarint(out, uint64(l))
-		n = l
+		if l > uint64(r.Remaining()) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		out, n = o, int(l)
 	default:
 		return nil, fmt.Errorf("unexpected wire type %d", typ)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -133,4 +134,37 @@ func TestAnOversizedStatusIsNotCopied(t *testing.T) {
 	if bounded > plain || plain-bounded < size*9/10 {
 		t.Errorf("the bounded Reconcile allocated %d bytes, the default codec %d: want about 2×%d less", bounded, plain, size)
 	}
+}
+
+// FuzzAnswerCodec checks that the bounded decoding of a ReconcileResponse
+// reads every message the proto package reads, to the same result, and
+// refuses what it refuses.
+func FuzzAnswerCodec(f *testing.F) {
+	for _, resp := range []*polyopv1alpha1.ReconcileResponse{
+		{},
+		{Status: []byte(`{"a":1}`), DesiredChildren: [][]byte{[]byte(`{}`), nil}, ChildrenComplete: true},
+		{RequeueAfter: durationpb.New(5), Requeue: true, Error: &polyopv1alpha1.ReconcileError{Message: "m"}, Events: []*polyopv1alpha1.Event{{Reason: "R"}}},
+	} {
+		b, err := proto.Marshal(resp)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x22, 0x05, 'a'})        // a status longer than the message
+	f.Add([]byte{0x22, 0xff, 0xff, 0xff}) // a truncated length
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := &polyopv1alpha1.ReconcileResponse{}
+		wantErr := proto.Unmarshal(data, want)
+		a := &reconcileAnswer{resp: &polyopv1alpha1.ReconcileResponse{}}
+		err := answerCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(bytes.Clone(data))}, a)
+		switch {
+		case wantErr == nil && err != nil:
+			t.Fatalf("proto reads %x, the bounded codec does not: %v", data, err)
+		case wantErr != nil && err == nil:
+			t.Fatalf("proto refuses %x (%v), the bounded codec reads it as %v", data, wantErr, a.resp)
+		case err == nil && !proto.Equal(a.resp, want):
+			t.Fatalf("%x: the bounded codec reads %v, proto %v", data, a.resp, want)
+		}
+	})
 }
