@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,7 +39,8 @@ func addressInUseError(err error, opts host.Options) error {
 		return err
 	}
 	flags := flagsOf(opErr.Addr, opts)
-	if len(flags) == 0 {
+	if len(flags) == 0 || slices.ContainsFunc(flags, func(f string) bool { return strings.Contains(err.Error(), f) }) {
+		// Nothing to add, or the error names its flag already.
 		return err
 	}
 	names := strings.Join(flags, " and ")
