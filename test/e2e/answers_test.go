@@ -51,10 +51,27 @@ func TestAMalformedStatusRecordsAWarningEvent(t *testing.T) {
 	f.startTestSidecar()
 	f.startHost()
 
-	f.create(f.window("garbled", map[string]string{"e2e.polyop.dev/bad-status": "true"}))
-	f.waitWarning("garbled", "InvalidStatus", "the sidecar returned a status that is not a JSON object", `controller "maintenancewindow"`)
-	if s := f.get("garbled").Object["status"]; s != nil {
-		t.Errorf("a refused status was written: %v", s)
+	f.create(f.window("array", map[string]string{"e2e.polyop.dev/bad-status": "true"}))
+	f.create(f.window("garbled", map[string]string{"e2e.polyop.dev/bad-status": "not-json"}))
+	f.waitWarning("array", "InvalidStatus", "the sidecar returned a status that is not a JSON object", `controller "maintenancewindow"`)
+	f.waitWarning("garbled", "InvalidStatus", "the sidecar returned a status that is not valid JSON", `controller "maintenancewindow"`)
+	for _, name := range []string{"array", "garbled"} {
+		if s := f.get(name).Object["status"]; s != nil {
+			t.Errorf("%s: a refused status was written: %v", name, s)
+		}
+	}
+}
+
+func TestAnOversizedChildRecordsAWarningEvent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.startChildSidecar()
+	f.startHost()
+
+	f.createWidget("too-big", map[string]any{"configMaps": []any{"too-big-good"}, "value": "v", "badChild": "too-big"})
+	f.waitWarning("too-big", "InvalidDesiredChildren", "desired_children[1] is ", fmt.Sprintf("bytes, over the limit of %d bytes", sidecar.DefaultMaxObjectSize))
+	if f.configMap("too-big-good") != nil {
+		t.Error("the valid child was applied beside an oversized one")
 	}
 }
 

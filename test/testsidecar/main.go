@@ -214,8 +214,11 @@ func garbleStatus(ctx context.Context, req any, info *grpc.UnaryServerInfo, hand
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(in.GetObject(), &obj) == nil {
-		if _, bad := obj.Metadata.Annotations[annotationBadStatus]; bad {
+		if how, bad := obj.Metadata.Annotations[annotationBadStatus]; bad {
 			out.Status = []byte(`["not", "an", "object"]`)
+			if how == "not-json" {
+				out.Status = []byte(`{"phase": `)
+			}
 		}
 		if size, ok := obj.Metadata.Annotations[annotationStatusSize]; ok {
 			q, err := resource.ParseQuantity(size)
