@@ -35,7 +35,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is %d bytes, over the limit of %d bytes (the API server refuses a larger request; the host's --max-object-size)",
+	return fmt.Sprintf("%s is %d bytes, over the limit of %d bytes (the host's --max-object-size): the API server refuses larger requests, so it must be smaller",
 		e.Field, e.Size, e.Limit)
 }
 
