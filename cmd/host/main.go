@@ -7,16 +7,19 @@
 //	host [--sidecar-address unix:///var/run/polyop/sidecar.sock] [--kubeconfig …] [flags]
 //	host <command> [flags]
 //
-// Run host --help for every flag, and host help for the commands.
+// Run host --help for the commands and every flag.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
+	"strings"
 
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -39,10 +42,8 @@ var commands = map[string]command{
 
 func main() {
 	if len(os.Args) > 1 {
-		if name := os.Args[1]; name == "help" {
-			usage()
-			return
-		} else if cmd, ok := commands[name]; ok {
+		name := os.Args[1]
+		if cmd, ok := commands[name]; ok {
 			if err := cmd.run(os.Args[2:]); err != nil {
 				if errors.Is(err, flag.ErrHelp) {
 					return
@@ -51,43 +52,79 @@ func main() {
 			}
 			return
 		}
+		switch {
+		case name == "help":
+			usage(os.Stdout)
+			return
+		case !strings.HasPrefix(name, "-"):
+			usageError(fmt.Errorf("unknown command %q: the commands are %s (run host --help for them and the flags)",
+				name, strings.Join(commandNames(), ", ")))
+		}
 	}
 
 	opts := host.NewOptions()
 	opts.BindFlags(flag.CommandLine)
-	zapOpts := zap.Options{}
+	// An error the host logs is expected (a sidecar's answer refused, an
+	// object that failed to reconcile, retried): it says what happened, and
+	// a stack trace of the host would say nothing more. --zap-stacktrace-level
+	// brings them back.
+	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
 	zapOpts.BindFlags(flag.CommandLine)
 	version := flag.Bool("version", false, "Print the host's version and exit.")
+	flag.CommandLine.Usage = func() {
+		usage(flag.CommandLine.Output())
+		fmt.Fprintln(flag.CommandLine.Output(), "\nFlags of host (running the controllers):")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	if *version {
 		fmt.Println(host.Version)
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if flag.NArg() > 0 {
+		usageError(fmt.Errorf("unexpected argument %q: a command comes first (host <command> [flags]), and the host takes flags only", flag.Arg(0)))
+	}
 
+	// Loaded before the logger is set: controller-runtime logs, with a stack
+	// trace, each place it did not find a configuration, which
+	// kubeconfigError says once.
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		fail(fmt.Errorf("loading a kubeconfig: %w", err))
+		fail(kubeconfigError(err))
 	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if err := host.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
-		fail(err)
+		fail(addressInUseError(err, opts))
 	}
 }
 
-func usage() {
-	fmt.Println("Usage: host [flags]            run the host (host --help lists the flags)")
+// commandNames are the names of the subcommands, sorted.
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		fmt.Printf("       host %-14s %s (host %s --help)\n", name, commands[name].summary, name)
+	return names
+}
+
+func usage(out io.Writer) {
+	fmt.Fprintln(out, "Usage: host [flags]            run the host (the flags follow)")
+	for _, name := range commandNames() {
+		fmt.Fprintf(out, "       host %-14s %s (host %s --help)\n", name, commands[name].summary, name)
 	}
+	fmt.Fprintf(out, "       host %-14s print this\n", "help")
 }
 
 // fail reports why the host stops, once, plainly, and exits non-zero.
 func fail(err error) {
 	fmt.Fprintf(os.Stderr, "polyop host: %v\n", err)
 	os.Exit(1)
+}
+
+// usageError reports a command line the host does not understand, and exits
+// with 2, as the flag package does.
+func usageError(err error) {
+	fmt.Fprintf(os.Stderr, "polyop host: %v\n", err)
+	os.Exit(2)
 }

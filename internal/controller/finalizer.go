@@ -14,7 +14,6 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // finalize handles an object that is being deleted, for a controller that
@@ -45,14 +44,9 @@ func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *o
 	}
 	resp, err := r.Sidecar.Finalize(ctx, call)
 	if err != nil {
-		if r.state != nil && sidecar.IsUnavailable(err) {
-			r.state.down.Store(true)
-		}
-		return reconcile.Result{}, fmt.Errorf("Finalize call to the sidecar at %s: %w", r.Sidecar.Address(), err)
+		return reconcile.Result{}, r.callFailed(log, "Finalize", err)
 	}
-	if r.state != nil {
-		r.state.down.Store(false)
-	}
+	r.callAnswered(log)
 	r.recordEvents(obj, resp.GetEvents())
 
 	result, err := decide(&polyopv1alpha1.ReconcileResponse{Error: resp.GetError(), RequeueAfter: resp.GetRequeueAfter()})

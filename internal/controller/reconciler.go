@@ -3,7 +3,6 @@ package controller
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -50,6 +48,10 @@ type Reconciler struct {
 	// Children are the kinds the controller owns, resolved. Each must carry
 	// the OwnerIndex in the cache Client reads.
 	Children []ChildKind
+	// MaxObjectSize bounds the status and each desired child the sidecar
+	// returns, in bytes: a longer one is refused before it is decoded.
+	// Defaults to sidecar.DefaultMaxObjectSize.
+	MaxObjectSize int
 
 	limiter *rateLimiter
 	state   *sidecarState
@@ -136,35 +138,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	resp, err := r.Sidecar.Reconcile(ctx, call)
-	if err != nil {
-		if r.state != nil && sidecar.IsUnavailable(err) {
-			r.state.down.Store(true)
-		}
-		return reconcile.Result{}, fmt.Errorf("Reconcile call to the sidecar at %s: %w", r.Sidecar.Address(), err)
+	if err == nil {
+		// The sidecar client bounds what it reads; another Sidecar may not.
+		err = sidecar.CheckSizes(resp, r.maxObjectSize())
 	}
-	if r.state != nil {
-		r.state.down.Store(false)
+	var tooLarge *sidecar.TooLargeError
+	if err != nil && !errors.As(err, &tooLarge) {
+		return reconcile.Result{}, r.callFailed(log, "Reconcile", err)
 	}
+	r.callAnswered(log)
 
 	result, resultErr := decide(resp)
 	if !exists {
-		if len(resp.GetStatus()) > 0 || len(resp.GetEvents()) > 0 || len(resp.GetDesiredChildren()) > 0 {
+		if len(resp.GetStatus()) > 0 || len(resp.GetEvents()) > 0 || len(resp.GetDesiredChildren()) > 0 || tooLarge != nil {
 			log.V(1).Info("ignoring the status, events and children the sidecar returned for an object that no longer exists")
 		}
 		return result, resultErr
 	}
 
-	// Everything the sidecar returned is checked before anything is written.
-	var status map[string]any
-	if len(resp.GetStatus()) > 0 {
-		if status, err = parseStatus(resp.GetStatus()); err != nil {
-			return reconcile.Result{}, errors.Join(err, resultErr)
+	// Everything the sidecar returned is checked before anything is written,
+	// and its size before its content.
+	if tooLarge != nil {
+		return reconcile.Result{}, errors.Join(r.refuseTooLarge(obj, err), resultErr)
+	}
+	status := resp.GetStatus()
+	if len(status) > 0 {
+		if err := checkStatus(status); err != nil {
+			return reconcile.Result{}, errors.Join(r.refuseAnswer(obj, ReasonInvalidStatus, err), resultErr)
 		}
 	}
 	desired, err := validateChildren(resp.GetDesiredChildren(), obj, r.Controller.Name, r.Children)
 	if err != nil {
-		r.recordWarning(obj, "InvalidDesiredChildren", err.Error())
-		return reconcile.Result{}, errors.Join(err, resultErr)
+		return reconcile.Result{}, errors.Join(r.refuseAnswer(obj, ReasonInvalidDesiredChildren, err), resultErr)
 	}
 
 	var childErr error
@@ -187,8 +192,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
-	if status != nil {
-		written, err := r.writeStatus(ctx, obj, status, resp.GetStatus())
+	if len(status) > 0 {
+		written, err := r.writeStatus(ctx, obj, status)
 		switch {
 		case apierrors.IsConflict(err):
 			log.V(1).Info("status write conflicted with a newer version of the object; requeueing", "error", err.Error())
@@ -262,39 +267,17 @@ func decide(resp *polyopv1alpha1.ReconcileResponse) (reconcile.Result, error) {
 	return reconcile.Result{}, nil
 }
 
-// parseStatus checks that the sidecar's status is a JSON object.
-func parseStatus(raw []byte) (map[string]any, error) {
-	var status any
-	if err := utiljson.Unmarshal(raw, &status); err != nil {
-		return nil, fmt.Errorf("the sidecar returned a status that is not valid JSON: %w (%q)", err, truncate(raw))
-	}
-	statusMap, ok := status.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("the sidecar returned a status that is not a JSON object: %q", truncate(raw))
-	}
-	return statusMap, nil
-}
-
-// writeStatus replaces obj's status with status (raw is its JSON, as the
-// sidecar sent it), through the status subresource, unless it is unchanged.
-// The patch sets the whole status and carries obj's resourceVersion, so that
-// a status computed from a stale object is refused with a conflict. obj is
+// writeStatus replaces obj's status with status (its JSON, as the sidecar
+// sent it), through the status subresource, unless it is unchanged. The
+// patch sets the whole status and carries obj's resourceVersion, so that a
+// status computed from a stale object is refused with a conflict. obj is
 // updated to what the API server stored.
-func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status map[string]any, raw []byte) (bool, error) {
-	current, err := obj.DecodeField("status")
-	if err != nil {
-		return false, err
-	}
+func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status []byte) (bool, error) {
+	current, _ := obj.Field("status")
 	if sameStatus(current, status) {
 		return false, nil
 	}
-	patch, err := json.Marshal([]jsonPatchOp{
-		{Op: "replace", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()},
-		{Op: "add", Path: "/status", Value: json.RawMessage(raw)},
-	})
-	if err != nil {
-		return false, err
-	}
+	patch := statusPatch(obj.GetResourceVersion(), status)
 	if err := r.patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), true); err != nil {
 		if apierrors.IsConflict(err) {
 			return false, err
@@ -302,24 +285,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status
 		return false, fmt.Errorf("writing the status of %s %s/%s: %w", obj.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return true, nil
-}
-
-// jsonPatchOp is one operation of a JSON patch (RFC 6902).
-type jsonPatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value"`
-}
-
-// sameStatus reports whether the status the object has is the one the
-// sidecar returned. An empty status and none are the same: writing one over
-// the other would change nothing a client reads. So are 1.0 and 1, which the
-// API server stores as 1.
-func sameStatus(current any, status map[string]any) bool {
-	if m, ok := current.(map[string]any); ok && len(m) == 0 || current == nil {
-		return len(status) == 0
-	}
-	return sameJSON(current, status)
 }
 
 // patch writes patch to obj, or to its status subresource, and updates obj to

@@ -33,6 +33,9 @@ type Options struct {
 	// with the host's --keep-managed-fields. Defaults to false: they are
 	// dropped, as the cache drops them.
 	KeepManagedFields bool
+	// MaxObjectSize bounds the status and each desired child a sidecar
+	// returns, in bytes. Defaults to sidecar.DefaultMaxObjectSize.
+	MaxObjectSize int
 }
 
 // Setup builds one controller per controller in desc and registers it with
@@ -69,6 +72,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			applied:    newAppliedState(),
 			written:    newWrittenVersions(),
 
+			MaxObjectSize:     opts.MaxObjectSize,
 			keepManagedFields: opts.KeepManagedFields,
 		}
 
@@ -78,6 +82,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 				RateLimiter:             limiter,
+				LogConstructor:          logConstructor(mgr.GetLogger(), c.Name, c.GVK),
 			})
 
 		for _, o := range c.Owns {

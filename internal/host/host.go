@@ -41,6 +41,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Address:          opts.SidecarAddress,
 		ClusterAddress:   clusterAddress(opts),
 		MaxMessageSize:   opts.MaxMessageSize,
+		MaxObjectSize:    opts.MaxObjectSize,
 		DescribeTimeout:  opts.DescribeTimeout,
 		ReconcileTimeout: opts.ReconcileTimeout,
 		// The connection is back at most about this long after the sidecar.
@@ -131,6 +132,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := controller.Setup(mgr, sc, desc, controller.Options{
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 		KeepManagedFields:     opts.KeepManagedFields,
+		MaxObjectSize:         opts.MaxObjectSize,
 	}); err != nil {
 		return err
 	}

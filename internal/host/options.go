@@ -48,6 +48,11 @@ type Options struct {
 	// MaxMessageSize bounds gRPC messages in both directions, in bytes.
 	// Defaults to 64 MiB.
 	MaxMessageSize int
+	// MaxObjectSize bounds the status and each desired child in a sidecar's
+	// Reconcile answer, in bytes; a larger one is refused before it is
+	// decoded. Defaults to sidecar.DefaultMaxObjectSize (3 MiB, the API
+	// server's request body limit).
+	MaxObjectSize int
 
 	// MetricsBindAddress is where the metrics endpoint listens; "0" turns it
 	// off. Defaults to "0".
@@ -112,6 +117,7 @@ func NewOptions() Options {
 		RenewDeadline:          10 * time.Second,
 		RetryPeriod:            2 * time.Second,
 		MaxMessageSize:         sidecar.DefaultMaxMessageSize,
+		MaxObjectSize:          sidecar.DefaultMaxObjectSize,
 		MetricsBindAddress:     "0",
 		SecureMetrics:          true,
 		HealthProbeBindAddress: ":8081",
@@ -142,6 +148,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"(0: gRPC's and controller-runtime's own backoffs, up to minutes).")
 	fs.IntVar(&o.MaxMessageSize, "max-message-size", o.MaxMessageSize,
 		"The largest gRPC message sent to or accepted from the sidecar, in bytes.")
+	fs.IntVar(&o.MaxObjectSize, "max-object-size", o.MaxObjectSize,
+		"The largest status, and the largest desired child, accepted in a sidecar's Reconcile answer, in bytes; a larger one is refused "+
+			"with a Warning event on the object, before it is decoded. The default is the API server's request body limit (3 MiB), above which it refuses the write anyway.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"The address the metrics endpoint binds to, e.g. :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,

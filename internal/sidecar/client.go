@@ -33,6 +33,11 @@ type Options struct {
 	// Defaults to DefaultMaxMessageSize.
 	MaxMessageSize int
 
+	// MaxObjectSize bounds the status and each desired child of a
+	// ReconcileResponse, in bytes: a longer one is not read, and Reconcile
+	// returns a TooLargeError for it. Defaults to DefaultMaxObjectSize.
+	MaxObjectSize int
+
 	// DescribeTimeout is the deadline of the Describe call. Defaults to 10s.
 	DescribeTimeout time.Duration
 
@@ -65,6 +70,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.MaxObjectSize <= 0 {
+		o.MaxObjectSize = DefaultMaxObjectSize
 	}
 	if o.DescribeTimeout <= 0 {
 		o.DescribeTimeout = 10 * time.Second
@@ -226,11 +234,18 @@ func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1
 }
 
 // Reconcile sends one ReconcileRequest, with Options.ReconcileTimeout as its
-// deadline (or ctx's, when earlier).
+// deadline (or ctx's, when earlier). A status or desired child longer than
+// Options.MaxObjectSize is not read: the answer comes back without it, with
+// a TooLargeError for each (joined).
 func (c *Client) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
 	defer cancel()
-	return c.svc.Reconcile(ctx, req)
+	answer := &reconcileAnswer{resp: &polyopv1alpha1.ReconcileResponse{}, limit: c.opts.MaxObjectSize}
+	err := c.conn.Invoke(ctx, polyopv1alpha1.SidecarService_Reconcile_FullMethodName, req, answer, grpc.ForceCodecV2(answerCodec{}))
+	if err != nil {
+		return nil, err
+	}
+	return answer.resp, errors.Join(answer.tooLarge...)
 }
 
 // Finalize sends one FinalizeRequest, with Options.ReconcileTimeout as its

@@ -248,6 +248,12 @@ func (s *server) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 		resp.DesiredChildren = append(resp.DesiredChildren, mustJSON(map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "elsewhere", "namespace": "kube-system"},
 		}))
+	case "too-big":
+		// Over the 3 MiB the API server accepts in a request.
+		resp.DesiredChildren = append(resp.DesiredChildren, mustJSON(map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "huge"},
+			"data": map[string]any{"value": strings.Repeat("x", 4<<20)},
+		}))
 	}
 	if w.Spec.Fail != "" {
 		resp.Error = &polyopv1alpha1.ReconcileError{Message: w.Spec.Fail}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -195,8 +198,9 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 }
 
 // garbleStatus replaces the status of a Reconcile answer with JSON that is not
-// an object when the object carries the annotationBadStatus annotation, so
-// tests can see the host refuse a malformed answer.
+// an object when the object carries the annotationBadStatus annotation, or
+// with a JSON object of the size annotationStatusSize says, so tests can see
+// the host refuse a malformed or oversized answer.
 func garbleStatus(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	in, ok := req.(*polyopv1alpha1.ReconcileRequest)
@@ -210,11 +214,32 @@ func garbleStatus(ctx context.Context, req any, info *grpc.UnaryServerInfo, hand
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(in.GetObject(), &obj) == nil {
-		if _, bad := obj.Metadata.Annotations[annotationBadStatus]; bad {
+		if how, bad := obj.Metadata.Annotations[annotationBadStatus]; bad {
 			out.Status = []byte(`["not", "an", "object"]`)
+			if how == "not-json" {
+				out.Status = []byte(`{"phase": `)
+			}
+		}
+		if size, ok := obj.Metadata.Annotations[annotationStatusSize]; ok {
+			q, err := resource.ParseQuantity(size)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "annotation %s: %v", annotationStatusSize, err)
+			}
+			out.Status = paddedObject(int(q.Value()))
 		}
 	}
 	return out, nil
+}
+
+// paddedObject is a JSON object of size bytes (at least 10).
+func paddedObject(size int) []byte {
+	const head, tail = `{"pad":"`, `"}`
+	b := make([]byte, 0, max(size, len(head)+len(tail)))
+	b = append(b, head...)
+	for len(b) < size-len(tail) {
+		b = append(b, 'x')
+	}
+	return append(b, tail...)
 }
 
 // overrideDescribe wraps the Server's Describe: it changes the protocol

@@ -22,9 +22,14 @@ const (
 	annotationFailTimes    = "e2e.polyop.dev/fail-times"
 	annotationTerminal     = "e2e.polyop.dev/terminal"
 	annotationRequeueAfter = "e2e.polyop.dev/requeue-after"
-	// annotationBadStatus makes the answer's status a JSON array, which the
-	// host must refuse (see garbleStatus).
+	// annotationBadStatus makes the answer's status a JSON array (or, with
+	// the value "not-json", not JSON at all), which the host must refuse (see
+	// garbleStatus).
 	annotationBadStatus = "e2e.polyop.dev/bad-status"
+	// annotationStatusSize makes the answer's status a JSON object of that
+	// many bytes (a Kubernetes quantity such as 60Mi), which the host must
+	// refuse unread when it is over its limit (see garbleStatus).
+	annotationStatusSize = "e2e.polyop.dev/status-size"
 )
 
 // PhaseReconciled is the phase of a window this sidecar reconciled.

@@ -116,7 +116,9 @@ func decision(log logr.Logger, result Result, panicked bool, err error) *polyopv
 		terminal := errors.Is(err, reconcile.TerminalError(nil))
 		resp.Error = &polyopv1alpha1.ReconcileError{Message: errorMessage(err, terminal), Terminal: terminal}
 		if !panicked {
-			log.Error(err, "Reconciler error", "terminal", terminal)
+			// The host logs the error it receives; the sidecar logging it
+			// too would show every error twice.
+			log.V(1).Info("Reconciler error", "error", err.Error(), "terminal", terminal)
 		}
 	}
 	return resp

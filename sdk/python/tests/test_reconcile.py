@@ -73,17 +73,20 @@ def test_a_terminal_error_is_reported_with_the_status() -> None:
     assert [e.reason for e in got.events] == ["InvalidSpec"]
 
 
-def test_any_other_exception_is_retried_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+def test_any_other_exception_is_retried_and_logged_at_debug_level_only(caplog: pytest.LogCaptureFixture) -> None:
     def reconcile(obj: Object, ctx: polyop.Context) -> None:
         obj.status["phase"] = "Failing"
         raise KeyError("spec")
 
-    with caplog.at_level(logging.ERROR, logger="polyop"):
+    with caplog.at_level(logging.DEBUG, logger="polyop"):
         got = Harness(operator_with(reconcile)).reconcile(widget())
 
     assert (got.error, got.terminal) == ("KeyError: 'spec'", False)
     assert got.status == {"phase": "Failing"}
     assert "Reconciler error" in caplog.text and "controller=widget" in caplog.text and "name=w1" in caplog.text
+    # The host logs the error; the sidecar only at debug level, with the traceback.
+    errors = [r for r in caplog.records if "Reconciler error" in r.getMessage()]
+    assert [r.levelno for r in errors] == [logging.DEBUG] and errors[0].exc_info is not None
 
 
 def test_a_result_of_another_type_is_an_error() -> None:

@@ -8,7 +8,7 @@ import { DeniedError, TerminalError } from "./errors.js";
 import { field } from "./field.js";
 import { FailurePolicy, Operation } from "./gen/polyop/v1alpha1/admission_pb.js";
 import { UpdateFilter } from "./gen/polyop/v1alpha1/describe_pb.js";
-import { discardLogger } from "./log.js";
+import { discardLogger, jsonLogger } from "./log.js";
 import type { KubeObject, KubeResource } from "./objects.js";
 import { childrenComplete, Sidecar } from "./sidecar.js";
 import { FakeCluster, SidecarTester } from "./testing.js";
@@ -156,6 +156,20 @@ describe("Reconcile", () => {
     const out = await new SidecarTester(sidecar).reconcile(widget());
     assert.deepEqual(out.error, { message: "the backend is down", terminal: false });
     assert.equal(out.status?.phase, "Failed");
+  });
+
+  test("if the reconciler throws, then the error is logged at debug level only: the host logs it", async () => {
+    const lines: { level: string; msg: string }[] = [];
+    const logger = jsonLogger({ level: "debug", write: (line) => lines.push(JSON.parse(line)) });
+    const sidecar = new Sidecar({ name: "widget-operator", logger }).reconciler<Widget>({ for: widgets }, () => {
+      throw new Error("the backend is down");
+    });
+    await new SidecarTester(sidecar).reconcile(widget());
+    const errors = lines.filter((l) => l.msg === "Reconciler error");
+    assert.deepEqual(
+      errors.map((l) => l.level),
+      ["debug"],
+    );
   });
 
   test("if the reconciler throws a TerminalError, then the error is terminal", async () => {

@@ -822,7 +822,8 @@ async function outcome(ctx: ReconcileContext, fn: () => MaybePromise<Result | Fi
     result = (await fn()) ?? {};
   } catch (err) {
     const terminal = err instanceof TerminalError;
-    ctx.log.error("Reconciler error", { error: err, terminal });
+    // The host logs the error it receives; logging it here too would show it twice.
+    ctx.log.debug("Reconciler error", { error: err, terminal });
     resp.error = { $typeName: "polyop.v1alpha1.ReconcileError", message: err instanceof Error ? err.message : String(err), terminal };
     return resp;
   }

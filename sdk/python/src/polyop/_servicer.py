@@ -256,19 +256,23 @@ def _call(
     fn: Callable[[], Result | None],
     error: reconcile_pb2.ReconcileError,
 ) -> Result | None:
-    """Call a reconcile or finalize function; an exception becomes the response's error."""
+    """Call a reconcile or finalize function; an exception becomes the response's error.
+
+    The host logs the error it receives; the sidecar logs it (with its traceback) at debug level only, so that it is not
+    shown twice.
+    """
     try:
         result = fn()
     except TerminalError as err:
-        log.error("%s (terminal): %s", what, err)
+        log.debug("%s (terminal): %s", what, err)
         error.message, error.terminal = str(err) or type(err).__name__, True
         return None
     except Exception as err:
-        log.exception(what)
+        log.debug(what, exc_info=True)
         error.message = _message(err)
         return None
     if result is not None and not isinstance(result, Result):
-        log.error("%s: returned %r, not a polyop.Result or None", what, result)
+        log.debug("%s: returned %r, not a polyop.Result or None", what, result)
         error.message = f"the function returned a {type(result).__name__}, not a polyop.Result or None"
         return None
     return result

@@ -1,0 +1,170 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+)
+
+// answeringSidecar answers every Reconcile with resp.
+type answeringSidecar struct {
+	polyopv1alpha1.UnimplementedSidecarServiceServer
+	resp *polyopv1alpha1.ReconcileResponse
+}
+
+func (s *answeringSidecar) Reconcile(context.Context, *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+	return s.resp, nil
+}
+
+func reconcileWith(t *testing.T, resp *polyopv1alpha1.ReconcileResponse, opts Options) (*polyopv1alpha1.ReconcileResponse, error) {
+	t.Helper()
+	addr, _ := serve(t, &answeringSidecar{resp: resp}, true)
+	opts.Address = addr
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.Reconcile(context.Background(), &polyopv1alpha1.ReconcileRequest{Controller: "c"})
+}
+
+func TestReconcileReadsEveryFieldOfTheAnswer(t *testing.T) {
+	t.Parallel()
+	want := &polyopv1alpha1.ReconcileResponse{
+		RequeueAfter:     durationpb.New(90_000_000_000),
+		Requeue:          true,
+		Error:            &polyopv1alpha1.ReconcileError{Message: "boom", Terminal: true},
+		Status:           []byte(`{"phase":"Ready"}`),
+		Events:           []*polyopv1alpha1.Event{{Type: polyopv1alpha1.EventType_EVENT_TYPE_WARNING, Reason: "R", Message: "m"}, {Reason: "S"}},
+		DesiredChildren:  [][]byte{[]byte(`{"kind":"ConfigMap"}`), []byte(`{"kind":"Secret"}`)},
+		ChildrenComplete: true,
+	}
+	got, err := reconcileWith(t, want, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, want) {
+		t.Errorf("Reconcile = %v, want %v", got, want)
+	}
+}
+
+func TestReconcileSkipsAStatusOrChildOverTheLimitWithoutReadingIt(t *testing.T) {
+	t.Parallel()
+	big := append(append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), 2000)...), `"}`...)
+	resp := &polyopv1alpha1.ReconcileResponse{
+		Status:          big,
+		Events:          []*polyopv1alpha1.Event{{Reason: "R"}},
+		DesiredChildren: [][]byte{[]byte(`{"kind":"ConfigMap"}`), big},
+	}
+	got, err := reconcileWith(t, resp, Options{MaxObjectSize: 1000})
+	var tooLarge *TooLargeError
+	if !errors.As(err, &tooLarge) {
+		t.Fatalf("Reconcile error = %v, want a TooLargeError", err)
+	}
+	for _, want := range []string{"status is 2008 bytes, over the limit of 1000 bytes", "desired_children[1] is 2008 bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Reconcile error = %q, want it to contain %q", err, want)
+		}
+	}
+	if got.GetStatus() != nil || len(got.GetDesiredChildren()) != 2 || got.GetDesiredChildren()[1] != nil || len(got.GetEvents()) != 1 {
+		t.Errorf("the answer is %v, want the oversized parts left out and the rest read", got)
+	}
+	if err := CheckSizes(resp, 1000); err == nil || err.Error() != errorsJoinedText(t, resp) {
+		t.Errorf("CheckSizes = %v, want the errors Reconcile returned", err)
+	}
+}
+
+func errorsJoinedText(t *testing.T, resp *polyopv1alpha1.ReconcileResponse) string {
+	t.Helper()
+	return (&TooLargeError{Field: "status", Size: len(resp.Status), Limit: 1000}).Error() + "\n" +
+		(&TooLargeError{Field: "desired_children[1]", Size: len(resp.DesiredChildren[1]), Limit: 1000}).Error()
+}
+
+// TestAnOversizedStatusIsNotCopied measures the bytes the host allocates to
+// receive an answer whose status is far over the limit: gRPC's receive
+// buffers, not a copy of the message and another of the status, as the
+// default codec makes.
+func TestAnOversizedStatusIsNotCopied(t *testing.T) {
+	const size = 32 << 20
+	status := append(append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), size)...), `"}`...)
+	addr, _ := serve(t, &answeringSidecar{resp: &polyopv1alpha1.ReconcileResponse{Status: status}}, true)
+	c, err := New(Options{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The server's own encoding of the answer is the same in both runs; the
+	// difference between the two is what the client allocates.
+	measure := func(call func() error) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	boundedCall := func() error {
+		_, err := c.Reconcile(context.Background(), &polyopv1alpha1.ReconcileRequest{})
+		var tooLarge *TooLargeError
+		if !errors.As(err, &tooLarge) {
+			return err
+		}
+		return nil
+	}
+	plainCall := func() error {
+		_, err := c.svc.Reconcile(context.Background(), &polyopv1alpha1.ReconcileRequest{})
+		return err
+	}
+	// A first round fills gRPC's buffer pools, which the second reuses.
+	measure(boundedCall)
+	measure(plainCall)
+	bounded, plain := measure(boundedCall), measure(plainCall)
+	t.Logf("allocated for a %d MiB status: %d MiB bounded, %d MiB with the default codec", size>>20, bounded>>20, plain>>20)
+	if bounded > plain || plain-bounded < size*9/10 {
+		t.Errorf("the bounded Reconcile allocated %d bytes, the default codec %d: want about 2×%d less", bounded, plain, size)
+	}
+}
+
+// FuzzAnswerCodec checks that the bounded decoding of a ReconcileResponse
+// reads every message the proto package reads, to the same result, and
+// refuses what it refuses.
+func FuzzAnswerCodec(f *testing.F) {
+	for _, resp := range []*polyopv1alpha1.ReconcileResponse{
+		{},
+		{Status: []byte(`{"a":1}`), DesiredChildren: [][]byte{[]byte(`{}`), nil}, ChildrenComplete: true},
+		{RequeueAfter: durationpb.New(5), Requeue: true, Error: &polyopv1alpha1.ReconcileError{Message: "m"}, Events: []*polyopv1alpha1.Event{{Reason: "R"}}},
+	} {
+		b, err := proto.Marshal(resp)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x22, 0x05, 'a'})        // a status longer than the message
+	f.Add([]byte{0x22, 0xff, 0xff, 0xff}) // a truncated length
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := &polyopv1alpha1.ReconcileResponse{}
+		wantErr := proto.Unmarshal(data, want)
+		a := &reconcileAnswer{resp: &polyopv1alpha1.ReconcileResponse{}}
+		err := answerCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(bytes.Clone(data))}, a)
+		switch {
+		case wantErr == nil && err != nil:
+			t.Fatalf("proto reads %x, the bounded codec does not: %v", data, err)
+		case wantErr != nil && err == nil:
+			t.Fatalf("proto refuses %x (%v), the bounded codec reads it as %v", data, wantErr, a.resp)
+		case err == nil && !proto.Equal(a.resp, want):
+			t.Fatalf("%x: the bounded codec reads %v, proto %v", data, a.resp, want)
+		}
+	})
+}
