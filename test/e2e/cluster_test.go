@@ -50,6 +50,11 @@ func TestClusterService(t *testing.T) {
 		}
 		return resp.GetSource() == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE, resp.GetSource().String()
 	})
+	// The informers of the other kinds list and watch until the controller
+	// starts its workers: their requests are not the reads' own.
+	if err := host.WaitForOutput(ctx, "Starting workers"); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("reads of a kind the host caches come from the cache and cost no API request", func(t *testing.T) {
 		before := requestCounts(t, metrics)
