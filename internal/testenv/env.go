@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -13,6 +14,11 @@ import (
 
 // KubernetesVersion is the version of the control plane `make envtest` builds.
 const KubernetesVersion = "1.37.2"
+
+// controlPlaneTimeout bounds the start and the stop of each control-plane
+// component and the wait for the CRDs to be served. A healthy start takes a
+// few seconds; the bound is for a machine busy with other builds and suites.
+const controlPlaneTimeout = 3 * time.Minute
 
 // Env is a running control plane.
 type Env struct {
@@ -61,8 +67,19 @@ func Start(crdDirs ...string) (*Env, error) {
 			BinaryAssetsDirectory: assets,
 			CRDDirectoryPaths:     crdDirs,
 			ErrorIfCRDPathMissing: true,
+			// envtest waits 10s for the CRDs to be served by default: short
+			// on a loaded machine, where several suites start at once.
+			CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: controlPlaneTimeout},
 		},
 		Kubectl: filepath.Join(assets, "kubectl"),
+	}
+	// So is its 20s for each component to start or stop, unless set through
+	// its own environment variables.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		e.env.ControlPlaneStartTimeout = controlPlaneTimeout
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT") == "" {
+		e.env.ControlPlaneStopTimeout = controlPlaneTimeout
 	}
 	cfg, err := e.env.Start()
 	if err != nil {

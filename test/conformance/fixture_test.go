@@ -91,7 +91,7 @@ func (f *fixture) client() *polyopclient.Client {
 func (f *fixture) waitForSocket(address string) {
 	f.t.Helper()
 	path := address[len("unix://"):]
-	eventually(f.t, 60*time.Second, "the socket "+path+" exists", func() (bool, string) {
+	eventually(f.t, 2*time.Minute, "the socket "+path+" exists", func() (bool, string) {
 		_, err := os.Stat(path)
 		return err == nil, "none"
 	})

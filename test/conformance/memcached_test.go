@@ -125,20 +125,21 @@ func TestMemcachedRunsTheSameInASidecarAsInAManager(t *testing.T) {
 		}
 		states := map[string]memcachedState{}
 		for name, f := range runs {
-			eventually(t, 90*time.Second, fmt.Sprintf("%s: the %s run is done", what, name), func() (bool, string) {
+			eventually(t, 3*time.Minute, fmt.Sprintf("%s: the %s run is done", what, name), func() (bool, string) {
 				s := memcachedStateOf(t, f.ns)
 				states[name] = s
 				return done(s), s.String()
 			})
 		}
-		// Give both a moment to settle, then compare what they settled on.
-		time.Sleep(2 * time.Second)
-		for name, f := range runs {
-			states[name] = memcachedStateOf(t, f.ns)
-		}
-		if got, want := states["sidecar"].String(), states["manager"].String(); got != want {
-			t.Fatalf("%s: the sidecar run left\n%s\nthe manager run left\n%s", what, got, want)
-		}
+		// Both may still be finishing (an event recorded in the background,
+		// a last update): wait until they agree, and say where they do not.
+		eventually(t, 3*time.Minute, what+": both runs leave the same state", func() (bool, string) {
+			for name, f := range runs {
+				states[name] = memcachedStateOf(t, f.ns)
+			}
+			got, want := states["sidecar"].String(), states["manager"].String()
+			return got == want, fmt.Sprintf("the sidecar run left\n%s\nthe manager run left\n%s", got, want)
+		})
 		t.Logf("%s: both runs left\n%s", what, states["manager"])
 	}
 

@@ -41,7 +41,7 @@ func defaultMode(u *unstructured.Unstructured) applyMode {
 // (waiting for each CRD to be established), then the rest.
 func apply(t *testing.T, objs []*unstructured.Unstructured, mode func(*unstructured.Unstructured) applyMode) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	first := func(u *unstructured.Unstructured) bool {
 		return u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition"
@@ -80,7 +80,7 @@ func applyOne(ctx context.Context, u *unstructured.Unstructured, mode applyMode)
 
 func waitEstablished(t *testing.T, name string) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "CRD "+name+" established", func(ctx context.Context) error {
+	waitFor(t, time.Minute, "CRD "+name+" established", func(ctx context.Context) error {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 			return err

@@ -171,21 +171,20 @@ func TestAdmissionDeniesClearlyWhileTheSidecarIsDown(t *testing.T) {
 	}
 	sc.Stop()
 
-	start := time.Now()
 	out, err := kubectlIn(t, f.windowYAML("during", "2026-01-01T00:00:00Z", "1h", "", nil), "create", "-f", "-")
-	took := time.Since(start)
 	if err == nil {
 		t.Fatalf("kubectl create succeeded with the sidecar down:\n%s", out)
 	}
-	if !contains(out, `sidecar "testsidecar" could not default MaintenanceWindow `+f.ns+`/during`, "unreachable") {
+	// Had the webhook's timeout passed first, the API server would have
+	// refused the request with its own message, not the host's: the message
+	// is the proof that the host answered in time. (kubectl's wall time is
+	// not: its start-up alone takes seconds on a loaded machine.)
+	if !contains(out, `sidecar "testsidecar" could not default MaintenanceWindow `+f.ns+`/during`, "unreachable") || strings.Contains(out, "deadline exceeded") {
 		t.Errorf("kubectl create printed:\n%s\nwant a denial naming the sidecar and saying it is unreachable", out)
-	}
-	if took > 10*time.Second {
-		t.Errorf("the denial took %s, more than the webhook's timeout", took)
 	}
 
 	f.startTestSidecar("--webhooks", "--admission-log-file", f.admissionLog())
-	f.eventually(30*time.Second, "admission works again once the sidecar is back", func() (bool, string) {
+	f.eventually(time.Minute, "admission works again once the sidecar is back", func() (bool, string) {
 		out, err := kubectlIn(t, f.windowYAML("after", "2026-01-01T00:00:00Z", "1h", "", nil), "create", "-f", "-")
 		return err == nil, out
 	})
@@ -219,10 +218,12 @@ func TestAdmissionIgnorePolicyAllowsWhileTheSidecarIsDown(t *testing.T) {
 func TestAdmissionDeniesASlowSidecarWithinTheDeadline(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.startTestSidecar("--webhooks", "--webhook-timeout-seconds", "3")
+	// The API server's timeout leaves the host 9s past its own deadline to
+	// answer, which a busy machine may need.
+	f.startTestSidecar("--webhooks", "--webhook-timeout-seconds", "10")
 	f.startHostWithWebhooks(f.installWebhooks(), "--admission-timeout", "1s")
 
-	// Had the API server's own timeout of 3s passed first, it would have
+	// Had the API server's own timeout of 10s passed first, it would have
 	// refused the request with its own message, not the host's: the message
 	// is the proof that the host answered in time. (kubectl's wall time is
 	// not: its start-up alone takes seconds on a loaded machine.)
@@ -319,7 +320,7 @@ func TestAdmissionIsServedByEveryReplica(t *testing.T) {
 	election := []string{"--leader-elect", "--leader-election-namespace", f.ns, "--leader-election-id", "e2e-" + f.ns}
 
 	leader := f.startHost(append([]string{"--webhook-port", strings.TrimPrefix(freePort(t), "127.0.0.1:"), "--webhook-host", "127.0.0.1"}, election...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := leader.WaitForOutput(ctx, "Successfully acquired lease"); err != nil {
 		t.Fatal(err)

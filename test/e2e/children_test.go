@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +30,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	}}}})
 
 	w := f.createWidget("w", map[string]any{"configMaps": []any{"a", "b"}, "secrets": []any{"s"}, "value": "one"})
-	f.eventually(30*time.Second, "the children exist and are observed", func() (bool, string) {
+	f.eventually(time.Minute, "the children exist and are observed", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a,b" && f.secret("s") != nil, fmt.Sprintf("status.configMaps %q", statusList(u, "configMaps"))
 	})
@@ -60,7 +61,12 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	seen := len(f.widgetCalls("w", "Reconcile"))
 	u := f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "one", "partial": true})
 	f.waitReconciled("w", u.GetGeneration(), seen)
-	time.Sleep(time.Second)
+	// The host writes the status after it has applied (and would have
+	// pruned) the children of the same answer.
+	f.eventually(time.Minute, "the partial answer's status is written", func() (bool, string) {
+		g, _, _ := unstructured.NestedInt64(f.getWidget("w").Object, "status", "observedGeneration")
+		return g == u.GetGeneration(), fmt.Sprintf("observedGeneration %d", g)
+	})
 	if f.configMap("b") == nil || f.secret("s") == nil {
 		t.Fatalf("a partial desired set pruned children")
 	}
@@ -68,7 +74,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	// Nor does an answer that reports an error, even when it says complete.
 	seen = len(f.widgetCalls("w", "Reconcile"))
 	u = f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "one", "fail": "not now"})
-	f.eventually(30*time.Second, "the failing reconcile is retried", func() (bool, string) {
+	f.eventually(time.Minute, "the failing reconcile is retried", func() (bool, string) {
 		calls := f.widgetCalls("w", "Reconcile")
 		last := calls[len(calls)-1]
 		return len(calls) > seen && last.Generation == u.GetGeneration() && last.Retries >= 2, fmt.Sprintf("last %+v", last)
@@ -80,7 +86,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	// A complete answer prunes what is no longer desired, of every owned
 	// kind, and only that.
 	f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "two"})
-	f.eventually(30*time.Second, "b and s are pruned and a is updated", func() (bool, string) {
+	f.eventually(time.Minute, "b and s are pruned and a is updated", func() (bool, string) {
 		a := f.configMap("a")
 		return f.configMap("b") == nil && f.secret("s") == nil && a != nil && a.Data["value"] == "two",
 			fmt.Sprintf("b exists: %v, s exists: %v, a: %v", f.configMap("b") != nil, f.secret("s") != nil, a)
@@ -88,7 +94,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	if f.configMap("bystander") == nil || f.configMap("someone-elses") == nil {
 		t.Errorf("pruning deleted a ConfigMap the controller does not own")
 	}
-	f.eventually(30*time.Second, "the status observes the pruned set", func() (bool, string) {
+	f.eventually(time.Minute, "the status observes the pruned set", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a", statusList(u, "configMaps")
 	})
@@ -99,7 +105,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	if err := k8s.Update(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(30*time.Second, "the tampered child is repaired", func() (bool, string) {
+	f.eventually(time.Minute, "the tampered child is repaired", func() (bool, string) {
 		a := f.configMap("a")
 		return a.Data["value"] == "two", fmt.Sprint(a.Data)
 	})
@@ -118,12 +124,12 @@ func TestInvalidDesiredChildrenAreRefusedWholesale(t *testing.T) {
 		"other-namespace": "a child lives in its owner's namespace",
 	} {
 		f.createWidget(how, map[string]any{"configMaps": []any{how + "-good"}, "value": "v", "badChild": how})
-		if err := host.WaitForOutput(ctxTimeout(t, 30*time.Second), want); err != nil {
+		if err := host.WaitForOutput(ctxTimeout(t, time.Minute), want); err != nil {
 			t.Error(err)
 		}
 	}
 	for how := range map[string]bool{"not-json": true, "wrong-kind": true, "no-name": true, "other-namespace": true} {
-		f.eventually(30*time.Second, how+" is retried", func() (bool, string) {
+		f.eventually(time.Minute, how+" is retried", func() (bool, string) {
 			calls := f.widgetCalls(how, "Reconcile")
 			return len(calls) >= 3, fmt.Sprintf("%d calls", len(calls))
 		})
@@ -134,7 +140,7 @@ func TestInvalidDesiredChildrenAreRefusedWholesale(t *testing.T) {
 			t.Errorf("%s: the status was written beside invalid children: %v", how, u.Object["status"])
 		}
 	}
-	f.eventually(30*time.Second, "a Warning event names the problem", func() (bool, string) {
+	f.eventually(time.Minute, "a Warning event names the problem", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
@@ -149,7 +155,7 @@ func TestInvalidDesiredChildrenAreRefusedWholesale(t *testing.T) {
 
 	// Once the sidecar answers properly, the next reconcile repairs all.
 	f.setSpec("wrong-kind", map[string]any{"configMaps": []any{"wrong-kind-good"}, "value": "v"})
-	f.eventually(30*time.Second, "the fixed widget converges", func() (bool, string) {
+	f.eventually(time.Minute, "the fixed widget converges", func() (bool, string) {
 		u := f.getWidget("wrong-kind")
 		return f.configMap("wrong-kind-good") != nil && statusString(u, "phase") == "Ready", statusString(u, "phase")
 	})

@@ -97,7 +97,7 @@ func TestConversionAndSelfSignedCertificates(t *testing.T) {
 	if onDisk, err := os.ReadFile(certDir + "/tls.crt"); err != nil || !bytes.Equal(onDisk, secret.Data["tls.crt"]) {
 		t.Fatalf("the cert dir does not hold the Secret's certificate (%v)", err)
 	}
-	f.eventually(30*time.Second, "the host sets every caBundle to its CA", func() (bool, string) {
+	f.eventually(time.Minute, "the host sets every caBundle to its CA", func() (bool, string) {
 		var missing []string
 		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Name: f.webhookConfigurationName()}, mutating); err != nil || !bytes.Equal(mutating.Webhooks[0].ClientConfig.CABundle, ca) {
@@ -132,7 +132,7 @@ spec:
   suspend: true
 `
 		var out string
-		f.eventually(30*time.Second, "the API server reaches the conversion webhook", func() (bool, string) {
+		f.eventually(time.Minute, "the API server reaches the conversion webhook", func() (bool, string) {
 			var err error
 			out, err = kubectlIn(t, manifest, "create", "-f", "-")
 			return err == nil, out
@@ -158,7 +158,7 @@ spec:
 		if out, err := kubectlIn(t, f.windowYAML("from-v1", start, "2h", "24h", nil), "create", "-f", "-"); err != nil {
 			t.Fatalf("kubectl create at v1: %v\n%s", err, out)
 		}
-		f.waitPhase("from-v1", "Pending", 30*time.Second)
+		f.waitPhase("from-v1", "Pending", time.Minute)
 		out, err := kubectl(t, "get", "maintenancewindows.v1beta1.examples.polyop.dev", "from-v1", "-n", f.ns,
 			"-o", "jsonpath={.apiVersion} {.spec.schedule.start} {.spec.schedule.every} {.spec.duration} {.status.phase}")
 		if err != nil {

@@ -28,7 +28,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	f.create(w)
 
 	// The finalizer is in place before the sidecar first sees the object.
-	f.eventually(30*time.Second, "the widget is reconciled", func() (bool, string) {
+	f.eventually(time.Minute, "the widget is reconciled", func() (bool, string) {
 		return len(f.widgetCalls("w", "Reconcile")) > 0, ""
 	})
 	if first := f.widgetCalls("w", "Reconcile")[0]; !slices.Contains(first.Finalizers, widgetFinalizer) {
@@ -43,7 +43,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	if err := k8s.Delete(context.Background(), f.getWidget("w")); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(30*time.Second, "Finalize is retried", func() (bool, string) {
+	f.eventually(time.Minute, "Finalize is retried", func() (bool, string) {
 		calls := f.widgetCalls("w", "Finalize")
 		return len(calls) >= 4, fmt.Sprintf("%d calls", len(calls))
 	})
@@ -74,7 +74,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	f.updateWidget("w", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{"e2e.polyop.dev/finalize": "ok", "e2e.polyop.dev/cleanup-configmap": "external"})
 	})
-	f.eventually(30*time.Second, "the widget is deleted", func() (bool, string) {
+	f.eventually(time.Minute, "the widget is deleted", func() (bool, string) {
 		u := f.getWidget("w")
 		if u == nil {
 			return true, ""
@@ -84,7 +84,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	if f.configMap("external") != nil {
 		t.Errorf("Finalize's clean-up did not delete ConfigMap external")
 	}
-	f.eventually(15*time.Second, "the Finalized event is recorded", func() (bool, string) {
+	f.eventually(time.Minute, "the Finalized event is recorded", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
@@ -107,14 +107,14 @@ func TestFinalizeThatAsksToWaitIsCalledAgainWithoutBackoff(t *testing.T) {
 	w := f.newWidget("patient", map[string]any{})
 	w.SetAnnotations(map[string]string{"e2e.polyop.dev/finalize": "wait"})
 	f.create(w)
-	f.eventually(30*time.Second, "the finalizer is added", func() (bool, string) {
+	f.eventually(time.Minute, "the finalizer is added", func() (bool, string) {
 		u := f.getWidget("patient")
 		return slices.Contains(u.GetFinalizers(), widgetFinalizer), fmt.Sprint(u.GetFinalizers())
 	})
 	if err := k8s.Delete(context.Background(), f.getWidget("patient")); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(30*time.Second, "Finalize is called again and again", func() (bool, string) {
+	f.eventually(time.Minute, "Finalize is called again and again", func() (bool, string) {
 		return len(f.widgetCalls("patient", "Finalize")) >= 5, ""
 	})
 	calls := f.widgetCalls("patient", "Finalize")
@@ -126,15 +126,20 @@ func TestFinalizeThatAsksToWaitIsCalledAgainWithoutBackoff(t *testing.T) {
 			t.Errorf("a Finalize that asked to wait counted as a failure: %+v", c)
 		}
 	}
-	// The sidecar asks for 200ms each time.
-	if gap := calls[4].Time.Sub(calls[3].Time); gap < 150*time.Millisecond || gap > 2*time.Second {
-		t.Errorf("Finalize came back after %s, want about 200ms", gap)
+	// The sidecar asks for 200ms each time: no gap is shorter (a busy machine
+	// only makes them longer), and the shortest is not far off.
+	var gaps []time.Duration
+	for i := 2; i < len(calls); i++ {
+		gaps = append(gaps, calls[i].Time.Sub(calls[i-1].Time))
+	}
+	if shortest := slices.Min(gaps); shortest < 150*time.Millisecond || shortest > 2*time.Second {
+		t.Errorf("Finalize came back after %v, want about 200ms each time", gaps)
 	}
 	if f.getWidget("patient") == nil {
 		t.Fatalf("the widget was deleted while Finalize asked to wait")
 	}
 	f.updateWidget("patient", func(u *unstructured.Unstructured) { u.SetAnnotations(nil) })
-	f.eventually(30*time.Second, "the widget is deleted", func() (bool, string) {
+	f.eventually(time.Minute, "the widget is deleted", func() (bool, string) {
 		return f.getWidget("patient") == nil, ""
 	})
 }

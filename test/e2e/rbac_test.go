@@ -108,18 +108,18 @@ func TestHostRunsWithTheRBACItPrints(t *testing.T) {
 
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "settings"}, Data: map[string]string{"value": "hi"}})
 	f.createWidget("w", map[string]any{"configMaps": []any{"a"}, "secrets": []any{"s"}, "value": "v", "configMapName": "settings"})
-	f.eventually(60*time.Second, "the widget converges as the ServiceAccount", func() (bool, string) {
+	f.eventually(2*time.Minute, "the widget converges as the ServiceAccount", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a" && statusString(u, "configMapValue") == "hi" && f.secret("s") != nil, fmt.Sprint(u.Object["status"])
 	})
 	f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "v"})
-	f.eventually(30*time.Second, "the Secret is pruned", func() (bool, string) { return f.secret("s") == nil, "" })
+	f.eventually(time.Minute, "the Secret is pruned", func() (bool, string) { return f.secret("s") == nil, "" })
 
 	if err := k8s.Delete(context.Background(), f.getWidget("w")); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(30*time.Second, "the finalizer is removed and the widget deleted", func() (bool, string) { return f.getWidget("w") == nil, "" })
-	f.eventually(30*time.Second, "the Finalized event is recorded", func() (bool, string) {
+	f.eventually(time.Minute, "the finalizer is removed and the widget deleted", func() (bool, string) { return f.getWidget("w") == nil, "" })
+	f.eventually(time.Minute, "the Finalized event is recorded", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
@@ -132,7 +132,7 @@ func TestHostRunsWithTheRBACItPrints(t *testing.T) {
 		return false, fmt.Sprintf("%d events", len(list.Items))
 	})
 
-	_, err = f.clusterClient().List(ctxTimeout(t, 30*time.Second), &polyopv1alpha1.ListRequest{
+	_, err = f.clusterClient().List(ctxTimeout(t, time.Minute), &polyopv1alpha1.ListRequest{
 		Kind: &polyopv1alpha1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: f.ns})
 	if code, s := apiStatusOf(err); code != codes.PermissionDenied || s == nil || s.Reason != metav1.StatusReasonForbidden {
 		t.Errorf("listing a kind the description does not name: %v; want PERMISSION_DENIED with reason Forbidden", err)

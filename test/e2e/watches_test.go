@@ -13,8 +13,9 @@ import (
 func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	metrics := freePort(t)
 	f.startChildSidecar()
-	f.startHost()
+	f.startHost("--metrics-bind-address", metrics, "--metrics-secure=false")
 
 	// field_path: spec.configMapName of two widgets points at "settings"; the
 	// sidecar reads it through the cluster service into status.
@@ -23,17 +24,17 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 	f.createWidget("second", map[string]any{"configMapName": "settings"})
 	f.createWidget("unrelated", map[string]any{"configMapName": "other"})
 	for _, name := range []string{"first", "second"} {
-		f.eventually(30*time.Second, name+" reads the ConfigMap from the cache", func() (bool, string) {
+		f.eventually(time.Minute, name+" reads the ConfigMap from the cache", func() (bool, string) {
 			u := f.getWidget(name)
 			return statusString(u, "configMapValue") == "v1" && statusString(u, "configMapSource") == "cache",
 				fmt.Sprintf("value %q from %q", statusString(u, "configMapValue"), statusString(u, "configMapSource"))
 		})
 	}
-	f.eventually(30*time.Second, "unrelated sees its ConfigMap missing", func() (bool, string) {
+	f.eventually(time.Minute, "unrelated sees its ConfigMap missing", func() (bool, string) {
 		u := f.getWidget("unrelated")
 		return statusString(u, "configMapValue") == "<missing>", statusString(u, "configMapValue")
 	})
-	time.Sleep(time.Second)
+	f.waitSettled(metrics, "unrelated")
 	unrelatedCalls := len(f.widgetCalls("unrelated", "Reconcile"))
 
 	cm := f.configMap("settings")
@@ -42,19 +43,22 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"first", "second"} {
-		f.eventually(30*time.Second, "a change of the ConfigMap reconciles "+name, func() (bool, string) {
+		f.eventually(time.Minute, "a change of the ConfigMap reconciles "+name, func() (bool, string) {
 			u := f.getWidget(name)
 			return statusString(u, "configMapValue") == "v2", statusString(u, "configMapValue")
 		})
 	}
-	time.Sleep(time.Second)
+	// The ConfigMap's event enqueued every widget it maps to at once, and
+	// first and second have been reconciled: once the queue is drained, a
+	// reconcile of unrelated, had it been enqueued too, has been made.
+	f.waitIdle(metrics, "widget")
 	if n := len(f.widgetCalls("unrelated", "Reconcile")); n != unrelatedCalls {
 		t.Errorf("a change of ConfigMap settings reconciled the widget pointing at another one (%d calls, then %d)", unrelatedCalls, n)
 	}
 
 	// Creating the ConfigMap a widget points at reconciles it too.
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "other"}, Data: map[string]string{"value": "late"}})
-	f.eventually(30*time.Second, "creating the ConfigMap reconciles unrelated", func() (bool, string) {
+	f.eventually(time.Minute, "creating the ConfigMap reconciles unrelated", func() (bool, string) {
 		u := f.getWidget("unrelated")
 		return statusString(u, "configMapValue") == "late", statusString(u, "configMapValue")
 	})
@@ -62,7 +66,7 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 	// label: a ServiceAccount labelled with a widget's name.
 	seen := len(f.widgetCalls("first", "Reconcile"))
 	f.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "robot", Labels: map[string]string{"e2e.polyop.dev/widget": "first"}}})
-	f.eventually(30*time.Second, "a labelled ServiceAccount reconciles first", func() (bool, string) {
+	f.eventually(time.Minute, "a labelled ServiceAccount reconciles first", func() (bool, string) {
 		n := len(f.widgetCalls("first", "Reconcile"))
 		return n > seen, fmt.Sprintf("%d calls, %d before", n, seen)
 	})
@@ -70,7 +74,7 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 	// annotation: a ConfigMap annotated with a widget's name.
 	seen = len(f.widgetCalls("second", "Reconcile"))
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "note", Annotations: map[string]string{"e2e.polyop.dev/widget": "second"}}})
-	f.eventually(30*time.Second, "an annotated ConfigMap reconciles second", func() (bool, string) {
+	f.eventually(time.Minute, "an annotated ConfigMap reconciles second", func() (bool, string) {
 		n := len(f.widgetCalls("second", "Reconcile"))
 		return n > seen, fmt.Sprintf("%d calls, %d before", n, seen)
 	})

@@ -105,7 +105,7 @@ func (f *fixture) installWebhooks(args ...string) []string {
 func (f *fixture) startHostWithWebhooks(webhookArgs []string, args ...string) *testenv.Process {
 	f.t.Helper()
 	host := f.startHost(append(webhookArgs, args...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := host.WaitForOutput(ctx, "Serving webhook server"); err != nil {
 		f.t.Fatal(err)

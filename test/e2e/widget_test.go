@@ -168,7 +168,7 @@ func (f *fixture) widgetCalls(name, method string) []widgetCall {
 func (f *fixture) waitReconciled(name string, generation int64, seen int) widgetCall {
 	f.t.Helper()
 	var last widgetCall
-	f.eventually(30*time.Second, fmt.Sprintf("%s is reconciled at generation %d", name, generation), func() (bool, string) {
+	f.eventually(time.Minute, fmt.Sprintf("%s is reconciled at generation %d", name, generation), func() (bool, string) {
 		calls := f.widgetCalls(name, "Reconcile")
 		if len(calls) <= seen {
 			return false, fmt.Sprintf("%d calls", len(calls))

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -395,16 +393,9 @@ func TestWebhookBuilderRefuses(t *testing.T) {
 func TestAServerWithWebhooksAloneServes(t *testing.T) {
 	t.Parallel()
 	srv, _ := newWebhookServer(t)
-	lis, err := net.Listen("unix", filepath.Join(t.TempDir(), "s.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeListener(ctx, lis) }()
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
+	// serve waits until the server answers a health check with SERVING.
+	_, stop := serve(t, srv)
+	if err := stop(); err != nil {
 		t.Errorf("ServeListener: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func serve(t *testing.T, srv *sidecar.Server) (*grpc.ClientConn, func() error) {
 		select {
 		case err := <-served:
 			return err
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("Serve did not return after its context was done")
 			return nil
 		}
@@ -59,7 +60,7 @@ func serve(t *testing.T, srv *sidecar.Server) (*grpc.ClientConn, func() error) {
 	t.Cleanup(func() { _ = conn.Close() })
 
 	// Wait until the server serves, as the host does.
-	checkCtx, checkCancel := context.WithTimeout(ctx, 10*time.Second)
+	checkCtx, checkCancel := context.WithTimeout(ctx, time.Minute)
 	defer checkCancel()
 	resp, err := healthpb.NewHealthClient(conn).Check(checkCtx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -75,11 +76,13 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	started, release := make(chan struct{}), make(chan struct{})
+	var slowDone atomic.Bool
 	if err := sidecar.NewControllerManagedBy[*appsv1.Deployment](srv).Complete(
 		sidecar.ReconcilerFunc[*appsv1.Deployment](func(_ context.Context, d *appsv1.Deployment) (sidecar.Result, error) {
 			if d.Name == "slow" {
 				close(started)
 				<-release
+				defer slowDone.Store(true)
 			}
 			d.Status.ObservedGeneration = d.Generation
 			return sidecar.Result{}, nil
@@ -143,18 +146,21 @@ func TestServe(t *testing.T) {
 	}()
 	<-started
 	stopped := make(chan error, 1)
-	go func() { stopped <- stop() }()
+	callDoneAtStop := make(chan bool, 1)
+	go func() {
+		err := stop()
+		callDoneAtStop <- slowDone.Load()
+		stopped <- err
+	}()
 	if got, err := watch.Recv(); err != nil || got.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health after stop = %v, %v; want NOT_SERVING", got, err)
-	}
-	select {
-	case err := <-stopped:
-		t.Fatalf("Serve returned (%v) while a call was in flight", err)
-	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
 	if err := <-slow; err != nil {
 		t.Errorf("the call in flight failed: %v", err)
+	}
+	if !<-callDoneAtStop {
+		t.Error("Serve returned while a call was in flight")
 	}
 	if err := <-stopped; err != nil {
 		t.Errorf("Serve returned %v", err)
