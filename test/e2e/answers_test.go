@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,8 +90,8 @@ func TestAnOversizedStatusIsRefusedInBoundedMemory(t *testing.T) {
 	// Idle: every informer synced and one object reconciled.
 	f.create(f.window("warm", nil))
 	f.waitPhase("warm", "Reconciled", 60*time.Second)
-	idle := procStatusKiB(t, host.Pid(), "VmRSS")
-	resetPeakRSS(t, host.Pid())
+	idle := procStatusKiB(t, host, "VmRSS")
+	resetPeakRSS(t, host)
 
 	f.create(f.window("huge", map[string]string{"e2e.polyop.dev/status-size": strconv.Itoa(statusSize)}))
 	note := f.waitWarning("huge", "InvalidStatus", fmt.Sprintf("status is %d bytes, over the limit of %d bytes", statusSize, sidecar.DefaultMaxObjectSize))
@@ -107,9 +106,9 @@ func TestAnOversizedStatusIsRefusedInBoundedMemory(t *testing.T) {
 		calls := f.calls("huge")
 		return len(calls) >= 3, fmt.Sprintf("%d calls", len(calls))
 	})
-	peak := procStatusKiB(t, host.Pid(), "VmHWM")
+	peak := procStatusKiB(t, host, "VmHWM")
 	grew := peak - idle
-	bound := 2 * sidecar.DefaultMaxMessageSize >> 10
+	bound := int64(2 * sidecar.DefaultMaxMessageSize >> 10)
 	t.Logf("host RSS: idle %d MiB, peak %d MiB while refusing a %d MiB status: +%d MiB (bound +%d MiB)",
 		idle>>10, peak>>10, statusSize>>20, grew>>10, bound>>10)
 	if grew > bound {
@@ -117,35 +116,6 @@ func TestAnOversizedStatusIsRefusedInBoundedMemory(t *testing.T) {
 	}
 	if s := f.get("huge").Object["status"]; s != nil {
 		t.Errorf("a refused status was written")
-	}
-}
-
-// procStatusKiB reads a field of /proc/<pid>/status, in KiB.
-func procStatusKiB(t *testing.T, pid int, field string) int {
-	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return kib
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
-}
-
-// resetPeakRSS resets the process's VmHWM to its current RSS (see proc(5),
-// /proc/pid/clear_refs).
-func resetPeakRSS(t *testing.T, pid int) {
-	t.Helper()
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
-		t.Fatalf("resetting the peak RSS: %v", err)
 	}
 }
 

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/polyop/polyop/internal/testenv"
 )
 
 // The webhook server's bounds in TestWebhookServerBounds: small, so that the
@@ -268,26 +266,6 @@ func TestWebhookServerBounds(t *testing.T) {
 			t.Error(msg)
 		}
 	})
-}
-
-// procStatusKiB reads a field of the process's /proc/<pid>/status, in KiB.
-func procStatusKiB(t *testing.T, p *testenv.Process, field string) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("%s in /proc/%d/status: %v", field, p.Pid(), err)
-			}
-			return kib
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, p.Pid())
-	return 0
 }
 
 // conversionReviewOfSize is a ConversionReview of MaintenanceWindows at
