@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -157,23 +155,9 @@ type call struct {
 // calls returns the Reconcile calls the sidecar logged for name.
 func (f *fixture) calls(name string) []call {
 	f.t.Helper()
-	file, err := os.Open(f.callLog)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer file.Close()
 	var out []call
-	sc := bufio.NewScanner(file)
-	for sc.Scan() {
-		var c call
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			// The sidecar may be writing this line right now.
-			continue
-		}
-		if c.Name == name && c.Namespace == f.ns {
+	for _, c := range callsIn(f.t, f.callLog, f.ns) {
+		if c.Name == name {
 			out = append(out, c)
 		}
 	}
