@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 )
@@ -68,11 +69,20 @@ type reconcileAnswer struct {
 	tooLarge []error
 }
 
-// The field numbers of ReconcileResponse that answerCodec reads itself.
-const (
-	statusField          protowire.Number = 4
-	desiredChildrenField protowire.Number = 6
+// The field numbers of ReconcileResponse that answerCodec reads itself, from
+// the generated descriptor, so that they follow the proto.
+var (
+	statusField          = reconcileResponseField("status")
+	desiredChildrenField = reconcileResponseField("desired_children")
 )
+
+func reconcileResponseField(name protoreflect.Name) protowire.Number {
+	f := (&polyopv1alpha1.ReconcileResponse{}).ProtoReflect().Descriptor().Fields().ByName(name)
+	if f == nil || f.Kind() != protoreflect.BytesKind {
+		panic(fmt.Sprintf("polyop.v1alpha1.ReconcileResponse has no bytes field %q", name))
+	}
+	return f.Number()
+}
 
 // answerCodec is gRPC's proto codec, except for a reconcileAnswer: its status
 // and desired children are read straight from gRPC's receive buffers into
