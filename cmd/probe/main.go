@@ -40,7 +40,7 @@ import (
 
 // defaultAddress is the sidecar's default address, as the host's and the
 // SDKs'.
-const defaultAddress = "unix:///var/run/polyop/sidecar.sock"
+const defaultAddress = address.DefaultSidecar
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {

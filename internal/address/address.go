@@ -18,6 +18,12 @@ import (
 	"strings"
 )
 
+// DefaultSidecar is the sidecar's default address, on both sides: a unix
+// socket in the volume both containers of the pod mount at /var/run/polyop.
+// The host dials it unless --sidecar-address says otherwise, and the SDKs
+// serve on it (Go: sidecar.DefaultAddress).
+const DefaultSidecar = "unix:///var/run/polyop/sidecar.sock"
+
 // Parse splits an address into a network ("unix" or "tcp") and an address,
 // as net.Listen and net.Dial take them. A unix socket's path is made absolute,
 // relative to the working directory.

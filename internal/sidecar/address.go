@@ -9,7 +9,7 @@ import (
 // DefaultAddress is where the host looks for its sidecar unless told otherwise:
 // a unix socket in the volume both containers of the pod mount at
 // /var/run/polyop.
-const DefaultAddress = "unix:///var/run/polyop/sidecar.sock"
+const DefaultAddress = address.DefaultSidecar
 
 // Target turns a sidecar address into a gRPC dial target.
 //

@@ -62,7 +62,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	var kindOverride, updateFilters, namespaces string
 	fs := flag.NewFlagSet("testsidecar", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&cfg.address, "address", "unix:///var/run/polyop/sidecar.sock", "Where to serve the sidecar API.")
+	fs.StringVar(&cfg.address, "address", sidecar.DefaultAddress, "Where to serve the sidecar API.")
 	fs.StringVar(&cfg.sidecar.Name, "name", cfg.sidecar.Name, "The sidecar's name.")
 	fs.StringVar(&cfg.controllerName, "controller-name", "maintenancewindow", "The controller's name.")
 	fs.StringVar(&cfg.protocolVersion, "protocol-version", "", "The protocol version Describe answers. Empty: the SDK's.")

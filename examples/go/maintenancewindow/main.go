@@ -20,7 +20,7 @@ import (
 const name = "maintenancewindow"
 
 func main() {
-	address := flag.String("address", "unix:///var/run/polyop/sidecar.sock",
+	address := flag.String("address", sidecar.DefaultAddress,
 		"Where to serve the sidecar API: unix:///abs/path.sock, unix:rel/path.sock, tcp://host:port or host:port.")
 	opts := sidecar.Options{Name: name}
 	opts.BindFlags(flag.CommandLine)

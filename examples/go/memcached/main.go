@@ -22,7 +22,7 @@ import (
 const name = "memcached-operator"
 
 func main() {
-	address := flag.String("address", "unix:///var/run/polyop/sidecar.sock",
+	address := flag.String("address", sidecar.DefaultAddress,
 		"Where to serve the sidecar API: unix:///abs/path.sock, unix:rel/path.sock, tcp://host:port or host:port.")
 	image := flag.String("image", controller.DefaultImage, "The memcached image of the deployments.")
 	standalone := flag.Bool("standalone", false,

@@ -34,7 +34,7 @@ import (
 )
 
 func main() {
-	address := flag.String("address", "unix:///var/run/polyop/sidecar.sock",
+	address := flag.String("address", sidecar.DefaultAddress,
 		"Where to serve the sidecar API: unix:///abs/path.sock, unix:rel/path.sock, tcp://host:port or host:port.")
 	concurrency := flag.Int("max-concurrent-reconciles", 1, "How many Widgets the host reconciles at once.")
 	pprofAddr := flag.String("pprof-bind-address", "", "Where the pprof endpoints listen; empty disables them.")

@@ -12,6 +12,11 @@ import (
 	"github.com/polyop/polyop/internal/address"
 )
 
+// DefaultAddress is where a sidecar serves unless told otherwise, and where
+// the host looks for it: a unix socket in the volume both containers of the
+// pod mount at /var/run/polyop.
+const DefaultAddress = address.DefaultSidecar
+
 // SocketMode is the mode of the unix socket Listen creates: read and write for
 // its owner and group, nothing for others.
 const SocketMode fs.FileMode = 0o660

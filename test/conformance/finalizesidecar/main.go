@@ -50,7 +50,7 @@ func (cleanup) Finalize(ctx context.Context, cm *corev1.ConfigMap) (sidecar.Resu
 }
 
 func main() {
-	address := flag.String("address", "unix:///var/run/polyop/sidecar.sock", "Where to serve the sidecar API.")
+	address := flag.String("address", sidecar.DefaultAddress, "Where to serve the sidecar API.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
