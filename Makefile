@@ -185,11 +185,14 @@ fuzz: ## Run each Go fuzz target matching FUZZ (all by default) for FUZZTIME (1m
 		done; \
 	done
 
-# test-python type-checks (mypy --strict) and tests (pytest) each Python
-# package. pytest exits 5 when it collects no test: that fails too.
+# test-python lints (ruff check, with ruff.toml), type-checks (mypy --strict)
+# and tests (pytest) each Python package. pytest exits 5 when it collects no
+# test: that fails too.
 .PHONY: test-python
-test-python: $(VENV_STAMP) ## Run the Python checks and tests (mypy --strict, pytest) of the SDK and the examples.
+test-python: $(VENV_STAMP) ## Run the Python checks and tests (ruff check, mypy --strict, pytest) of the SDK and the examples.
 	@for pkg in $(PYTHON_PACKAGES); do \
+		echo "--- $$pkg: ruff check"; \
+		(cd $$pkg && $(CURDIR)/$(VENV)/bin/ruff check) || exit 1; \
 		echo "--- $$pkg: mypy"; \
 		(cd $$pkg && $(CURDIR)/$(VENV)/bin/mypy) || exit 1; \
 		echo "--- $$pkg: pytest"; \
