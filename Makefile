@@ -202,12 +202,16 @@ test-python: $(VENV_STAMP) ## Run the Python checks and tests (ruff check, mypy 
 	done
 
 # test-typescript compiles each TypeScript package with tsc -b (strict; a type
-# error fails) and runs its tests with node's test runner.
+# error fails), lints it with eslint (eslint.config.mjs; after tsc, since the
+# examples' types come from the SDK's dist/) and runs its tests with node's
+# test runner.
 .PHONY: test-typescript
-test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (tsc strict, node --test) of the SDK and the examples.
+test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (tsc strict, eslint, node --test) of the SDK and the examples.
 	@for pkg in $(TS_PACKAGES); do \
 		echo "--- $$pkg: tsc -b"; \
 		node_modules/.bin/tsc -b $$pkg || exit 1; \
+		echo "--- $$pkg: eslint"; \
+		node_modules/.bin/eslint --max-warnings 0 $$pkg || exit 1; \
 		echo "--- $$pkg: node --test"; \
 		(cd $$pkg && node --test dist/*.test.js) || exit 1; \
 	done
