@@ -25,6 +25,7 @@ BUF_VERSION ?= v1.75.0
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.2
 CONTROLLER_GEN_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
 
 # The Kubernetes version of the control plane the tests and `make run` use. It
 # must match the k8s.io/kubernetes version hack/tools/envtest/go.mod requires.
@@ -63,6 +64,7 @@ BUF ?= $(LOCALBIN)/buf
 PROTOC_GEN_GO ?= $(LOCALBIN)/protoc-gen-go
 PROTOC_GEN_GO_GRPC ?= $(LOCALBIN)/protoc-gen-go-grpc
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 
 # ENVTEST_ASSETS is the directory KUBEBUILDER_ASSETS points at for the tests.
 ENVTEST_MODULE := hack/tools/envtest
@@ -163,12 +165,18 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	go vet ./...
 
+# lint-go runs golangci-lint with .golangci.yml over the Go module (the
+# generated code excluded there).
+.PHONY: lint-go
+lint-go: $(GOLANGCI_LINT) ## Lint the Go code with golangci-lint (.golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
 ##@ Test
 
 # `test` runs every check, then the tests of each language; add a test-<lang>
 # target and list it here.
 .PHONY: test
-test: tools envtest lint-proto check-generated vet test-go test-python test-typescript ## Run all checks and tests.
+test: tools envtest lint-proto check-generated vet lint-go test-go test-python test-typescript ## Run all checks and tests.
 
 .PHONY: test-go
 test-go: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Run the Go tests (against a real API server, see KUBEBUILDER_ASSETS; the end-to-end tests run the Python example from .venv and the TypeScript example with node).
@@ -185,11 +193,14 @@ fuzz: ## Run each Go fuzz target matching FUZZ (all by default) for FUZZTIME (1m
 		done; \
 	done
 
-# test-python type-checks (mypy --strict) and tests (pytest) each Python
-# package. pytest exits 5 when it collects no test: that fails too.
+# test-python lints (ruff check, with ruff.toml), type-checks (mypy --strict)
+# and tests (pytest) each Python package. pytest exits 5 when it collects no
+# test: that fails too.
 .PHONY: test-python
-test-python: $(VENV_STAMP) ## Run the Python checks and tests (mypy --strict, pytest) of the SDK and the examples.
+test-python: $(VENV_STAMP) ## Run the Python checks and tests (ruff check, mypy --strict, pytest) of the SDK and the examples.
 	@for pkg in $(PYTHON_PACKAGES); do \
+		echo "--- $$pkg: ruff check"; \
+		(cd $$pkg && $(CURDIR)/$(VENV)/bin/ruff check) || exit 1; \
 		echo "--- $$pkg: mypy"; \
 		(cd $$pkg && $(CURDIR)/$(VENV)/bin/mypy) || exit 1; \
 		echo "--- $$pkg: pytest"; \
@@ -199,12 +210,16 @@ test-python: $(VENV_STAMP) ## Run the Python checks and tests (mypy --strict, py
 	done
 
 # test-typescript compiles each TypeScript package with tsc -b (strict; a type
-# error fails) and runs its tests with node's test runner.
+# error fails), lints it with eslint (eslint.config.mjs; after tsc, since the
+# examples' types come from the SDK's dist/) and runs its tests with node's
+# test runner.
 .PHONY: test-typescript
-test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (tsc strict, node --test) of the SDK and the examples.
+test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (tsc strict, eslint, node --test) of the SDK and the examples.
 	@for pkg in $(TS_PACKAGES); do \
 		echo "--- $$pkg: tsc -b"; \
 		node_modules/.bin/tsc -b $$pkg || exit 1; \
+		echo "--- $$pkg: eslint"; \
+		node_modules/.bin/eslint --max-warnings 0 $$pkg || exit 1; \
 		echo "--- $$pkg: node --test"; \
 		(cd $$pkg && node --test dist/*.test.js) || exit 1; \
 	done
@@ -340,7 +355,7 @@ docker-push: ## Push IMG and SIDECAR_IMG.
 ##@ Dependencies
 
 .PHONY: tools
-tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(CONTROLLER_GEN) ## Install the pinned tools into bin/.
+tools: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Install the pinned tools into bin/.
 
 .PHONY: venv .venv
 venv: .venv ## Make the Python virtualenv .venv from the pinned requirements (once per change of the pins).
@@ -389,6 +404,7 @@ $(eval $(call go-install-tool,$(BUF),github.com/bufbuild/buf/cmd/buf,$(BUF_VERSI
 $(eval $(call go-install-tool,$(PROTOC_GEN_GO),google.golang.org/protobuf/cmd/protoc-gen-go,$(PROTOC_GEN_GO_VERSION)))
 $(eval $(call go-install-tool,$(PROTOC_GEN_GO_GRPC),google.golang.org/grpc/cmd/protoc-gen-go-grpc,$(PROTOC_GEN_GO_GRPC_VERSION)))
 $(eval $(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION)))
+$(eval $(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION)))
 
 # The control-plane binaries are files named by version: built when missing, or
 # when the tools module changes. The first build takes several minutes.

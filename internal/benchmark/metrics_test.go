@@ -25,7 +25,7 @@ func nativeHistogram(schema int32, first int32, counts []int64, zero uint64) *dt
 		ZeroCount:     proto.Uint64(zero),
 		PositiveSpan:  []*dto.BucketSpan{{Offset: proto.Int32(first), Length: proto.Uint32(uint32(len(counts)))}},
 	}
-	var total uint64 = zero
+	total := zero
 	prev := int64(0)
 	for _, c := range counts {
 		h.PositiveDelta = append(h.PositiveDelta, c-prev)

@@ -90,7 +90,11 @@ func TestGoals(t *testing.T) {
 				Sizes:   []SizeReport{{N: 2000, Results: []*Result{base, tc.sidecar}, Rounds: [][]*Result{{base, tc.sidecar}}}},
 			}
 			md := rep.Markdown()
-			goals := md[strings.Index(md, "#### Goals"):]
+			i := strings.Index(md, "#### Goals")
+			if i < 0 {
+				t.Fatalf("the report has no goals:\n%s", md)
+			}
+			goals := md[i:]
 			for _, want := range tc.want {
 				if !strings.Contains(goals, want) {
 					t.Errorf("the goals lack %q:\n%s", want, goals)

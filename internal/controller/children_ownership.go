@@ -7,7 +7,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -120,12 +119,4 @@ func appliedByHost(obj client.Object, controller, fieldManager string) bool {
 		}
 	}
 	return false
-}
-
-// uidOf returns obj's UID; empty for nil.
-func uidOf(obj client.Object) types.UID {
-	if obj == nil {
-		return ""
-	}
-	return obj.GetUID()
 }

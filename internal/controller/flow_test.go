@@ -302,7 +302,7 @@ func TestTheObjectReadBackFromAWriteIsAsTheCacheHoldsIt(t *testing.T) {
 			owner := ownerMap()
 			owner.ManagedFields = []metav1.ManagedFieldsEntry{{
 				Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`),
 			}}
 			c := fake.NewClientBuilder().
 				WithScheme(scheme).

@@ -97,8 +97,8 @@ func (quietUnreachable) Init(logr.RuntimeInfo) {}
 func (s quietUnreachable) Error(err error, msg string, keysAndValues ...any) {
 	var unreachable *unreachableError
 	if msg == reconcilerErrorMessage && errors.As(err, &unreachable) {
-		if s.LogSink.Enabled(1) {
-			s.LogSink.Info(1, msg, append(keysAndValues, "error", err.Error())...)
+		if s.Enabled(1) {
+			s.Info(1, msg, append(keysAndValues, "error", err.Error())...)
 		}
 		return
 	}

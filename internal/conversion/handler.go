@@ -317,7 +317,7 @@ func check(sent []identity, converted [][]byte, desiredAPIVersion string) error 
 		}
 		var got identity
 		if err := json.Unmarshal(raw, &got); err != nil {
-			return fmt.Errorf("object %d is not a JSON object: %v", i, err)
+			return fmt.Errorf("object %d is not a JSON object: %w", i, err)
 		}
 		want := sent[i]
 		switch {

@@ -161,10 +161,10 @@ func watchedNamespaces(desc *sidecar.Description, opts Options) []string {
 // to refuse with the flag's name.
 func clusterAddress(opts Options) string {
 	a := opts.ClusterAddress
-	switch {
-	case a == "0":
+	switch a {
+	case "0":
 		return ""
-	case a == "":
+	case "":
 		a = clusterservice.DefaultAddress
 		for _, prefix := range []string{"unix://", "unix:"} {
 			if path, ok := strings.CutPrefix(opts.SidecarAddress, prefix); ok && path != "" {

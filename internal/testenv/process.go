@@ -228,7 +228,7 @@ func (p *Process) WaitForOutput(ctx context.Context, s string) error {
 			if strings.Contains(p.Output(), s) {
 				return nil
 			}
-			return fmt.Errorf("%s, before printing %q; its output:\n%s", p.ExitError(), s, Tail(p.Output(), 40))
+			return fmt.Errorf("%w, before printing %q; its output:\n%s", p.ExitError(), s, Tail(p.Output(), 40))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -40,10 +40,10 @@ func buildTypeScript(dir string) error {
 	root := RepoRoot()
 	tsc := filepath.Join(root, "node_modules", ".bin", "tsc")
 	if _, err := exec.LookPath("node"); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoNode, err)
+		return fmt.Errorf("%w: %w", ErrNoNode, err)
 	}
 	if _, err := os.Stat(tsc); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoNode, err)
+		return fmt.Errorf("%w: %w", ErrNoNode, err)
 	}
 	lock, err := os.OpenFile(filepath.Join(root, "node_modules", ".polyop-tsc.lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {

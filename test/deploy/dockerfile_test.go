@@ -211,7 +211,7 @@ func checkGoBuild(t *testing.T, d *dockerfile, copied map[string]string) {
 		for _, run := range s.all("RUN") {
 			for _, m := range goBuild.FindAllStringSubmatch(run, -1) {
 				builds[m[1]] = m[2]
-				before := run[:strings.Index(run, m[0])]
+				before, _, _ := strings.Cut(run, m[0])
 				if i := strings.LastIndex(before, "&&"); i >= 0 {
 					before = before[i:]
 				}

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"os/exec"
 	"slices"
 	"sort"
@@ -232,7 +233,8 @@ func boolString(b bool) string {
 }
 
 func stderrOf(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return string(ee.Stderr)
 	}
 	return ""

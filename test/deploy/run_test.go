@@ -163,7 +163,7 @@ func TestHostRunsWithTheDeployedRBAC(t *testing.T) {
 					if apierrors.IsNotFound(err) {
 						return nil
 					}
-					return fmt.Errorf("still there: %v", err)
+					return fmt.Errorf("still there: %w", err)
 				})
 			}
 			waitFor(t, time.Minute, "an event recorded by the host", func(ctx context.Context) error {

@@ -29,12 +29,12 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 		APIVersion: "e2e.polyop.dev/v1", Kind: "Widget", Name: "other", UID: types.UID("5f0c2b7e-0000-4000-8000-000000000001"), Controller: ptr.To(true),
 	}}}})
 
-	w := f.createWidget("w", map[string]any{"configMaps": []any{"a", "b"}, "secrets": []any{"s"}, "value": "one"})
+	f.createWidget("w", map[string]any{"configMaps": []any{"a", "b"}, "secrets": []any{"s"}, "value": "one"})
 	f.eventually(time.Minute, "the children exist and are observed", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a,b" && f.secret("s") != nil, fmt.Sprintf("status.configMaps %q", statusList(u, "configMaps"))
 	})
-	w = f.getWidget("w")
+	w := f.getWidget("w")
 
 	for _, name := range []string{"a", "b"} {
 		cm := f.configMap(name)

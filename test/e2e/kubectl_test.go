@@ -31,11 +31,11 @@ func (c *exampleCRD) install(t *testing.T) {
 	t.Helper()
 	c.once.Do(func() {
 		if out, err := kubectl(t, "apply", "--server-side", "-f", c.dir); err != nil {
-			c.err = fmt.Errorf("kubectl apply %s: %v\n%s", c.dir, err, out)
+			c.err = fmt.Errorf("kubectl apply %s: %w\n%s", c.dir, err, out)
 			return
 		}
 		if out, err := kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+c.name); err != nil {
-			c.err = fmt.Errorf("the CRD %s is not established: %v\n%s", c.name, err, out)
+			c.err = fmt.Errorf("the CRD %s is not established: %w\n%s", c.name, err, out)
 		}
 	})
 	if c.err != nil {

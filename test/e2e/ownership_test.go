@@ -235,7 +235,7 @@ func TestAChildRefusedOnAnImmutableFieldIsReplacedWhenTheKindDeclaresIt(t *testi
 	f.startChildSidecar("--replace-jobs")
 	f.startHost()
 
-	w := f.createWidget("w", map[string]any{"jobs": []any{"j"}, "jobImage": "example.com/one:1"})
+	f.createWidget("w", map[string]any{"jobs": []any{"j"}, "jobImage": "example.com/one:1"})
 	first := f.waitJob("j", "example.com/one:1")
 
 	f.setSpec("w", map[string]any{"jobs": []any{"j"}, "jobImage": "example.com/two:2"})
@@ -243,7 +243,7 @@ func TestAChildRefusedOnAnImmutableFieldIsReplacedWhenTheKindDeclaresIt(t *testi
 	if second.UID == first.UID {
 		t.Errorf("the Job was changed in place, not replaced")
 	}
-	w = f.getWidget("w")
+	w := f.getWidget("w")
 	checkControllerRef(t, "Job j", second.OwnerReferences, w.GetUID())
 	f.waitEvent("w", "ChildReplaced", func() string { return "" })
 }

@@ -340,7 +340,6 @@ func (f *fakeCluster) Patch(ctx context.Context, req *polyopv1alpha1.PatchReques
 	var err error
 	switch req.GetSubresource() {
 	case "":
-		//nolint:staticcheck // The fake client takes apply patches through Patch.
 		err = f.store.Patch(ctx, u, patch, &opts)
 	default:
 		err = f.store.SubResource(req.GetSubresource()).Patch(ctx, u, patch, &ctrlclient.SubResourcePatchOptions{PatchOptions: opts})

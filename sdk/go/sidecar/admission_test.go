@@ -44,8 +44,7 @@ func (w *configMapWebhooks) Default(ctx context.Context, cm *corev1.ConfigMap) e
 	if _, ok := cm.Data["mode"]; !ok {
 		cm.Data["mode"] = "standard"
 	}
-	switch cm.Data["panic"] {
-	case "default":
+	if cm.Data["panic"] == "default" {
 		panic("the defaulter broke")
 	}
 	if cm.Data["wait"] == "default" {
@@ -418,13 +417,13 @@ type GadgetV2 struct {
 
 func (g *GadgetV1) DeepCopyObject() runtime.Object {
 	c := *g
-	g.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	g.DeepCopyInto(&c.ObjectMeta)
 	return &c
 }
 
 func (g *GadgetV2) DeepCopyObject() runtime.Object {
 	c := *g
-	g.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	g.DeepCopyInto(&c.ObjectMeta)
 	return &c
 }
 

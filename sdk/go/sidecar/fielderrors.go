@@ -42,18 +42,6 @@ func denialOf(err error) *polyopv1alpha1.Denial {
 	return &polyopv1alpha1.Denial{Message: err.Error()}
 }
 
-// fieldErrorOf is the wire form of a field error: its path, type, bad value (as
-// JSON, empty when the error leaves it out) and detail.
-func fieldErrorOf(fe *field.Error) *polyopv1alpha1.FieldError {
-	out := &polyopv1alpha1.FieldError{Field: fe.Field, Type: fieldErrorTypeOf(fe.Type), Detail: fe.Detail}
-	if _, omit := fe.BadValue.(field.OmitValueType); !omit && valueShown(fe.Type) {
-		if data, err := json.Marshal(fe.BadValue); err == nil {
-			out.BadValue = data
-		}
-	}
-	return out
-}
-
 // fieldErrorOfCause recovers a field error from a cause of an Invalid status,
 // whose message is the field error's ErrorBody: "<type>[: <value>][: <detail>]".
 // The value is recovered when it renders back exactly; otherwise it stays in

@@ -90,7 +90,7 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 		gs.Stop()
 		<-stopped
 	}
-	<-served
+	<-served //nolint:errcheck // Serve's error after a stop says only that it stopped; one before it was returned above.
 	s.log.Info("Stopped")
 	return nil
 }
@@ -136,7 +136,7 @@ func (h *healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.
 		return err
 	case <-h.stopping:
 		cancel()
-		<-watched
+		<-watched //nolint:errcheck // Watch ends with the cancellation just made; the answer below is what counts.
 		_ = stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING})
 		return status.Error(codes.Unavailable, "the sidecar is stopping")
 	}

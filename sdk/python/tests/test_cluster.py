@@ -194,9 +194,8 @@ def test_errors_that_did_not_come_from_the_api_server(fake: tuple[FakeCluster, p
 
 
 def test_an_unreachable_host_is_unavailable(sock_dir: str) -> None:
-    with polyop.Cluster(f"unix://{sock_dir}/nobody.sock", timeout=2) as client:
-        with pytest.raises(polyop.ClusterError) as err:
-            client.get("v1/ConfigMap", "c1")
+    with polyop.Cluster(f"unix://{sock_dir}/nobody.sock", timeout=2) as client, pytest.raises(polyop.ClusterError) as err:
+        client.get("v1/ConfigMap", "c1")
     assert err.value.code == grpc.StatusCode.UNAVAILABLE
 
 
@@ -265,15 +264,16 @@ def test_the_cluster_is_dialed_with_mutual_tls_from_the_environment(mtls: dict[s
         with polyop.Cluster(address, timeout=10) as client:
             assert client.get("v1/ConfigMap", "c1", "ns") == CM
 
-        with polyop.Cluster(address, timeout=10, credentials=polyop.tls_credentials(mtls["ca.crt"])) as client:
-            with pytest.raises(polyop.ClusterError):
-                client.get("v1/ConfigMap", "c1", "ns")
+        with (
+            polyop.Cluster(address, timeout=10, credentials=polyop.tls_credentials(mtls["ca.crt"])) as client,
+            pytest.raises(polyop.ClusterError),
+        ):
+            client.get("v1/ConfigMap", "c1", "ns")
 
         for env in (polyop.TLS_CA_FILE_ENV, polyop.TLS_CERT_FILE_ENV, polyop.TLS_KEY_FILE_ENV):
             monkeypatch.delenv(env)
-        with polyop.Cluster(address, timeout=10) as client:
-            with pytest.raises(polyop.ClusterError):
-                client.get("v1/ConfigMap", "c1", "ns")
+        with polyop.Cluster(address, timeout=10) as client, pytest.raises(polyop.ClusterError):
+            client.get("v1/ConfigMap", "c1", "ns")
 
         monkeypatch.setenv(polyop.TLS_CERT_FILE_ENV, mtls["client.crt"])
         with pytest.raises(polyop.ClusterError, match=polyop.TLS_CA_FILE_ENV):

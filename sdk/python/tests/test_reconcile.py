@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 import polyop
-from polyop.operator import ReconcileFunc
 from polyop import Denied, FieldError, FieldErrorType, Object, Result
+from polyop.operator import ReconcileFunc
 from polyop.testing import Admitted, Event, Harness, RPCError
 from polyop.v1alpha1 import reconcile_pb2, types_pb2
 
@@ -264,7 +264,8 @@ def test_a_failing_webhook_is_a_grpc_error_so_the_host_applies_its_failure_polic
     op = polyop.Operator("w")
     @op.validator(WIDGET)
     def validate(req: polyop.AdmissionRequest) -> None:
-        1 / 0
+        # A bug in the user's handler, on purpose.
+        1 / 0  # noqa: B018
     with pytest.raises(RPCError, match="ZeroDivisionError") as err:
         Harness(op).validate(widget())
     assert err.value.code == grpc.StatusCode.INTERNAL

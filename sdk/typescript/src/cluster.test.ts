@@ -252,10 +252,10 @@ describe("ClusterClient", () => {
       const cluster = connectCluster(host.address);
       t.after(() => cluster.close());
       await assert.rejects(call(cluster), (err: unknown) => {
-        assert.ok(err instanceof Class, `${err} is a ${Class.name}`);
-        assert.equal((err as ClusterError).constructor, Class);
-        assert.equal((err as ClusterError).reason, reason);
-        assert.equal((err as ClusterError).code, code);
+        assert.ok(err instanceof Class, `${String(err)} is a ${Class.name}`);
+        assert.equal(err.constructor, Class);
+        assert.equal(err.reason, reason);
+        assert.equal(err.code, code);
         return true;
       });
     });

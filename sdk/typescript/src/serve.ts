@@ -128,6 +128,8 @@ function addService(server: grpc.Server, service: DescService, handlers: Handler
       responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
       originalName: method.localName,
     };
+    // grpc-js ignores what a handler returns; the streaming one catches every error itself.
+    // eslint-disable-next-line @typescript-eslint/no-misused-promises
     implementation[method.localName] = streaming
       ? async (call: grpc.ServerWritableStream<unknown, unknown>) => {
           const { signal, done } = callSignal(call);

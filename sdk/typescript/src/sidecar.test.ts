@@ -106,7 +106,7 @@ describe("Describe", () => {
       /go together/,
     ],
     "if a watch names two mappings, then it is refused": [
-      (s) => s.reconciler({ for: widgets, watches: [{ ...configMaps, label: "a", annotation: "b" } as never] }, () => {}),
+      (s) => s.reconciler({ for: widgets, watches: [{ ...configMaps, label: "a", annotation: "b" }] }, () => {}),
       /exactly one of/,
     ],
     "if the defaulter and validator of a kind disagree, then the second is refused": [

@@ -6,7 +6,7 @@ import { describe, test } from "node:test";
 
 import { connectCluster } from "./cluster.js";
 import { AlreadyExistsError, ConflictError, NotFoundError } from "./errors.js";
-import type { KubeObject, KubeResource } from "./objects.js";
+import type { KubeObject } from "./objects.js";
 import { FakeCluster, serveCluster } from "./testing.js";
 
 const widgets = { apiVersion: "example.com/v1", kind: "Widget" };
@@ -81,7 +81,7 @@ describe("FakeCluster", () => {
     assert.equal((await client.get<Widget>(widgets, { namespace: "default", name: "a" })).spec.size, 1);
     await assert.rejects(client.create(widget("a")), AlreadyExistsError);
     await assert.rejects(client.get(widgets, { namespace: "default", name: "zz" }), NotFoundError);
-    await client.recordEvent(widget("a") as KubeResource, { type: "Warning", reason: "R", message: "m" });
+    await client.recordEvent(widget("a"), { type: "Warning", reason: "R", message: "m" });
     assert.deepEqual(fake.events.map((e) => [e.type, e.reason, e.object.name]), [["Warning", "R", "a"]]);
   });
 });

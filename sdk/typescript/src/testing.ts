@@ -374,7 +374,7 @@ export class FakeCluster implements Cluster {
     if (options.type === "json" || options.type === "strategic") {
       throw new ClusterError(`FakeCluster does not apply ${options.type} patches`, Code.Unimplemented);
     }
-    const body = typeof patch === "string" ? JSON.parse(patch) : patch instanceof Uint8Array ? decodeJSON(patch) : patch;
+    const body: unknown = typeof patch === "string" ? JSON.parse(patch) : patch instanceof Uint8Array ? decodeJSON(patch) : patch;
     if (options.type === "apply" && !this.store.has(storeKey(type, key))) {
       return this.create(body as T, options);
     }

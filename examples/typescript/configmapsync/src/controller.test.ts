@@ -111,10 +111,10 @@ describe("reconcile", () => {
   test("prunes the copies of namespaces no longer targeted, and those of an old target name", async () => {
     const { cluster, tester } = setup(source());
     await tester.reconcile(sync());
-    let out = await tester.reconcile(sync({ targetNamespaces: ["team-a"] }));
+    const out = await tester.reconcile(sync({ targetNamespaces: ["team-a"] }));
     assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
     assert.match(out.events[0]?.message ?? "", /pruned 1/);
-    out = await tester.reconcile(sync({ targetNamespaces: ["team-a"], targetName: "ca" }));
+    await tester.reconcile(sync({ targetNamespaces: ["team-a"], targetName: "ca" }));
     assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca"]);
   });
 

@@ -35,7 +35,7 @@ test("the sidecar process serves Describe, Default and Reconcile, and stops on S
     `unix://${join(dir, "cluster.sock")}`,
   ]);
   let output = "";
-  child.stderr.on("data", (d: Buffer) => (output += d));
+  child.stderr.on("data", (d: Buffer) => (output += d.toString()));
   t.after(() => child.kill("SIGKILL"));
 
   const transport = createGrpcTransport({ baseUrl: "http://localhost", nodeOptions: { createConnection: () => connect(socket) } });

@@ -11,6 +11,7 @@ the working directory of this process.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -87,7 +88,5 @@ def prepare_socket(path: str) -> None:
         raise OSError(errno.EADDRINUSE, f"another process is serving on {path}")
     finally:
         probe.close()
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    except FileNotFoundError:
-        pass

@@ -12,7 +12,7 @@ Every function takes the list of conditions, as JSON dicts (``type``,
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 __all__ = [
     "DEGRADED",
@@ -31,7 +31,7 @@ READY = "Ready"
 DEGRADED = "Degraded"
 """True when the object is failing, for example because its spec is invalid."""
 
-ConditionStatus = Union[bool, Literal["True", "False", "Unknown"]]
+ConditionStatus = bool | Literal["True", "False", "Unknown"]
 """A condition's status: True, False, or ``"Unknown"``."""
 
 Conditions = list[dict[str, Any]]

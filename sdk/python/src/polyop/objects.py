@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from polyop.v1alpha1 import types_pb2
 
@@ -66,7 +66,7 @@ class GVK:
         return f"{self.api_version}/{self.kind}"
 
 
-KindLike = Union[GVK, str]
+KindLike = GVK | str
 """A :class:`GVK`, or its short form ``"group/version/Kind"`` (``"v1/ConfigMap"`` for the core group)."""
 
 

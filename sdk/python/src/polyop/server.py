@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -49,10 +50,8 @@ class Server:
         self._health.enter_graceful_shutdown()
         self._server.stop(grace).wait()
         if self._socket:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(self._socket)
-            except FileNotFoundError:
-                pass
         self._stopped.set()
         self._op.log.info("Stopped")
 
