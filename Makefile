@@ -157,6 +157,26 @@ check-generated: generate manifests ## Fail if regenerating changes any generate
 lint-proto: $(BUF) ## Lint the proto files with buf.
 	$(BUF) lint
 
+# PROTO_BASELINE is the contract as last accepted: a buf image (JSON, without
+# source info, so it changes only when the contract does). check-breaking
+# compares proto/ with it by buf.yaml's breaking rules. While the version is
+# alpha, an intended break is accepted by recording the contract anew with
+# proto-baseline and committing the file with the change that breaks it;
+# record it as well after adding to the contract, so that taking an addition
+# back out is caught too.
+PROTO_BASELINE ?= hack/proto-baseline.json
+
+.PHONY: check-breaking
+check-breaking: $(BUF) ## Fail if proto/ breaks the contract as last accepted (PROTO_BASELINE); see proto-baseline.
+	@$(BUF) breaking --against $(PROTO_BASELINE) || { \
+		echo "proto/ breaks the contract recorded in $(PROTO_BASELINE) (see above)."; \
+		echo "If the break is intended (the version is alpha), accept it with make proto-baseline and commit $(PROTO_BASELINE) with the change."; \
+		exit 1; }
+
+.PHONY: proto-baseline
+proto-baseline: $(BUF) ## Record proto/ as the accepted contract that check-breaking compares against (accepts an intended break).
+	$(BUF) build --exclude-source-info -o $(PROTO_BASELINE)
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...
@@ -176,7 +196,7 @@ lint-go: $(GOLANGCI_LINT) ## Lint the Go code with golangci-lint (.golangci.yml)
 # `test` runs every check, then the tests of each language; add a test-<lang>
 # target and list it here.
 .PHONY: test
-test: tools envtest lint-proto check-generated vet lint-go test-go test-python test-typescript ## Run all checks and tests.
+test: tools envtest lint-proto check-breaking check-generated vet lint-go test-go test-python test-typescript ## Run all checks and tests.
 
 .PHONY: test-go
 test-go: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Run the Go tests (against a real API server, see KUBEBUILDER_ASSETS; the end-to-end tests run the Python example from .venv and the TypeScript example with node).
