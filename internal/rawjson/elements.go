@@ -2,7 +2,6 @@ package rawjson
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 )
 
@@ -24,19 +23,15 @@ func EachElement(data []byte, fn func(value json.RawMessage) error) error {
 			return fmt.Errorf("element %d: %w", n, err)
 		}
 		if err := fn(data[i:end]); err != nil {
-			if errors.Is(err, Stop) {
-				return nil
-			}
-			return err
+			return stopped(err)
 		}
-		i = skipSpace(data, end)
+		next, done, ok := afterValue(data, end, ']')
 		switch {
-		case i < len(data) && data[i] == ',':
-			i = skipSpace(data, i+1)
-		case i < len(data) && data[i] == ']':
-			return trailing(data, i+1)
-		default:
+		case !ok:
 			return fmt.Errorf("expected ',' or ']' after element %d", n)
+		case done:
+			return trailing(data, next)
 		}
+		i = next
 	}
 }

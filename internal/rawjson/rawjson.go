@@ -71,21 +71,41 @@ func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
 			return fmt.Errorf("member %q: %w", key, err)
 		}
 		if err := fn(key, data[start:end]); err != nil {
-			if errors.Is(err, Stop) {
-				return nil
-			}
-			return err
+			return stopped(err)
 		}
-		i = skipSpace(data, end)
+		next, done, ok := afterValue(data, end, '}')
 		switch {
-		case i < len(data) && data[i] == ',':
-			i = skipSpace(data, i+1)
-		case i < len(data) && data[i] == '}':
-			return trailing(data, i+1)
-		default:
+		case !ok:
 			return fmt.Errorf("expected ',' or '}' after member %q", key)
+		case done:
+			return trailing(data, next)
 		}
+		i = next
 	}
+}
+
+// stopped is what Each and EachElement return for fn's error err: nil for
+// Stop, which ends the walk early without an error.
+func stopped(err error) error {
+	if errors.Is(err, Stop) {
+		return nil
+	}
+	return err
+}
+
+// afterValue reads what follows a value that ends at end, inside an object or
+// array that close ends: a comma, after which the next member or element
+// starts at next; or close (done), after which only white space may follow,
+// from next. ok is false for anything else.
+func afterValue(data []byte, end int, close byte) (next int, done, ok bool) {
+	i := skipSpace(data, end)
+	switch {
+	case i < len(data) && data[i] == ',':
+		return skipSpace(data, i+1), false, true
+	case i < len(data) && data[i] == close:
+		return i + 1, true, true
+	}
+	return i, false, false
 }
 
 func trailing(data []byte, i int) error {

@@ -53,14 +53,14 @@ func TestSidecarOutageRecoveryIsBounded(t *testing.T) {
 			probe := freePort(t)
 			sc := f.startTestSidecar()
 			f.startHost("--sidecar-down-max-backoff", maxBackoff.String(), "--health-probe-bind-address", probe)
-			f.eventually(60*time.Second, "the host is ready", func() (bool, string) { return ready(probe) })
+			f.eventually(60*time.Second, "the host is ready", func() (bool, string) { return readyz(probe) })
 			f.create(f.window("before", nil))
 			f.waitPhase("before", "Reconciled", 60*time.Second)
 
 			sc.Kill()
 			down := time.Now()
 			f.eventually(30*time.Second, "the host is not ready while the sidecar is down", func() (bool, string) {
-				ok, seen := ready(probe)
+				ok, seen := readyz(probe)
 				return !ok, seen
 			})
 			// Reconciling this object fails until the sidecar is back: the
@@ -74,7 +74,7 @@ func TestSidecarOutageRecoveryIsBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			back := time.Now()
-			f.eventually(2*time.Minute+readyBound, "the host is ready again", func() (bool, string) { return ready(probe) })
+			f.eventually(2*time.Minute+readyBound, "the host is ready again", func() (bool, string) { return readyz(probe) })
 			readyAfter := time.Since(back)
 			var calledAfter time.Duration
 			f.eventually(2*time.Minute+callBound, "the sidecar is called for the object created during the outage", func() (bool, string) {
@@ -96,16 +96,6 @@ func TestSidecarOutageRecoveryIsBounded(t *testing.T) {
 			f.waitPhase("during", "Reconciled", 30*time.Second)
 		})
 	}
-}
-
-// ready reports whether the host's /readyz at probe passes.
-func ready(probe string) (bool, string) {
-	resp, err := http.Get("http://" + probe + "/readyz")
-	if err != nil {
-		return false, err.Error()
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode == http.StatusOK, resp.Status
 }
 
 // callsIn returns every Reconcile call of namespace ns that test/testsidecar
@@ -188,7 +178,7 @@ func TestNewLeaderReconcilesFromAWarmCache(t *testing.T) {
 		"--health-probe-bind-address", probe,
 	)...)
 	second.Name = "second host"
-	f.eventually(60*time.Second, "the second host is ready", func() (bool, string) { return ready(probe) })
+	f.eventually(60*time.Second, "the second host is ready", func() (bool, string) { return readyz(probe) })
 
 	for i := range n {
 		f.create(f.window(fmt.Sprintf("w%03d", i), nil))
