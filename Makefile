@@ -127,7 +127,7 @@ generate: generate-proto generate-examples ## Regenerate all generated code.
 
 .PHONY: generate-proto
 generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Generate code from proto/ with buf (removes the generated code first so deleted protos vanish).
-	rm -rf gen/go $(TS_GEN_DIR)
+	rm -rf sdk/go/gen $(TS_GEN_DIR)
 	rm -f $(PYTHON_GEN_DIR)/*_pb2*.py $(PYTHON_GEN_DIR)/*_pb2*.pyi
 	$(BUF) generate
 	$(BUF) generate --template sdk/typescript/buf.gen.yaml

@@ -10,7 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
 )

@@ -24,7 +24,7 @@ import (
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/sidecar"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // logCall logs every request at V(1): the method, the kind, the object (or

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/tools/events"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {

@@ -3,7 +3,7 @@ package sidecar
 import (
 	"context"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // The admission and conversion calls carry no deadline of their own: each

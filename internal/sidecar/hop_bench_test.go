@@ -19,7 +19,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/sdk/go/conditions"

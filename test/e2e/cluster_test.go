@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // manualLabel marks the Widgets TestClusterService writes by hand, which its

@@ -26,7 +26,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/client"
 )
 

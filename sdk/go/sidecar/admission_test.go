@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	crconversion "sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 	"github.com/polyop/polyop/sdk/go/sidecartest"
 )

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // EventRecorder records Kubernetes events on the object being reconciled. The

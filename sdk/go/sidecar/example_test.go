@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // ProtocolVersion is the version of the polyop protocol this package speaks,

@@ -25,48 +25,48 @@ _sym_db = _symbol_database.Default()
 from polyop.v1alpha1 import types_pb2 as polyop_dot_v1alpha1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fpolyop/v1alpha1/admission.proto\x12\x0fpolyop.v1alpha1\x1a\x1bpolyop/v1alpha1/types.proto\"\xc9\x02\n\x12WebhookDescription\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1a\n\x08resource\x18\x02 \x01(\tR\x08resource\x12\x18\n\x07\x64\x65\x66\x61ult\x18\x03 \x01(\x08R\x07\x64\x65\x66\x61ult\x12\x1a\n\x08validate\x18\x04 \x01(\x08R\x08validate\x12:\n\noperations\x18\x05 \x03(\x0e\x32\x1a.polyop.v1alpha1.OperationR\noperations\x12\x45\n\x0e\x66\x61ilure_policy\x18\x06 \x01(\x0e\x32\x1e.polyop.v1alpha1.FailurePolicyR\rfailurePolicy\x12\'\n\x0ftimeout_seconds\x18\x07 \x01(\x05R\x0etimeoutSeconds\"]\n\x15\x43onversionDescription\x12\x14\n\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n\x08versions\x18\x03 \x03(\tR\x08versions\"\x8a\x03\n\x10\x41\x64missionRequest\x12\x10\n\x03uid\x18\x01 \x01(\tR\x03uid\x12\x35\n\x04kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1a\n\x08resource\x18\x03 \x01(\tR\x08resource\x12!\n\x0csub_resource\x18\x04 \x01(\tR\x0bsubResource\x12,\n\x03key\x18\x05 \x01(\x0b\x32\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x38\n\toperation\x18\x06 \x01(\x0e\x32\x1a.polyop.v1alpha1.OperationR\toperation\x12\x36\n\tuser_info\x18\x07 \x01(\x0b\x32\x19.polyop.v1alpha1.UserInfoR\x08userInfo\x12\x16\n\x06object\x18\x08 \x01(\x0cR\x06object\x12\x1d\n\nold_object\x18\t \x01(\x0cR\toldObject\x12\x17\n\x07\x64ry_run\x18\n \x01(\x08R\x06\x64ryRun\"\xe3\x01\n\x08UserInfo\x12\x1a\n\x08username\x18\x01 \x01(\tR\x08username\x12\x10\n\x03uid\x18\x02 \x01(\tR\x03uid\x12\x16\n\x06groups\x18\x03 \x03(\tR\x06groups\x12:\n\x05\x65xtra\x18\x04 \x03(\x0b\x32$.polyop.v1alpha1.UserInfo.ExtraEntryR\x05\x65xtra\x1aU\n\nExtraEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\x1b.polyop.v1alpha1.ExtraValueR\x05value:\x02\x38\x01\"$\n\nExtraValue\x12\x16\n\x06values\x18\x01 \x03(\tR\x06values\"M\n\x0e\x44\x65\x66\x61ultRequest\x12;\n\x07request\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.AdmissionRequestR\x07request\"v\n\x0f\x44\x65\x66\x61ultResponse\x12\x16\n\x06object\x18\x01 \x01(\x0cR\x06object\x12\x1a\n\x08warnings\x18\x02 \x03(\tR\x08warnings\x12/\n\x06\x64\x65nied\x18\x03 \x01(\x0b\x32\x17.polyop.v1alpha1.DenialR\x06\x64\x65nied\"N\n\x0fValidateRequest\x12;\n\x07request\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.AdmissionRequestR\x07request\"_\n\x10ValidateResponse\x12/\n\x06\x64\x65nied\x18\x01 \x01(\x0b\x32\x17.polyop.v1alpha1.DenialR\x06\x64\x65nied\x12\x1a\n\x08warnings\x18\x02 \x03(\tR\x08warnings\"\x8e\x01\n\x06\x44\x65nial\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\x12>\n\x0c\x66ield_errors\x18\x02 \x03(\x0b\x32\x1b.polyop.v1alpha1.FieldErrorR\x0b\x66ieldErrors\x12\x12\n\x04\x63ode\x18\x03 \x01(\x05R\x04\x63ode\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\"\x8c\x01\n\nFieldError\x12\x14\n\x05\x66ield\x18\x01 \x01(\tR\x05\x66ield\x12\x33\n\x04type\x18\x02 \x01(\x0e\x32\x1f.polyop.v1alpha1.FieldErrorTypeR\x04type\x12\x1b\n\tbad_value\x18\x03 \x01(\x0cR\x08\x62\x61\x64Value\x12\x16\n\x06\x64\x65tail\x18\x04 \x01(\tR\x06\x64\x65tail\"l\n\x0e\x43onvertRequest\x12\x10\n\x03uid\x18\x01 \x01(\tR\x03uid\x12.\n\x13\x64\x65sired_api_version\x18\x02 \x01(\tR\x11\x64\x65siredApiVersion\x12\x18\n\x07objects\x18\x03 \x03(\x0cR\x07objects\"A\n\x0f\x43onvertResponse\x12\x18\n\x07objects\x18\x01 \x03(\x0cR\x07objects\x12\x14\n\x05\x65rror\x18\x02 \x01(\tR\x05\x65rror*\x7f\n\tOperation\x12\x19\n\x15OPERATION_UNSPECIFIED\x10\x00\x12\x14\n\x10OPERATION_CREATE\x10\x01\x12\x14\n\x10OPERATION_UPDATE\x10\x02\x12\x14\n\x10OPERATION_DELETE\x10\x03\x12\x15\n\x11OPERATION_CONNECT\x10\x04*c\n\rFailurePolicy\x12\x1e\n\x1a\x46\x41ILURE_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46\x41ILURE_POLICY_FAIL\x10\x01\x12\x19\n\x15\x46\x41ILURE_POLICY_IGNORE\x10\x02*\xb1\x03\n\x0e\x46ieldErrorType\x12 \n\x1c\x46IELD_ERROR_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x46IELD_ERROR_TYPE_INVALID\x10\x01\x12\x1d\n\x19\x46IELD_ERROR_TYPE_REQUIRED\x10\x02\x12\"\n\x1e\x46IELD_ERROR_TYPE_NOT_SUPPORTED\x10\x03\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_FORBIDDEN\x10\x04\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_DUPLICATE\x10\x05\x12\x1d\n\x19\x46IELD_ERROR_TYPE_TOO_LONG\x10\x06\x12\x1d\n\x19\x46IELD_ERROR_TYPE_TOO_MANY\x10\x07\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_NOT_FOUND\x10\x08\x12\x1d\n\x19\x46IELD_ERROR_TYPE_INTERNAL\x10\t\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_TOO_SHORT\x10\n\x12\x1c\n\x18\x46IELD_ERROR_TYPE_TOO_FEW\x10\x0b\x12!\n\x1d\x46IELD_ERROR_TYPE_TYPE_INVALID\x10\x0c\x42\xc2\x01\n\x13\x63om.polyop.v1alpha1B\x0e\x41\x64missionProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fpolyop/v1alpha1/admission.proto\x12\x0fpolyop.v1alpha1\x1a\x1bpolyop/v1alpha1/types.proto\"\xc9\x02\n\x12WebhookDescription\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1a\n\x08resource\x18\x02 \x01(\tR\x08resource\x12\x18\n\x07\x64\x65\x66\x61ult\x18\x03 \x01(\x08R\x07\x64\x65\x66\x61ult\x12\x1a\n\x08validate\x18\x04 \x01(\x08R\x08validate\x12:\n\noperations\x18\x05 \x03(\x0e\x32\x1a.polyop.v1alpha1.OperationR\noperations\x12\x45\n\x0e\x66\x61ilure_policy\x18\x06 \x01(\x0e\x32\x1e.polyop.v1alpha1.FailurePolicyR\rfailurePolicy\x12\'\n\x0ftimeout_seconds\x18\x07 \x01(\x05R\x0etimeoutSeconds\"c\n\x15\x43onversionDescription\x12.\n\x04kind\x18\x01 \x01(\x0b\x32\x1a.polyop.v1alpha1.GroupKindR\x04kind\x12\x1a\n\x08versions\x18\x02 \x03(\tR\x08versions\"\x89\x03\n\x10\x41\x64missionRequest\x12\x10\n\x03uid\x18\x01 \x01(\tR\x03uid\x12\x35\n\x04kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1a\n\x08resource\x18\x03 \x01(\tR\x08resource\x12 \n\x0bsubresource\x18\x04 \x01(\tR\x0bsubresource\x12,\n\x03key\x18\x05 \x01(\x0b\x32\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x38\n\toperation\x18\x06 \x01(\x0e\x32\x1a.polyop.v1alpha1.OperationR\toperation\x12\x36\n\tuser_info\x18\x07 \x01(\x0b\x32\x19.polyop.v1alpha1.UserInfoR\x08userInfo\x12\x16\n\x06object\x18\x08 \x01(\x0cR\x06object\x12\x1d\n\nold_object\x18\t \x01(\x0cR\toldObject\x12\x17\n\x07\x64ry_run\x18\n \x01(\x08R\x06\x64ryRun\"\xe3\x01\n\x08UserInfo\x12\x1a\n\x08username\x18\x01 \x01(\tR\x08username\x12\x10\n\x03uid\x18\x02 \x01(\tR\x03uid\x12\x16\n\x06groups\x18\x03 \x03(\tR\x06groups\x12:\n\x05\x65xtra\x18\x04 \x03(\x0b\x32$.polyop.v1alpha1.UserInfo.ExtraEntryR\x05\x65xtra\x1aU\n\nExtraEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\x1b.polyop.v1alpha1.ExtraValueR\x05value:\x02\x38\x01\"$\n\nExtraValue\x12\x16\n\x06values\x18\x01 \x03(\tR\x06values\"M\n\x0e\x44\x65\x66\x61ultRequest\x12;\n\x07request\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.AdmissionRequestR\x07request\"v\n\x0f\x44\x65\x66\x61ultResponse\x12/\n\x06\x64\x65nied\x18\x01 \x01(\x0b\x32\x17.polyop.v1alpha1.DenialR\x06\x64\x65nied\x12\x1a\n\x08warnings\x18\x02 \x03(\tR\x08warnings\x12\x16\n\x06object\x18\x03 \x01(\x0cR\x06object\"N\n\x0fValidateRequest\x12;\n\x07request\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.AdmissionRequestR\x07request\"_\n\x10ValidateResponse\x12/\n\x06\x64\x65nied\x18\x01 \x01(\x0b\x32\x17.polyop.v1alpha1.DenialR\x06\x64\x65nied\x12\x1a\n\x08warnings\x18\x02 \x03(\tR\x08warnings\"\x8e\x01\n\x06\x44\x65nial\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\x12>\n\x0c\x66ield_errors\x18\x02 \x03(\x0b\x32\x1b.polyop.v1alpha1.FieldErrorR\x0b\x66ieldErrors\x12\x12\n\x04\x63ode\x18\x03 \x01(\x05R\x04\x63ode\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\"\x8c\x01\n\nFieldError\x12\x14\n\x05\x66ield\x18\x01 \x01(\tR\x05\x66ield\x12\x33\n\x04type\x18\x02 \x01(\x0e\x32\x1f.polyop.v1alpha1.FieldErrorTypeR\x04type\x12\x1b\n\tbad_value\x18\x03 \x01(\x0cR\x08\x62\x61\x64Value\x12\x16\n\x06\x64\x65tail\x18\x04 \x01(\tR\x06\x64\x65tail\"l\n\x0e\x43onvertRequest\x12\x10\n\x03uid\x18\x01 \x01(\tR\x03uid\x12.\n\x13\x64\x65sired_api_version\x18\x02 \x01(\tR\x11\x64\x65siredApiVersion\x12\x18\n\x07objects\x18\x03 \x03(\x0cR\x07objects\"A\n\x0f\x43onvertResponse\x12\x18\n\x07objects\x18\x01 \x03(\x0cR\x07objects\x12\x14\n\x05\x65rror\x18\x02 \x01(\tR\x05\x65rror*\x7f\n\tOperation\x12\x19\n\x15OPERATION_UNSPECIFIED\x10\x00\x12\x14\n\x10OPERATION_CREATE\x10\x01\x12\x14\n\x10OPERATION_UPDATE\x10\x02\x12\x14\n\x10OPERATION_DELETE\x10\x03\x12\x15\n\x11OPERATION_CONNECT\x10\x04*c\n\rFailurePolicy\x12\x1e\n\x1a\x46\x41ILURE_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46\x41ILURE_POLICY_FAIL\x10\x01\x12\x19\n\x15\x46\x41ILURE_POLICY_IGNORE\x10\x02*\xb1\x03\n\x0e\x46ieldErrorType\x12 \n\x1c\x46IELD_ERROR_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x46IELD_ERROR_TYPE_INVALID\x10\x01\x12\x1d\n\x19\x46IELD_ERROR_TYPE_REQUIRED\x10\x02\x12\"\n\x1e\x46IELD_ERROR_TYPE_NOT_SUPPORTED\x10\x03\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_FORBIDDEN\x10\x04\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_DUPLICATE\x10\x05\x12\x1d\n\x19\x46IELD_ERROR_TYPE_TOO_LONG\x10\x06\x12\x1d\n\x19\x46IELD_ERROR_TYPE_TOO_MANY\x10\x07\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_NOT_FOUND\x10\x08\x12\x1d\n\x19\x46IELD_ERROR_TYPE_INTERNAL\x10\t\x12\x1e\n\x1a\x46IELD_ERROR_TYPE_TOO_SHORT\x10\n\x12\x1c\n\x18\x46IELD_ERROR_TYPE_TOO_FEW\x10\x0b\x12!\n\x1d\x46IELD_ERROR_TYPE_TYPE_INVALID\x10\x0c\x42\xc6\x01\n\x13\x63om.polyop.v1alpha1B\x0e\x41\x64missionProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'polyop.v1alpha1.admission_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
-  _globals['DESCRIPTOR']._serialized_options = b'\n\023com.polyop.v1alpha1B\016AdmissionProtoP\001Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\242\002\003PXX\252\002\017Polyop.V1alpha1\312\002\017Polyop\\V1alpha1\342\002\033Polyop\\V1alpha1\\GPBMetadata\352\002\020Polyop::V1alpha1'
+  _globals['DESCRIPTOR']._serialized_options = b'\n\023com.polyop.v1alpha1B\016AdmissionProtoP\001ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\242\002\003PXX\252\002\017Polyop.V1alpha1\312\002\017Polyop\\V1alpha1\342\002\033Polyop\\V1alpha1\\GPBMetadata\352\002\020Polyop::V1alpha1'
   _globals['_USERINFO_EXTRAENTRY']._loaded_options = None
   _globals['_USERINFO_EXTRAENTRY']._serialized_options = b'8\001'
-  _globals['_OPERATION']._serialized_start=2014
-  _globals['_OPERATION']._serialized_end=2141
-  _globals['_FAILUREPOLICY']._serialized_start=2143
-  _globals['_FAILUREPOLICY']._serialized_end=2242
-  _globals['_FIELDERRORTYPE']._serialized_start=2245
-  _globals['_FIELDERRORTYPE']._serialized_end=2678
+  _globals['_OPERATION']._serialized_start=2019
+  _globals['_OPERATION']._serialized_end=2146
+  _globals['_FAILUREPOLICY']._serialized_start=2148
+  _globals['_FAILUREPOLICY']._serialized_end=2247
+  _globals['_FIELDERRORTYPE']._serialized_start=2250
+  _globals['_FIELDERRORTYPE']._serialized_end=2683
   _globals['_WEBHOOKDESCRIPTION']._serialized_start=82
   _globals['_WEBHOOKDESCRIPTION']._serialized_end=411
   _globals['_CONVERSIONDESCRIPTION']._serialized_start=413
-  _globals['_CONVERSIONDESCRIPTION']._serialized_end=506
-  _globals['_ADMISSIONREQUEST']._serialized_start=509
-  _globals['_ADMISSIONREQUEST']._serialized_end=903
-  _globals['_USERINFO']._serialized_start=906
-  _globals['_USERINFO']._serialized_end=1133
-  _globals['_USERINFO_EXTRAENTRY']._serialized_start=1048
-  _globals['_USERINFO_EXTRAENTRY']._serialized_end=1133
-  _globals['_EXTRAVALUE']._serialized_start=1135
-  _globals['_EXTRAVALUE']._serialized_end=1171
-  _globals['_DEFAULTREQUEST']._serialized_start=1173
-  _globals['_DEFAULTREQUEST']._serialized_end=1250
-  _globals['_DEFAULTRESPONSE']._serialized_start=1252
-  _globals['_DEFAULTRESPONSE']._serialized_end=1370
-  _globals['_VALIDATEREQUEST']._serialized_start=1372
-  _globals['_VALIDATEREQUEST']._serialized_end=1450
-  _globals['_VALIDATERESPONSE']._serialized_start=1452
-  _globals['_VALIDATERESPONSE']._serialized_end=1547
-  _globals['_DENIAL']._serialized_start=1550
-  _globals['_DENIAL']._serialized_end=1692
-  _globals['_FIELDERROR']._serialized_start=1695
-  _globals['_FIELDERROR']._serialized_end=1835
-  _globals['_CONVERTREQUEST']._serialized_start=1837
-  _globals['_CONVERTREQUEST']._serialized_end=1945
-  _globals['_CONVERTRESPONSE']._serialized_start=1947
-  _globals['_CONVERTRESPONSE']._serialized_end=2012
+  _globals['_CONVERSIONDESCRIPTION']._serialized_end=512
+  _globals['_ADMISSIONREQUEST']._serialized_start=515
+  _globals['_ADMISSIONREQUEST']._serialized_end=908
+  _globals['_USERINFO']._serialized_start=911
+  _globals['_USERINFO']._serialized_end=1138
+  _globals['_USERINFO_EXTRAENTRY']._serialized_start=1053
+  _globals['_USERINFO_EXTRAENTRY']._serialized_end=1138
+  _globals['_EXTRAVALUE']._serialized_start=1140
+  _globals['_EXTRAVALUE']._serialized_end=1176
+  _globals['_DEFAULTREQUEST']._serialized_start=1178
+  _globals['_DEFAULTREQUEST']._serialized_end=1255
+  _globals['_DEFAULTRESPONSE']._serialized_start=1257
+  _globals['_DEFAULTRESPONSE']._serialized_end=1375
+  _globals['_VALIDATEREQUEST']._serialized_start=1377
+  _globals['_VALIDATEREQUEST']._serialized_end=1455
+  _globals['_VALIDATERESPONSE']._serialized_start=1457
+  _globals['_VALIDATERESPONSE']._serialized_end=1552
+  _globals['_DENIAL']._serialized_start=1555
+  _globals['_DENIAL']._serialized_end=1697
+  _globals['_FIELDERROR']._serialized_start=1700
+  _globals['_FIELDERROR']._serialized_end=1840
+  _globals['_CONVERTREQUEST']._serialized_start=1842
+  _globals['_CONVERTREQUEST']._serialized_end=1950
+  _globals['_CONVERTRESPONSE']._serialized_start=1952
+  _globals['_CONVERTRESPONSE']._serialized_end=2017
 # @@protoc_insertion_point(module_scope)

@@ -206,13 +206,12 @@ class ConversionDescription(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    GROUP_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
-    group: _builtins.str
-    """The API group of the kind."""
-    kind: _builtins.str
-    """The kind."""
+    @_builtins.property
+    def kind(self) -> _types_pb2.GroupKind:
+        """The kind, for example {group: "example.com", kind: "Widget"}."""
+
     @_builtins.property
     def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The versions the sidecar converts between (any to any), for example
@@ -222,13 +221,12 @@ class ConversionDescription(_message.Message):
     def __init__(
         self,
         *,
-        group: _builtins.str = ...,
-        kind: _builtins.str = ...,
+        kind: _types_pb2.GroupKind | None = ...,
         versions: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "kind", b"kind", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -245,7 +243,7 @@ class AdmissionRequest(_message.Message):
     UID_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     RESOURCE_FIELD_NUMBER: _builtins.int
-    SUB_RESOURCE_FIELD_NUMBER: _builtins.int
+    SUBRESOURCE_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
     OPERATION_FIELD_NUMBER: _builtins.int
     USER_INFO_FIELD_NUMBER: _builtins.int
@@ -256,7 +254,7 @@ class AdmissionRequest(_message.Message):
     """The admission request's UID, for the sidecar's logs."""
     resource: _builtins.str
     """The resource, for example "widgets"."""
-    sub_resource: _builtins.str
+    subresource: _builtins.str
     """The subresource, for example "status"; empty for the main resource."""
     operation: Global___Operation.ValueType
     """The operation."""
@@ -288,7 +286,7 @@ class AdmissionRequest(_message.Message):
         uid: _builtins.str = ...,
         kind: _types_pb2.GroupVersionKind | None = ...,
         resource: _builtins.str = ...,
-        sub_resource: _builtins.str = ...,
+        subresource: _builtins.str = ...,
         key: _types_pb2.ObjectKey | None = ...,
         operation: Global___Operation.ValueType = ...,
         user_info: Global___UserInfo | None = ...,
@@ -298,7 +296,7 @@ class AdmissionRequest(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "user_info", b"user_info"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "key", b"key", "kind", b"kind", "object", b"object", "old_object", b"old_object", "operation", b"operation", "resource", b"resource", "sub_resource", b"sub_resource", "uid", b"uid", "user_info", b"user_info"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "key", b"key", "kind", b"kind", "object", b"object", "old_object", b"old_object", "operation", b"operation", "resource", b"resource", "subresource", b"subresource", "uid", b"uid", "user_info", b"user_info"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -416,31 +414,33 @@ class DefaultResponse(_message.Message):
     """DefaultResponse carries the defaulted object. The host computes the JSON
     patch between the object it sent and this one; nothing changes when they are
     equal.
+
+    Its denied and warnings have the numbers of ValidateResponse's.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    OBJECT_FIELD_NUMBER: _builtins.int
-    WARNINGS_FIELD_NUMBER: _builtins.int
     DENIED_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    OBJECT_FIELD_NUMBER: _builtins.int
     object: _builtins.bytes
     """The defaulted object, as JSON, whole. Empty: nothing to change. Its
     apiVersion, kind, namespace and name must be those of the request's object.
     """
     @_builtins.property
-    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Warnings returned to the client (kubectl prints them)."""
+    def denied(self) -> Global___Denial:
+        """Set to refuse the request; object is then ignored."""
 
     @_builtins.property
-    def denied(self) -> Global___Denial:
-        """Set to refuse the request."""
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Warnings returned to the client (kubectl prints them)."""
 
     def __init__(
         self,
         *,
-        object: _builtins.bytes = ...,
-        warnings: _abc.Iterable[_builtins.str] | None = ...,
         denied: Global___Denial | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
+        object: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["denied", b"denied"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -522,7 +522,13 @@ class Denial(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     message: _builtins.str
-    """Why the request is refused."""
+    """Why the request is refused. Without field_errors, the client sees it as
+    the error's message. With field_errors, the client sees the API server's
+    own Invalid message built from them ("Widget.example.com \\"w\\" is
+    invalid: spec.size: Invalid value: 0: must be positive"), as for the API
+    server's own validation, and message is written to the host's log only:
+    say what is wrong with each field in its FieldError.detail.
+    """
     code: _builtins.int
     """The HTTP status code the client receives, from 400 to 599, for example
     409 for a conflict. 0 means the default: 422 with field errors, 403
@@ -634,7 +640,9 @@ class ConvertResponse(_message.Message):
     OBJECTS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     error: _builtins.str
-    """Set when conversion failed; the API server fails the request with it."""
+    """Set when conversion failed; the API server fails the request with it (the
+    client sees it in the error's message). A conversion is not retried.
+    """
     @_builtins.property
     def objects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """The converted objects, as JSON, at the desired apiVersion. Their metadata

@@ -110,6 +110,30 @@ DELETE_PROPAGATION_ORPHAN: DeletePropagation.ValueType  # 3
 Global___DeletePropagation: _TypeAlias = DeletePropagation  # noqa: Y015
 
 @_typing.final
+class ReadOptions(_message.Message):
+    """ReadOptions are the options every read takes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UNCACHED_FIELD_NUMBER: _builtins.int
+    uncached: _builtins.bool
+    """Read from the API server even when the host caches the kind (a quorum
+    read, for when the cache may be behind).
+    """
+    def __init__(
+        self,
+        *,
+        uncached: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["uncached", b"uncached"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadOptions: _TypeAlias = ReadOptions  # noqa: Y015
+
+@_typing.final
 class GetRequest(_message.Message):
     """GetRequest names one object to read."""
 
@@ -117,12 +141,8 @@ class GetRequest(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
-    UNCACHED_FIELD_NUMBER: _builtins.int
     SUBRESOURCE_FIELD_NUMBER: _builtins.int
-    uncached: _builtins.bool
-    """Read from the API server even when the host caches the kind (a quorum
-    read, for when the cache may be behind).
-    """
+    OPTIONS_FIELD_NUMBER: _builtins.int
     subresource: _builtins.str
     """The subresource to read, for example "scale" (an autoscaling/v1 Scale);
     empty or "status" for the object itself, as an object's status
@@ -137,17 +157,21 @@ class GetRequest(_message.Message):
     def key(self) -> _types_pb2.ObjectKey:
         """The object's namespace (empty for cluster-scoped kinds) and name."""
 
+    @_builtins.property
+    def options(self) -> Global___ReadOptions:
+        """Where to read from."""
+
     def __init__(
         self,
         *,
         kind: _types_pb2.GroupVersionKind | None = ...,
         key: _types_pb2.ObjectKey | None = ...,
-        uncached: _builtins.bool = ...,
         subresource: _builtins.str = ...,
+        options: Global___ReadOptions | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "subresource", b"subresource", "uncached", b"uncached"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "options", b"options", "subresource", b"subresource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -187,13 +211,15 @@ class ListRequest(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     NAMESPACE_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
     LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CONTINUE_TOKEN_FIELD_NUMBER: _builtins.int
-    UNCACHED_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
-    """Only objects in this namespace; empty for every namespace."""
+    """Only objects in this namespace; empty for every namespace (a host scoped
+    to namespaces with --namespace lists only those from its cache).
+    """
     label_selector: _builtins.str
     """A label selector, in kubectl's -l syntax."""
     field_selector: _builtins.str
@@ -206,26 +232,28 @@ class ListRequest(_message.Message):
     """
     continue_token: _builtins.str
     """The continue token of a previous, limited List."""
-    uncached: _builtins.bool
-    """Read from the API server even when the host caches the kind."""
     @_builtins.property
     def kind(self) -> _types_pb2.GroupVersionKind:
         """The kind of the objects (the item kind, for example "ConfigMap")."""
+
+    @_builtins.property
+    def options(self) -> Global___ReadOptions:
+        """Where to read from."""
 
     def __init__(
         self,
         *,
         kind: _types_pb2.GroupVersionKind | None = ...,
         namespace: _builtins.str = ...,
+        options: Global___ReadOptions | None = ...,
         label_selector: _builtins.str = ...,
         field_selector: _builtins.str = ...,
         limit: _builtins.int = ...,
         continue_token: _builtins.str = ...,
-        uncached: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["continue_token", b"continue_token", "field_selector", b"field_selector", "kind", b"kind", "label_selector", b"label_selector", "limit", b"limit", "namespace", b"namespace", "uncached", b"uncached"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["continue_token", b"continue_token", "field_selector", b"field_selector", "kind", b"kind", "label_selector", b"label_selector", "limit", b"limit", "namespace", b"namespace", "options", b"options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -275,21 +303,27 @@ class WriteOptions(_message.Message):
 
     DRY_RUN_FIELD_NUMBER: _builtins.int
     FIELD_MANAGER_FIELD_NUMBER: _builtins.int
+    FORCE_FIELD_NUMBER: _builtins.int
     dry_run: _builtins.bool
     """Validate and admit the write, but persist nothing (dryRun=All)."""
     field_manager: _builtins.str
     """The field manager recorded in managedFields. Defaults to the host's:
-    "polyop-<sidecar name>".
+    "polyop-<sidecar name>". Ignored by Delete.
+    """
+    force: _builtins.bool
+    """With Patch of PATCH_TYPE_APPLY only: take ownership of fields other
+    managers own (server-side apply's force). The host refuses it elsewhere.
     """
     def __init__(
         self,
         *,
         dry_run: _builtins.bool = ...,
         field_manager: _builtins.str = ...,
+        force: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "field_manager", b"field_manager"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "field_manager", b"field_manager", "force", b"force"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -303,49 +337,50 @@ class CreateRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    OBJECT_FIELD_NUMBER: _builtins.int
-    OPTIONS_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
     SUBRESOURCE_FIELD_NUMBER: _builtins.int
-    PARENT_KIND_FIELD_NUMBER: _builtins.int
-    PARENT_KEY_FIELD_NUMBER: _builtins.int
-    object: _builtins.bytes
-    """The object, as JSON, with apiVersion and kind. With subresource, the
-    subresource's body, for example a policy/v1 Eviction; its
-    metadata.namespace and metadata.name default to parent's and must not
-    differ from them.
-    """
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    OBJECT_FIELD_NUMBER: _builtins.int
     subresource: _builtins.str
     """The subresource to create, for example "eviction" or "token"; empty to
     create the object itself.
     """
+    object: _builtins.bytes
+    """The object, as JSON. Its apiVersion, kind, metadata.namespace and
+    metadata.name default to kind and key and must not differ from them. With
+    subresource, the subresource's body, for example a policy/v1 Eviction,
+    whose metadata.namespace and metadata.name default to key's.
+    """
+    @_builtins.property
+    def kind(self) -> _types_pb2.GroupVersionKind:
+        """The kind of the object to create; with subresource, the kind of the object
+        the subresource belongs to (for example Pod for "eviction").
+        """
+
+    @_builtins.property
+    def key(self) -> _types_pb2.ObjectKey:
+        """The namespace and name of the object to create (the name may be empty when
+        the object sets metadata.generateName); with subresource, of the object
+        the subresource belongs to.
+        """
+
     @_builtins.property
     def options(self) -> Global___WriteOptions:
         """Dry run and field manager."""
 
-    @_builtins.property
-    def parent_kind(self) -> _types_pb2.GroupVersionKind:
-        """The kind of the object the subresource belongs to, for example Pod; with
-        subresource only.
-        """
-
-    @_builtins.property
-    def parent_key(self) -> _types_pb2.ObjectKey:
-        """The namespace and name of the object the subresource belongs to; with
-        subresource only.
-        """
-
     def __init__(
         self,
         *,
-        object: _builtins.bytes = ...,
-        options: Global___WriteOptions | None = ...,
+        kind: _types_pb2.GroupVersionKind | None = ...,
+        key: _types_pb2.ObjectKey | None = ...,
         subresource: _builtins.str = ...,
-        parent_kind: _types_pb2.GroupVersionKind | None = ...,
-        parent_key: _types_pb2.ObjectKey | None = ...,
+        options: Global___WriteOptions | None = ...,
+        object: _builtins.bytes = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options", "parent_key", b"parent_key", "parent_kind", b"parent_kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["object", b"object", "options", b"options", "parent_key", b"parent_key", "parent_kind", b"parent_kind", "subresource", b"subresource"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "object", b"object", "options", b"options", "subresource", b"subresource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -382,13 +417,26 @@ class UpdateRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    OBJECT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
     SUBRESOURCE_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
-    object: _builtins.bytes
-    """The object, as JSON, with apiVersion, kind and metadata.resourceVersion."""
+    OBJECT_FIELD_NUMBER: _builtins.int
     subresource: _builtins.str
     """The subresource to update, for example "status"; empty for the object."""
+    object: _builtins.bytes
+    """The object, as JSON, with metadata.resourceVersion for optimistic
+    concurrency. Its apiVersion, kind, metadata.namespace and metadata.name
+    default to kind and key and must not differ from them.
+    """
+    @_builtins.property
+    def kind(self) -> _types_pb2.GroupVersionKind:
+        """The object's kind."""
+
+    @_builtins.property
+    def key(self) -> _types_pb2.ObjectKey:
+        """The object's namespace and name."""
+
     @_builtins.property
     def options(self) -> Global___WriteOptions:
         """Dry run and field manager."""
@@ -396,13 +444,15 @@ class UpdateRequest(_message.Message):
     def __init__(
         self,
         *,
-        object: _builtins.bytes = ...,
+        kind: _types_pb2.GroupVersionKind | None = ...,
+        key: _types_pb2.ObjectKey | None = ...,
         subresource: _builtins.str = ...,
         options: Global___WriteOptions | None = ...,
+        object: _builtins.bytes = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["object", b"object", "options", b"options", "subresource", b"subresource"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "object", b"object", "options", b"options", "subresource", b"subresource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -438,19 +488,16 @@ class PatchRequest(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
-    TYPE_FIELD_NUMBER: _builtins.int
-    PATCH_FIELD_NUMBER: _builtins.int
     SUBRESOURCE_FIELD_NUMBER: _builtins.int
-    FORCE_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
-    type: Global___PatchType.ValueType
-    """The patch type."""
-    patch: _builtins.bytes
-    """The patch."""
+    PATCH_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
     subresource: _builtins.str
     """The subresource to patch, for example "status"; empty for the object."""
-    force: _builtins.bool
-    """With PATCH_TYPE_APPLY, take ownership of fields other managers own."""
+    patch: _builtins.bytes
+    """The patch, in the format type names."""
+    type: Global___PatchType.ValueType
+    """The patch type."""
     @_builtins.property
     def kind(self) -> _types_pb2.GroupVersionKind:
         """The object's kind."""
@@ -461,8 +508,8 @@ class PatchRequest(_message.Message):
 
     @_builtins.property
     def options(self) -> Global___WriteOptions:
-        """Dry run and field manager (required by the API server for apply; the
-        host's default applies).
+        """Dry run, field manager (required by the API server for apply; the host's
+        default applies) and, for apply, force.
         """
 
     def __init__(
@@ -470,15 +517,14 @@ class PatchRequest(_message.Message):
         *,
         kind: _types_pb2.GroupVersionKind | None = ...,
         key: _types_pb2.ObjectKey | None = ...,
-        type: Global___PatchType.ValueType = ...,
-        patch: _builtins.bytes = ...,
         subresource: _builtins.str = ...,
-        force: _builtins.bool = ...,
         options: Global___WriteOptions | None = ...,
+        patch: _builtins.bytes = ...,
+        type: Global___PatchType.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "key", b"key", "kind", b"kind", "options", b"options", "patch", b"patch", "subresource", b"subresource", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind", "options", b"options", "patch", b"patch", "subresource", b"subresource", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -514,11 +560,11 @@ class DeleteRequest(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
     PROPAGATION_FIELD_NUMBER: _builtins.int
     PRECONDITION_UID_FIELD_NUMBER: _builtins.int
     PRECONDITION_RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     GRACE_PERIOD_SECONDS_FIELD_NUMBER: _builtins.int
-    OPTIONS_FIELD_NUMBER: _builtins.int
     propagation: Global___DeletePropagation.ValueType
     """What happens to its dependents."""
     precondition_uid: _builtins.str
@@ -544,11 +590,11 @@ class DeleteRequest(_message.Message):
         *,
         kind: _types_pb2.GroupVersionKind | None = ...,
         key: _types_pb2.ObjectKey | None = ...,
+        options: Global___WriteOptions | None = ...,
         propagation: Global___DeletePropagation.ValueType = ...,
         precondition_uid: _builtins.str = ...,
         precondition_resource_version: _builtins.str = ...,
         grace_period_seconds: _builtins.int | None = ...,
-        options: Global___WriteOptions | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_grace_period_seconds", b"_grace_period_seconds", "grace_period_seconds", b"grace_period_seconds", "key", b"key", "kind", b"kind", "options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -633,7 +679,8 @@ Global___RecordEventResponse: _TypeAlias = RecordEventResponse  # noqa: Y015
 @_typing.final
 class APIError(_message.Message):
     """APIError is the detail of every ClusterService error that came from the API
-    server.
+    server, packed in a google.protobuf.Any inside the google.rpc.Status of the
+    grpc-status-details-bin trailer (see ClusterService).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -21,6 +21,33 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _ProtocolVersion:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ProtocolVersionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ProtocolVersion.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PROTOCOL_VERSION_UNSPECIFIED: _ProtocolVersion.ValueType  # 0
+    """Not said: a sidecar or host that sets no version. The other side refuses
+    it.
+    """
+    PROTOCOL_VERSION_V1ALPHA1: _ProtocolVersion.ValueType  # 1
+    """The contract of package polyop.v1alpha1 as these files define it."""
+
+class ProtocolVersion(_ProtocolVersion, metaclass=_ProtocolVersionEnumTypeWrapper):
+    """ProtocolVersion names a revision of this contract. The generated code of
+    every language carries it as a constant, so the host and each SDK name the
+    version they speak from this file, not from a copy of their own.
+    """
+
+PROTOCOL_VERSION_UNSPECIFIED: ProtocolVersion.ValueType  # 0
+"""Not said: a sidecar or host that sets no version. The other side refuses
+it.
+"""
+PROTOCOL_VERSION_V1ALPHA1: ProtocolVersion.ValueType  # 1
+"""The contract of package polyop.v1alpha1 as these files define it."""
+Global___ProtocolVersion: _TypeAlias = ProtocolVersion  # noqa: Y015
+
 class _UpdateFilter:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -65,31 +92,39 @@ Global___UpdateFilter: _TypeAlias = UpdateFilter  # noqa: Y015
 
 @_typing.final
 class DescribeRequest(_message.Message):
-    """DescribeRequest is the host's side of the handshake."""
+    """DescribeRequest is the host's side of the handshake.
+
+    The host calls Describe when it starts to run controllers and webhooks, and
+    also from its offline commands ("host describe", "host webhooks" and "host
+    rbac"), which print what the sidecar declares and serve
+    no ClusterService: their cluster_address is empty. A sidecar must answer
+    Describe without calling the ClusterService and without needing a cluster.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
     HOST_VERSION_FIELD_NUMBER: _builtins.int
     CLUSTER_ADDRESS_FIELD_NUMBER: _builtins.int
-    protocol_version: _builtins.str
-    """The protocol version the host speaks, "v1alpha1" for this package. A
-    sidecar may refuse to serve a host it does not understand by answering with
-    gRPC status FAILED_PRECONDITION; the host then stops with that message.
+    protocol_version: Global___ProtocolVersion.ValueType
+    """The protocol version the host speaks, PROTOCOL_VERSION_V1ALPHA1 for this
+    package. A sidecar may refuse to serve a host it does not understand by
+    answering with gRPC status FAILED_PRECONDITION; the host then stops with
+    that message.
     """
     host_version: _builtins.str
     """The host's own version, for the sidecar's logs. Informational only."""
     cluster_address: _builtins.str
     """Where the host serves its ClusterService for this sidecar, in the same
     address forms as the host's --sidecar-address flag (for example
-    "unix:///var/run/polyop/cluster.sock"). Empty when the host serves none. The
-    host also sets it in the sidecar container's POLYOP_CLUSTER_ADDRESS
+    "unix:///var/run/polyop/cluster.sock"). Empty when the host serves none
+    (its offline commands, or --cluster-address=0). The host also sets it in the sidecar container's POLYOP_CLUSTER_ADDRESS
     environment variable in the manifests it generates.
     """
     def __init__(
         self,
         *,
-        protocol_version: _builtins.str = ...,
+        protocol_version: Global___ProtocolVersion.ValueType = ...,
         host_version: _builtins.str = ...,
         cluster_address: _builtins.str = ...,
     ) -> None: ...
@@ -115,15 +150,25 @@ class DescribeResponse(_message.Message):
     CONTROLLERS_FIELD_NUMBER: _builtins.int
     WEBHOOKS_FIELD_NUMBER: _builtins.int
     CONVERSIONS_FIELD_NUMBER: _builtins.int
-    protocol_version: _builtins.str
+    SDK_NAME_FIELD_NUMBER: _builtins.int
+    SDK_VERSION_FIELD_NUMBER: _builtins.int
+    protocol_version: Global___ProtocolVersion.ValueType
     """The protocol version the sidecar speaks. The host stops at start, with a
-    message naming both versions, unless it equals the host's, "v1alpha1".
+    message naming both versions, unless it equals the host's,
+    PROTOCOL_VERSION_V1ALPHA1.
     """
     name: _builtins.str
     """A short name for the sidecar (for example "memcached-operator"), used in the
     host's logs, metrics and, unless a host flag overrides it, the leader
     election lease name. Lower-case letters, digits and '-'.
     """
+    sdk_name: _builtins.str
+    """The name of the SDK (or library) the sidecar is built on, for example
+    "polyop-go", "polyop-python" or "polyop-typescript"; empty when none. For
+    the host's logs. Informational only.
+    """
+    sdk_version: _builtins.str
+    """The SDK's version, for example "0.3.0". Informational only."""
     @_builtins.property
     def controllers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ControllerDescription]:
         """The controllers the sidecar implements. A sidecar declares at least one
@@ -141,15 +186,17 @@ class DescribeResponse(_message.Message):
     def __init__(
         self,
         *,
-        protocol_version: _builtins.str = ...,
+        protocol_version: Global___ProtocolVersion.ValueType = ...,
         name: _builtins.str = ...,
         controllers: _abc.Iterable[Global___ControllerDescription] | None = ...,
         webhooks: _abc.Iterable[_admission_pb2.WebhookDescription] | None = ...,
         conversions: _abc.Iterable[_admission_pb2.ConversionDescription] | None = ...,
+        sdk_name: _builtins.str = ...,
+        sdk_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["controllers", b"controllers", "conversions", b"conversions", "name", b"name", "protocol_version", b"protocol_version", "webhooks", b"webhooks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["controllers", b"controllers", "conversions", b"conversions", "name", b"name", "protocol_version", b"protocol_version", "sdk_name", b"sdk_name", "sdk_version", b"sdk_version", "webhooks", b"webhooks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

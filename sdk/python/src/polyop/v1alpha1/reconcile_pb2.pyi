@@ -56,7 +56,7 @@ class ReconcileRequest(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     OBJECT_FIELD_NUMBER: _builtins.int
     RETRIES_FIELD_NUMBER: _builtins.int
-    CHILDREN_FIELD_NUMBER: _builtins.int
+    OBSERVED_CHILDREN_FIELD_NUMBER: _builtins.int
     controller: _builtins.str
     """The name of the controller, as declared in ControllerDescription.name."""
     object: _builtins.bytes
@@ -77,10 +77,10 @@ class ReconcileRequest(_message.Message):
         """The object's namespace and name."""
 
     @_builtins.property
-    def children(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+    def observed_children(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """The observed children, as JSON, from the host's cache: the objects of the
-        owned kinds declared with send_observed whose controller owner reference
-        points at this object.
+        owned kinds declared with OwnedKind.send_observed whose controller owner
+        reference points at this object.
         """
 
     def __init__(
@@ -91,11 +91,11 @@ class ReconcileRequest(_message.Message):
         key: _types_pb2.ObjectKey | None = ...,
         object: _builtins.bytes = ...,
         retries: _builtins.int = ...,
-        children: _abc.Iterable[_builtins.bytes] | None = ...,
+        observed_children: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["children", b"children", "controller", b"controller", "key", b"key", "kind", b"kind", "object", b"object", "retries", b"retries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller", b"controller", "key", b"key", "kind", b"kind", "object", b"object", "observed_children", b"observed_children", "retries", b"retries"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -108,22 +108,24 @@ class ReconcileResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEUE_AFTER_FIELD_NUMBER: _builtins.int
-    REQUEUE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
     DESIRED_CHILDREN_FIELD_NUMBER: _builtins.int
     CHILDREN_COMPLETE_FIELD_NUMBER: _builtins.int
-    requeue: _builtins.bool
-    """Reconcile this object again after the controller's rate-limited backoff,
-    as controller-runtime's Result.Requeue. Ignored when requeue_after is set.
-    """
     status: _builtins.bytes
     """The object's new status, as a JSON object, written through the status
     subresource. The host writes it only when it differs from the status the
     request carried, with optimistic concurrency on the request's
     resourceVersion: a conflict requeues the object. Empty leaves the status as
     it is. Ignored when the object no longer exists.
+
+    Answer the same status for the same object: every difference is a write,
+    and every write is an event that reconciles the object again. Keep what
+    has not changed as it was, in particular a condition's
+    lastTransitionTime, which changes only when the condition's status does
+    (every SDK's set-condition helper does this). A status stamped with the
+    current time on every reconcile loops forever.
     """
     children_complete: _builtins.bool
     """desired_children is the complete set: the host deletes the children of the
@@ -136,13 +138,15 @@ class ReconcileResponse(_message.Message):
     @_builtins.property
     def requeue_after(self) -> _duration_pb2.Duration:
         """When set to a positive duration, reconcile this object again after it (and
-        reset its backoff), as controller-runtime's Result.RequeueAfter.
+        reset its backoff), as controller-runtime's Result.RequeueAfter. Ignored
+        when error is set: a failed reconcile says when to retry with
+        Failure.retry_after.
         """
 
     @_builtins.property
-    def error(self) -> Global___ReconcileError:
+    def error(self) -> Global___Failure:
         """Set when the reconcile failed. The host still writes status and records
-        events from this response, then handles the error.
+        events from this response, then handles the failure (see Failure).
         """
 
     @_builtins.property
@@ -169,8 +173,7 @@ class ReconcileResponse(_message.Message):
         self,
         *,
         requeue_after: _duration_pb2.Duration | None = ...,
-        requeue: _builtins.bool = ...,
-        error: Global___ReconcileError | None = ...,
+        error: Global___Failure | None = ...,
         status: _builtins.bytes = ...,
         events: _abc.Iterable[Global___Event] | None = ...,
         desired_children: _abc.Iterable[_builtins.bytes] | None = ...,
@@ -178,7 +181,7 @@ class ReconcileResponse(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "requeue_after", b"requeue_after"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["children_complete", b"children_complete", "desired_children", b"desired_children", "error", b"error", "events", b"events", "requeue", b"requeue", "requeue_after", b"requeue_after", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["children_complete", b"children_complete", "desired_children", b"desired_children", "error", b"error", "events", b"events", "requeue_after", b"requeue_after", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -234,6 +237,9 @@ Global___FinalizeRequest: _TypeAlias = FinalizeRequest  # noqa: Y015
 class FinalizeResponse(_message.Message):
     """FinalizeResponse reports whether clean-up is done. The host removes the
     finalizer when the response has no error and no requeue_after.
+
+    Its fields have the numbers of the ReconcileResponse fields of the same
+    name.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -244,13 +250,14 @@ class FinalizeResponse(_message.Message):
     @_builtins.property
     def requeue_after(self) -> _duration_pb2.Duration:
         """Clean-up is not finished (it waits on something outside): call Finalize
-        again after this duration, and keep the finalizer meanwhile.
+        again after this duration, and keep the finalizer meanwhile. Ignored when
+        error is set.
         """
 
     @_builtins.property
-    def error(self) -> Global___ReconcileError:
-        """Clean-up failed; the finalizer stays and the host retries with backoff
-        (or not, for a terminal error).
+    def error(self) -> Global___Failure:
+        """Clean-up failed; the finalizer stays and the host retries as Failure
+        says.
         """
 
     @_builtins.property
@@ -261,7 +268,7 @@ class FinalizeResponse(_message.Message):
         self,
         *,
         requeue_after: _duration_pb2.Duration | None = ...,
-        error: Global___ReconcileError | None = ...,
+        error: Global___Failure | None = ...,
         events: _abc.Iterable[Global___Event] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "requeue_after", b"requeue_after"]  # noqa: Y015
@@ -273,33 +280,53 @@ class FinalizeResponse(_message.Message):
 Global___FinalizeResponse: _TypeAlias = FinalizeResponse  # noqa: Y015
 
 @_typing.final
-class ReconcileError(_message.Message):
-    """ReconcileError reports a failed reconcile."""
+class Failure(_message.Message):
+    """Failure reports a failed Reconcile or Finalize.
+
+    Without retry_after, the host retries the object with the controller's
+    exponential backoff (from 5 ms, doubling per failure in a row, up to 1000 s,
+    controller-runtime's default), as controller-runtime does for a
+    reconciler that returns an error. With retry_after, it retries after that
+    duration instead, as Kopf's TemporaryError(delay=...) does; the failure
+    still counts: the next request's retries is one higher, and a later failure
+    without retry_after backs off as if every failure in the row had used the
+    backoff. A terminal failure is never retried.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGE_FIELD_NUMBER: _builtins.int
     TERMINAL_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_FIELD_NUMBER: _builtins.int
     message: _builtins.str
-    """What went wrong, for the host's log and the controller-runtime metrics."""
-    terminal: _builtins.bool
-    """A terminal error is not retried: the object waits for its next event, as with
-    controller-runtime's reconcile.TerminalError. Otherwise the host retries the
-    object with exponential backoff.
+    """What went wrong, for the host's log, the object's Warning event and the
+    controller-runtime metrics.
     """
+    terminal: _builtins.bool
+    """A terminal failure is not retried: the object waits for its next event,
+    as with controller-runtime's reconcile.TerminalError. terminal with
+    retry_after is a contradiction the host refuses as a broken answer.
+    """
+    @_builtins.property
+    def retry_after(self) -> _duration_pb2.Duration:
+        """When set to a positive duration, retry after it instead of the
+        exponential backoff.
+        """
+
     def __init__(
         self,
         *,
         message: _builtins.str = ...,
         terminal: _builtins.bool = ...,
+        retry_after: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["retry_after", b"retry_after"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "terminal", b"terminal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "retry_after", b"retry_after", "terminal", b"terminal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReconcileError: _TypeAlias = ReconcileError  # noqa: Y015
+Global___Failure: _TypeAlias = Failure  # noqa: Y015
 
 @_typing.final
 class Event(_message.Message):

@@ -15,7 +15,8 @@ integer loses precision.
 
 This package is alpha: messages and fields may still change between releases.
 A host and a sidecar agree on the protocol they speak through
-DescribeRequest.protocol_version and DescribeResponse.protocol_version.
+DescribeRequest.protocol_version and DescribeResponse.protocol_version, both
+a ProtocolVersion.
 """
 
 from google.protobuf import descriptor as _descriptor

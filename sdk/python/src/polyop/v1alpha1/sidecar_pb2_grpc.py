@@ -107,7 +107,7 @@ class SidecarServiceServicer:
     def Reconcile(self, request, context):
         """Reconcile asks the sidecar to drive one object towards its desired state.
         The request carries the object as the host's cache holds it; the response
-        carries the decision (requeue, error), the status to write and the events to
+        carries the decision (requeue_after, error), the status to write and the events to
         record. It must be idempotent: the host may call it any number of times for
         the same object and resource version.
         """
@@ -144,6 +144,14 @@ class SidecarServiceServicer:
     def Convert(self, request, context):
         """Convert converts objects between the versions of a kind declared in a
         ConversionDescription.
+
+        A sidecar answers the calls it declares nothing for (Finalize without a
+        finalizer, Default or Validate for a kind without that webhook, Convert
+        without a ConversionDescription for the kind) with gRPC status NOT_FOUND
+        naming the controller or kind it has nothing for (UNIMPLEMENTED when it
+        serves the method for no kind at all). The host makes no such call after
+        a successful Describe; they come from a person with grpcurl, or a host
+        that described another sidecar.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

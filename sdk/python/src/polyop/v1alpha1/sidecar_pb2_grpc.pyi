@@ -15,7 +15,8 @@ integer loses precision.
 
 This package is alpha: messages and fields may still change between releases.
 A host and a sidecar agree on the protocol they speak through
-DescribeRequest.protocol_version and DescribeResponse.protocol_version.
+DescribeRequest.protocol_version and DescribeResponse.protocol_version, both
+a ProtocolVersion.
 """
 
 from collections import abc as _abc
@@ -70,7 +71,7 @@ class SidecarServiceStub:
     Reconcile: _grpc.UnaryUnaryMultiCallable[_reconcile_pb2.ReconcileRequest, _reconcile_pb2.ReconcileResponse]
     """Reconcile asks the sidecar to drive one object towards its desired state.
     The request carries the object as the host's cache holds it; the response
-    carries the decision (requeue, error), the status to write and the events to
+    carries the decision (requeue_after, error), the status to write and the events to
     record. It must be idempotent: the host may call it any number of times for
     the same object and resource version.
     """
@@ -91,6 +92,14 @@ class SidecarServiceStub:
     Convert: _grpc.UnaryUnaryMultiCallable[_admission_pb2.ConvertRequest, _admission_pb2.ConvertResponse]
     """Convert converts objects between the versions of a kind declared in a
     ConversionDescription.
+
+    A sidecar answers the calls it declares nothing for (Finalize without a
+    finalizer, Default or Validate for a kind without that webhook, Convert
+    without a ConversionDescription for the kind) with gRPC status NOT_FOUND
+    naming the controller or kind it has nothing for (UNIMPLEMENTED when it
+    serves the method for no kind at all). The host makes no such call after
+    a successful Describe; they come from a person with grpcurl, or a host
+    that described another sidecar.
     """
 
 @_typing.type_check_only
@@ -118,7 +127,7 @@ class SidecarServiceAsyncStub(SidecarServiceStub):
     Reconcile: _aio.UnaryUnaryMultiCallable[_reconcile_pb2.ReconcileRequest, _reconcile_pb2.ReconcileResponse]  # type: ignore[assignment]
     """Reconcile asks the sidecar to drive one object towards its desired state.
     The request carries the object as the host's cache holds it; the response
-    carries the decision (requeue, error), the status to write and the events to
+    carries the decision (requeue_after, error), the status to write and the events to
     record. It must be idempotent: the host may call it any number of times for
     the same object and resource version.
     """
@@ -139,6 +148,14 @@ class SidecarServiceAsyncStub(SidecarServiceStub):
     Convert: _aio.UnaryUnaryMultiCallable[_admission_pb2.ConvertRequest, _admission_pb2.ConvertResponse]  # type: ignore[assignment]
     """Convert converts objects between the versions of a kind declared in a
     ConversionDescription.
+
+    A sidecar answers the calls it declares nothing for (Finalize without a
+    finalizer, Default or Validate for a kind without that webhook, Convert
+    without a ConversionDescription for the kind) with gRPC status NOT_FOUND
+    naming the controller or kind it has nothing for (UNIMPLEMENTED when it
+    serves the method for no kind at all). The host makes no such call after
+    a successful Describe; they come from a person with grpcurl, or a host
+    that described another sidecar.
     """
 
 class SidecarServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -175,7 +192,7 @@ class SidecarServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_reconcile_pb2.ReconcileResponse, _abc.Awaitable[_reconcile_pb2.ReconcileResponse]]:
         """Reconcile asks the sidecar to drive one object towards its desired state.
         The request carries the object as the host's cache holds it; the response
-        carries the decision (requeue, error), the status to write and the events to
+        carries the decision (requeue_after, error), the status to write and the events to
         record. It must be idempotent: the host may call it any number of times for
         the same object and resource version.
         """
@@ -220,6 +237,14 @@ class SidecarServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admission_pb2.ConvertResponse, _abc.Awaitable[_admission_pb2.ConvertResponse]]:
         """Convert converts objects between the versions of a kind declared in a
         ConversionDescription.
+
+        A sidecar answers the calls it declares nothing for (Finalize without a
+        finalizer, Default or Validate for a kind without that webhook, Convert
+        without a ConversionDescription for the kind) with gRPC status NOT_FOUND
+        naming the controller or kind it has nothing for (UNIMPLEMENTED when it
+        serves the method for no kind at all). The host makes no such call after
+        a successful Describe; they come from a person with grpcurl, or a host
+        that described another sidecar.
         """
 
 def add_SidecarServiceServicer_to_server(servicer: SidecarServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

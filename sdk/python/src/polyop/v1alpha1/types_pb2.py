@@ -24,16 +24,18 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bpolyop/v1alpha1/types.proto\x12\x0fpolyop.v1alpha1\"V\n\x10GroupVersionKind\x12\x14\n\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n\x07version\x18\x02 \x01(\tR\x07version\x12\x12\n\x04kind\x18\x03 \x01(\tR\x04kind\"=\n\tObjectKey\x12\x1c\n\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n\x04name\x18\x02 \x01(\tR\x04nameB\xbe\x01\n\x13\x63om.polyop.v1alpha1B\nTypesProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bpolyop/v1alpha1/types.proto\x12\x0fpolyop.v1alpha1\"V\n\x10GroupVersionKind\x12\x14\n\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n\x07version\x18\x02 \x01(\tR\x07version\x12\x12\n\x04kind\x18\x03 \x01(\tR\x04kind\"5\n\tGroupKind\x12\x14\n\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n\x04kind\x18\x02 \x01(\tR\x04kind\"=\n\tObjectKey\x12\x1c\n\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n\x04name\x18\x02 \x01(\tR\x04nameB\xc2\x01\n\x13\x63om.polyop.v1alpha1B\nTypesProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'polyop.v1alpha1.types_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
-  _globals['DESCRIPTOR']._serialized_options = b'\n\023com.polyop.v1alpha1B\nTypesProtoP\001Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\242\002\003PXX\252\002\017Polyop.V1alpha1\312\002\017Polyop\\V1alpha1\342\002\033Polyop\\V1alpha1\\GPBMetadata\352\002\020Polyop::V1alpha1'
+  _globals['DESCRIPTOR']._serialized_options = b'\n\023com.polyop.v1alpha1B\nTypesProtoP\001ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\242\002\003PXX\252\002\017Polyop.V1alpha1\312\002\017Polyop\\V1alpha1\342\002\033Polyop\\V1alpha1\\GPBMetadata\352\002\020Polyop::V1alpha1'
   _globals['_GROUPVERSIONKIND']._serialized_start=48
   _globals['_GROUPVERSIONKIND']._serialized_end=134
-  _globals['_OBJECTKEY']._serialized_start=136
-  _globals['_OBJECTKEY']._serialized_end=197
+  _globals['_GROUPKIND']._serialized_start=136
+  _globals['_GROUPKIND']._serialized_end=189
+  _globals['_OBJECTKEY']._serialized_start=191
+  _globals['_OBJECTKEY']._serialized_end=252
 # @@protoc_insertion_point(module_scope)

@@ -51,6 +51,32 @@ class GroupVersionKind(_message.Message):
 Global___GroupVersionKind: _TypeAlias = GroupVersionKind  # noqa: Y015
 
 @_typing.final
+class GroupKind(_message.Message):
+    """GroupKind names a Kubernetes kind across its versions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    group: _builtins.str
+    """The API group, empty for the core group."""
+    kind: _builtins.str
+    """The kind, in CamelCase."""
+    def __init__(
+        self,
+        *,
+        group: _builtins.str = ...,
+        kind: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "kind", b"kind"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GroupKind: _TypeAlias = GroupKind  # noqa: Y015
+
+@_typing.final
 class ObjectKey(_message.Message):
     """ObjectKey names one object: its namespace (empty for a cluster-scoped kind)
     and its name.

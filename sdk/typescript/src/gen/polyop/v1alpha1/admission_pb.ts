@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { GroupVersionKind, ObjectKey } from "./types_pb.js";
+import type { GroupKind, GroupVersionKind, ObjectKey } from "./types_pb.js";
 import { file_polyop_v1alpha1_types } from "./types_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/admission.proto.
  */
 export const file_polyop_v1alpha1_admission: GenFile = /*@__PURE__*/
-  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvYWRtaXNzaW9uLnByb3RvEg9wb2x5b3AudjFhbHBoYTEi+wEKEldlYmhvb2tEZXNjcmlwdGlvbhIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSEAoIcmVzb3VyY2UYAiABKAkSDwoHZGVmYXVsdBgDIAEoCBIQCgh2YWxpZGF0ZRgEIAEoCBIuCgpvcGVyYXRpb25zGAUgAygOMhoucG9seW9wLnYxYWxwaGExLk9wZXJhdGlvbhI2Cg5mYWlsdXJlX3BvbGljeRgGIAEoDjIeLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlUG9saWN5EhcKD3RpbWVvdXRfc2Vjb25kcxgHIAEoBSJGChVDb252ZXJzaW9uRGVzY3JpcHRpb24SDQoFZ3JvdXAYASABKAkSDAoEa2luZBgCIAEoCRIQCgh2ZXJzaW9ucxgDIAMoCSKzAgoQQWRtaXNzaW9uUmVxdWVzdBILCgN1aWQYASABKAkSLwoEa2luZBgCIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEhAKCHJlc291cmNlGAMgASgJEhQKDHN1Yl9yZXNvdXJjZRgEIAEoCRInCgNrZXkYBSABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5Ei0KCW9wZXJhdGlvbhgGIAEoDjIaLnBvbHlvcC52MWFscGhhMS5PcGVyYXRpb24SLAoJdXNlcl9pbmZvGAcgASgLMhkucG9seW9wLnYxYWxwaGExLlVzZXJJbmZvEg4KBm9iamVjdBgIIAEoDBISCgpvbGRfb2JqZWN0GAkgASgMEg8KB2RyeV9ydW4YCiABKAgiuQEKCFVzZXJJbmZvEhAKCHVzZXJuYW1lGAEgASgJEgsKA3VpZBgCIAEoCRIOCgZncm91cHMYAyADKAkSMwoFZXh0cmEYBCADKAsyJC5wb2x5b3AudjFhbHBoYTEuVXNlckluZm8uRXh0cmFFbnRyeRpJCgpFeHRyYUVudHJ5EgsKA2tleRgBIAEoCRIqCgV2YWx1ZRgCIAEoCzIbLnBvbHlvcC52MWFscGhhMS5FeHRyYVZhbHVlOgI4ASIcCgpFeHRyYVZhbHVlEg4KBnZhbHVlcxgBIAMoCSJECg5EZWZhdWx0UmVxdWVzdBIyCgdyZXF1ZXN0GAEgASgLMiEucG9seW9wLnYxYWxwaGExLkFkbWlzc2lvblJlcXVlc3QiXAoPRGVmYXVsdFJlc3BvbnNlEg4KBm9iamVjdBgBIAEoDBIQCgh3YXJuaW5ncxgCIAMoCRInCgZkZW5pZWQYAyABKAsyFy5wb2x5b3AudjFhbHBoYTEuRGVuaWFsIkUKD1ZhbGlkYXRlUmVxdWVzdBIyCgdyZXF1ZXN0GAEgASgLMiEucG9seW9wLnYxYWxwaGExLkFkbWlzc2lvblJlcXVlc3QiTQoQVmFsaWRhdGVSZXNwb25zZRInCgZkZW5pZWQYASABKAsyFy5wb2x5b3AudjFhbHBoYTEuRGVuaWFsEhAKCHdhcm5pbmdzGAIgAygJImoKBkRlbmlhbBIPCgdtZXNzYWdlGAEgASgJEjEKDGZpZWxkX2Vycm9ycxgCIAMoCzIbLnBvbHlvcC52MWFscGhhMS5GaWVsZEVycm9yEgwKBGNvZGUYAyABKAUSDgoGcmVhc29uGAQgASgJIm0KCkZpZWxkRXJyb3ISDQoFZmllbGQYASABKAkSLQoEdHlwZRgCIAEoDjIfLnBvbHlvcC52MWFscGhhMS5GaWVsZEVycm9yVHlwZRIRCgliYWRfdmFsdWUYAyABKAwSDgoGZGV0YWlsGAQgASgJIksKDkNvbnZlcnRSZXF1ZXN0EgsKA3VpZBgBIAEoCRIbChNkZXNpcmVkX2FwaV92ZXJzaW9uGAIgASgJEg8KB29iamVjdHMYAyADKAwiMQoPQ29udmVydFJlc3BvbnNlEg8KB29iamVjdHMYASADKAwSDQoFZXJyb3IYAiABKAkqfwoJT3BlcmF0aW9uEhkKFU9QRVJBVElPTl9VTlNQRUNJRklFRBAAEhQKEE9QRVJBVElPTl9DUkVBVEUQARIUChBPUEVSQVRJT05fVVBEQVRFEAISFAoQT1BFUkFUSU9OX0RFTEVURRADEhUKEU9QRVJBVElPTl9DT05ORUNUEAQqYwoNRmFpbHVyZVBvbGljeRIeChpGQUlMVVJFX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE0ZBSUxVUkVfUE9MSUNZX0ZBSUwQARIZChVGQUlMVVJFX1BPTElDWV9JR05PUkUQAiqxAwoORmllbGRFcnJvclR5cGUSIAocRklFTERfRVJST1JfVFlQRV9VTlNQRUNJRklFRBAAEhwKGEZJRUxEX0VSUk9SX1RZUEVfSU5WQUxJRBABEh0KGUZJRUxEX0VSUk9SX1RZUEVfUkVRVUlSRUQQAhIiCh5GSUVMRF9FUlJPUl9UWVBFX05PVF9TVVBQT1JURUQQAxIeChpGSUVMRF9FUlJPUl9UWVBFX0ZPUkJJRERFThAEEh4KGkZJRUxEX0VSUk9SX1RZUEVfRFVQTElDQVRFEAUSHQoZRklFTERfRVJST1JfVFlQRV9UT09fTE9ORxAGEh0KGUZJRUxEX0VSUk9SX1RZUEVfVE9PX01BTlkQBxIeChpGSUVMRF9FUlJPUl9UWVBFX05PVF9GT1VORBAIEh0KGUZJRUxEX0VSUk9SX1RZUEVfSU5URVJOQUwQCRIeChpGSUVMRF9FUlJPUl9UWVBFX1RPT19TSE9SVBAKEhwKGEZJRUxEX0VSUk9SX1RZUEVfVE9PX0ZFVxALEiEKHUZJRUxEX0VSUk9SX1RZUEVfVFlQRV9JTlZBTElEEAxCwgEKE2NvbS5wb2x5b3AudjFhbHBoYTFCDkFkbWlzc2lvblByb3RvUAFaPmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9nZW4vZ28vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_polyop_v1alpha1_types]);
+  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvYWRtaXNzaW9uLnByb3RvEg9wb2x5b3AudjFhbHBoYTEi+wEKEldlYmhvb2tEZXNjcmlwdGlvbhIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSEAoIcmVzb3VyY2UYAiABKAkSDwoHZGVmYXVsdBgDIAEoCBIQCgh2YWxpZGF0ZRgEIAEoCBIuCgpvcGVyYXRpb25zGAUgAygOMhoucG9seW9wLnYxYWxwaGExLk9wZXJhdGlvbhI2Cg5mYWlsdXJlX3BvbGljeRgGIAEoDjIeLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlUG9saWN5EhcKD3RpbWVvdXRfc2Vjb25kcxgHIAEoBSJTChVDb252ZXJzaW9uRGVzY3JpcHRpb24SKAoEa2luZBgBIAEoCzIaLnBvbHlvcC52MWFscGhhMS5Hcm91cEtpbmQSEAoIdmVyc2lvbnMYAiADKAkisgIKEEFkbWlzc2lvblJlcXVlc3QSCwoDdWlkGAEgASgJEi8KBGtpbmQYAiABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIQCghyZXNvdXJjZRgDIAEoCRITCgtzdWJyZXNvdXJjZRgEIAEoCRInCgNrZXkYBSABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5Ei0KCW9wZXJhdGlvbhgGIAEoDjIaLnBvbHlvcC52MWFscGhhMS5PcGVyYXRpb24SLAoJdXNlcl9pbmZvGAcgASgLMhkucG9seW9wLnYxYWxwaGExLlVzZXJJbmZvEg4KBm9iamVjdBgIIAEoDBISCgpvbGRfb2JqZWN0GAkgASgMEg8KB2RyeV9ydW4YCiABKAgiuQEKCFVzZXJJbmZvEhAKCHVzZXJuYW1lGAEgASgJEgsKA3VpZBgCIAEoCRIOCgZncm91cHMYAyADKAkSMwoFZXh0cmEYBCADKAsyJC5wb2x5b3AudjFhbHBoYTEuVXNlckluZm8uRXh0cmFFbnRyeRpJCgpFeHRyYUVudHJ5EgsKA2tleRgBIAEoCRIqCgV2YWx1ZRgCIAEoCzIbLnBvbHlvcC52MWFscGhhMS5FeHRyYVZhbHVlOgI4ASIcCgpFeHRyYVZhbHVlEg4KBnZhbHVlcxgBIAMoCSJECg5EZWZhdWx0UmVxdWVzdBIyCgdyZXF1ZXN0GAEgASgLMiEucG9seW9wLnYxYWxwaGExLkFkbWlzc2lvblJlcXVlc3QiXAoPRGVmYXVsdFJlc3BvbnNlEicKBmRlbmllZBgBIAEoCzIXLnBvbHlvcC52MWFscGhhMS5EZW5pYWwSEAoId2FybmluZ3MYAiADKAkSDgoGb2JqZWN0GAMgASgMIkUKD1ZhbGlkYXRlUmVxdWVzdBIyCgdyZXF1ZXN0GAEgASgLMiEucG9seW9wLnYxYWxwaGExLkFkbWlzc2lvblJlcXVlc3QiTQoQVmFsaWRhdGVSZXNwb25zZRInCgZkZW5pZWQYASABKAsyFy5wb2x5b3AudjFhbHBoYTEuRGVuaWFsEhAKCHdhcm5pbmdzGAIgAygJImoKBkRlbmlhbBIPCgdtZXNzYWdlGAEgASgJEjEKDGZpZWxkX2Vycm9ycxgCIAMoCzIbLnBvbHlvcC52MWFscGhhMS5GaWVsZEVycm9yEgwKBGNvZGUYAyABKAUSDgoGcmVhc29uGAQgASgJIm0KCkZpZWxkRXJyb3ISDQoFZmllbGQYASABKAkSLQoEdHlwZRgCIAEoDjIfLnBvbHlvcC52MWFscGhhMS5GaWVsZEVycm9yVHlwZRIRCgliYWRfdmFsdWUYAyABKAwSDgoGZGV0YWlsGAQgASgJIksKDkNvbnZlcnRSZXF1ZXN0EgsKA3VpZBgBIAEoCRIbChNkZXNpcmVkX2FwaV92ZXJzaW9uGAIgASgJEg8KB29iamVjdHMYAyADKAwiMQoPQ29udmVydFJlc3BvbnNlEg8KB29iamVjdHMYASADKAwSDQoFZXJyb3IYAiABKAkqfwoJT3BlcmF0aW9uEhkKFU9QRVJBVElPTl9VTlNQRUNJRklFRBAAEhQKEE9QRVJBVElPTl9DUkVBVEUQARIUChBPUEVSQVRJT05fVVBEQVRFEAISFAoQT1BFUkFUSU9OX0RFTEVURRADEhUKEU9QRVJBVElPTl9DT05ORUNUEAQqYwoNRmFpbHVyZVBvbGljeRIeChpGQUlMVVJFX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE0ZBSUxVUkVfUE9MSUNZX0ZBSUwQARIZChVGQUlMVVJFX1BPTElDWV9JR05PUkUQAiqxAwoORmllbGRFcnJvclR5cGUSIAocRklFTERfRVJST1JfVFlQRV9VTlNQRUNJRklFRBAAEhwKGEZJRUxEX0VSUk9SX1RZUEVfSU5WQUxJRBABEh0KGUZJRUxEX0VSUk9SX1RZUEVfUkVRVUlSRUQQAhIiCh5GSUVMRF9FUlJPUl9UWVBFX05PVF9TVVBQT1JURUQQAxIeChpGSUVMRF9FUlJPUl9UWVBFX0ZPUkJJRERFThAEEh4KGkZJRUxEX0VSUk9SX1RZUEVfRFVQTElDQVRFEAUSHQoZRklFTERfRVJST1JfVFlQRV9UT09fTE9ORxAGEh0KGUZJRUxEX0VSUk9SX1RZUEVfVE9PX01BTlkQBxIeChpGSUVMRF9FUlJPUl9UWVBFX05PVF9GT1VORBAIEh0KGUZJRUxEX0VSUk9SX1RZUEVfSU5URVJOQUwQCRIeChpGSUVMRF9FUlJPUl9UWVBFX1RPT19TSE9SVBAKEhwKGEZJRUxEX0VSUk9SX1RZUEVfVE9PX0ZFVxALEiEKHUZJRUxEX0VSUk9SX1RZUEVfVFlQRV9JTlZBTElEEAxCxgEKE2NvbS5wb2x5b3AudjFhbHBoYTFCDkFkbWlzc2lvblByb3RvUAFaQmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9zZGsvZ28vZ2VuL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_polyop_v1alpha1_types]);
 
 /**
  * WebhookDescription declares the admission webhooks of one kind at one
@@ -90,24 +90,17 @@ export const WebhookDescriptionSchema: GenMessage<WebhookDescription> = /*@__PUR
  */
 export type ConversionDescription = Message<"polyop.v1alpha1.ConversionDescription"> & {
   /**
-   * The API group of the kind.
+   * The kind, for example {group: "example.com", kind: "Widget"}.
    *
-   * @generated from field: string group = 1;
+   * @generated from field: polyop.v1alpha1.GroupKind kind = 1;
    */
-  group: string;
-
-  /**
-   * The kind.
-   *
-   * @generated from field: string kind = 2;
-   */
-  kind: string;
+  kind?: GroupKind | undefined;
 
   /**
    * The versions the sidecar converts between (any to any), for example
    * ["v1", "v2"].
    *
-   * @generated from field: repeated string versions = 3;
+   * @generated from field: repeated string versions = 2;
    */
   versions: string[];
 };
@@ -150,9 +143,9 @@ export type AdmissionRequest = Message<"polyop.v1alpha1.AdmissionRequest"> & {
   /**
    * The subresource, for example "status"; empty for the main resource.
    *
-   * @generated from field: string sub_resource = 4;
+   * @generated from field: string subresource = 4;
    */
-  subResource: string;
+  subresource: string;
 
   /**
    * The object's namespace and name. The name may be empty on create when the
@@ -295,16 +288,17 @@ export const DefaultRequestSchema: GenMessage<DefaultRequest> = /*@__PURE__*/
  * patch between the object it sent and this one; nothing changes when they are
  * equal.
  *
+ * Its denied and warnings have the numbers of ValidateResponse's.
+ *
  * @generated from message polyop.v1alpha1.DefaultResponse
  */
 export type DefaultResponse = Message<"polyop.v1alpha1.DefaultResponse"> & {
   /**
-   * The defaulted object, as JSON, whole. Empty: nothing to change. Its
-   * apiVersion, kind, namespace and name must be those of the request's object.
+   * Set to refuse the request; object is then ignored.
    *
-   * @generated from field: bytes object = 1;
+   * @generated from field: polyop.v1alpha1.Denial denied = 1;
    */
-  object: Uint8Array;
+  denied?: Denial | undefined;
 
   /**
    * Warnings returned to the client (kubectl prints them).
@@ -314,11 +308,12 @@ export type DefaultResponse = Message<"polyop.v1alpha1.DefaultResponse"> & {
   warnings: string[];
 
   /**
-   * Set to refuse the request.
+   * The defaulted object, as JSON, whole. Empty: nothing to change. Its
+   * apiVersion, kind, namespace and name must be those of the request's object.
    *
-   * @generated from field: polyop.v1alpha1.Denial denied = 3;
+   * @generated from field: bytes object = 3;
    */
-  denied?: Denial | undefined;
+  object: Uint8Array;
 };
 
 /**
@@ -389,7 +384,12 @@ export const ValidateResponseSchema: GenMessage<ValidateResponse> = /*@__PURE__*
  */
 export type Denial = Message<"polyop.v1alpha1.Denial"> & {
   /**
-   * Why the request is refused.
+   * Why the request is refused. Without field_errors, the client sees it as
+   * the error's message. With field_errors, the client sees the API server's
+   * own Invalid message built from them ("Widget.example.com \"w\" is
+   * invalid: spec.size: Invalid value: 0: must be positive"), as for the API
+   * server's own validation, and message is written to the host's log only:
+   * say what is wrong with each field in its FieldError.detail.
    *
    * @generated from field: string message = 1;
    */
@@ -524,7 +524,8 @@ export type ConvertResponse = Message<"polyop.v1alpha1.ConvertResponse"> & {
   objects: Uint8Array[];
 
   /**
-   * Set when conversion failed; the API server fails the request with it.
+   * Set when conversion failed; the API server fails the request with it (the
+   * client sees it in the error's message). A conversion is not retried.
    *
    * @generated from field: string error = 2;
    */

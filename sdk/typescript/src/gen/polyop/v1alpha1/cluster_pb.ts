@@ -14,7 +14,29 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/cluster.proto.
  */
 export const file_polyop_v1alpha1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvY2x1c3Rlci5wcm90bxIPcG9seW9wLnYxYWxwaGExIo0BCgpHZXRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBInCgNrZXkYAiABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5EhAKCHVuY2FjaGVkGAMgASgIEhMKC3N1YnJlc291cmNlGAQgASgJIkoKC0dldFJlc3BvbnNlEg4KBm9iamVjdBgBIAEoDBIrCgZzb3VyY2UYAiABKA4yGy5wb2x5b3AudjFhbHBoYTEuUmVhZFNvdXJjZSK6AQoLTGlzdFJlcXVlc3QSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEhEKCW5hbWVzcGFjZRgCIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgDIAEoCRIWCg5maWVsZF9zZWxlY3RvchgEIAEoCRINCgVsaW1pdBgFIAEoAxIWCg5jb250aW51ZV90b2tlbhgGIAEoCRIQCgh1bmNhY2hlZBgHIAEoCCJ8CgxMaXN0UmVzcG9uc2USDQoFaXRlbXMYASADKAwSFgoOY29udGludWVfdG9rZW4YAiABKAkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRIrCgZzb3VyY2UYBCABKA4yGy5wb2x5b3AudjFhbHBoYTEuUmVhZFNvdXJjZSI2CgxXcml0ZU9wdGlvbnMSDwoHZHJ5X3J1bhgBIAEoCBIVCg1maWVsZF9tYW5hZ2VyGAIgASgJIswBCg1DcmVhdGVSZXF1ZXN0Eg4KBm9iamVjdBgBIAEoDBIuCgdvcHRpb25zGAIgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxITCgtzdWJyZXNvdXJjZRgDIAEoCRI2CgtwYXJlbnRfa2luZBgEIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEi4KCnBhcmVudF9rZXkYBSABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5IiAKDkNyZWF0ZVJlc3BvbnNlEg4KBm9iamVjdBgBIAEoDCJkCg1VcGRhdGVSZXF1ZXN0Eg4KBm9iamVjdBgBIAEoDBITCgtzdWJyZXNvdXJjZRgCIAEoCRIuCgdvcHRpb25zGAMgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucyIgCg5VcGRhdGVSZXNwb25zZRIOCgZvYmplY3QYASABKAwi9QEKDFBhdGNoUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIoCgR0eXBlGAMgASgOMhoucG9seW9wLnYxYWxwaGExLlBhdGNoVHlwZRINCgVwYXRjaBgEIAEoDBITCgtzdWJyZXNvdXJjZRgFIAEoCRINCgVmb3JjZRgGIAEoCBIuCgdvcHRpb25zGAcgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucyIfCg1QYXRjaFJlc3BvbnNlEg4KBm9iamVjdBgBIAEoDCLPAgoNRGVsZXRlUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRI3Cgtwcm9wYWdhdGlvbhgDIAEoDjIiLnBvbHlvcC52MWFscGhhMS5EZWxldGVQcm9wYWdhdGlvbhIYChBwcmVjb25kaXRpb25fdWlkGAQgASgJEiUKHXByZWNvbmRpdGlvbl9yZXNvdXJjZV92ZXJzaW9uGAUgASgJEiEKFGdyYWNlX3BlcmlvZF9zZWNvbmRzGAYgASgDSACIAQESLgoHb3B0aW9ucxgHIAEoCzIdLnBvbHlvcC52MWFscGhhMS5Xcml0ZU9wdGlvbnNCFwoVX2dyYWNlX3BlcmlvZF9zZWNvbmRzIhAKDkRlbGV0ZVJlc3BvbnNlIpUBChJSZWNvcmRFdmVudFJlcXVlc3QSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEicKA2tleRgCIAEoCzIaLnBvbHlvcC52MWFscGhhMS5PYmplY3RLZXkSJQoFZXZlbnQYAyABKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQiFQoTUmVjb3JkRXZlbnRSZXNwb25zZSIaCghBUElFcnJvchIOCgZzdGF0dXMYASABKAwiRQoSUmVzb2x2ZUtpbmRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZCJsChNSZXNvbHZlS2luZFJlc3BvbnNlEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIQCghyZXNvdXJjZRgCIAEoCRISCgpuYW1lc3BhY2VkGAMgASgIKlwKClJlYWRTb3VyY2USGwoXUkVBRF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIVChFSRUFEX1NPVVJDRV9DQUNIRRABEhoKFlJFQURfU09VUkNFX0FQSV9TRVJWRVIQAiqIAQoJUGF0Y2hUeXBlEhoKFlBBVENIX1RZUEVfVU5TUEVDSUZJRUQQABIUChBQQVRDSF9UWVBFX01FUkdFEAESEwoPUEFUQ0hfVFlQRV9KU09OEAISHgoaUEFUQ0hfVFlQRV9TVFJBVEVHSUNfTUVSR0UQAxIUChBQQVRDSF9UWVBFX0FQUExZEAQqnAEKEURlbGV0ZVByb3BhZ2F0aW9uEiIKHkRFTEVURV9QUk9QQUdBVElPTl9VTlNQRUNJRklFRBAAEiEKHURFTEVURV9QUk9QQUdBVElPTl9CQUNLR1JPVU5EEAESIQodREVMRVRFX1BST1BBR0FUSU9OX0ZPUkVHUk9VTkQQAhIdChlERUxFVEVfUFJPUEFHQVRJT05fT1JQSEFOEAMy9AQKDkNsdXN0ZXJTZXJ2aWNlEkAKA0dldBIbLnBvbHlvcC52MWFscGhhMS5HZXRSZXF1ZXN0GhwucG9seW9wLnYxYWxwaGExLkdldFJlc3BvbnNlEkMKBExpc3QSHC5wb2x5b3AudjFhbHBoYTEuTGlzdFJlcXVlc3QaHS5wb2x5b3AudjFhbHBoYTEuTGlzdFJlc3BvbnNlEkkKBkNyZWF0ZRIeLnBvbHlvcC52MWFscGhhMS5DcmVhdGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLkNyZWF0ZVJlc3BvbnNlEkkKBlVwZGF0ZRIeLnBvbHlvcC52MWFscGhhMS5VcGRhdGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLlVwZGF0ZVJlc3BvbnNlEkYKBVBhdGNoEh0ucG9seW9wLnYxYWxwaGExLlBhdGNoUmVxdWVzdBoeLnBvbHlvcC52MWFscGhhMS5QYXRjaFJlc3BvbnNlEkkKBkRlbGV0ZRIeLnBvbHlvcC52MWFscGhhMS5EZWxldGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLkRlbGV0ZVJlc3BvbnNlElgKC1JlY29yZEV2ZW50EiMucG9seW9wLnYxYWxwaGExLlJlY29yZEV2ZW50UmVxdWVzdBokLnBvbHlvcC52MWFscGhhMS5SZWNvcmRFdmVudFJlc3BvbnNlElgKC1Jlc29sdmVLaW5kEiMucG9seW9wLnYxYWxwaGExLlJlc29sdmVLaW5kUmVxdWVzdBokLnBvbHlvcC52MWFscGhhMS5SZXNvbHZlS2luZFJlc3BvbnNlQsABChNjb20ucG9seW9wLnYxYWxwaGExQgxDbHVzdGVyUHJvdG9QAVo+Z2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL2dlbi9nby9wb2x5b3AvdjFhbHBoYTE7cG9seW9wdjFhbHBoYTGiAgNQWFiqAg9Qb2x5b3AuVjFhbHBoYTHKAg9Qb2x5b3BcVjFhbHBoYTHiAhtQb2x5b3BcVjFhbHBoYTFcR1BCTWV0YWRhdGHqAhBQb2x5b3A6OlYxYWxwaGExYgZwcm90bzM", [file_polyop_v1alpha1_reconcile, file_polyop_v1alpha1_types]);
+  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvY2x1c3Rlci5wcm90bxIPcG9seW9wLnYxYWxwaGExIh8KC1JlYWRPcHRpb25zEhAKCHVuY2FjaGVkGAEgASgIIqoBCgpHZXRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBInCgNrZXkYAiABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5EhMKC3N1YnJlc291cmNlGAMgASgJEi0KB29wdGlvbnMYBCABKAsyHC5wb2x5b3AudjFhbHBoYTEuUmVhZE9wdGlvbnMiSgoLR2V0UmVzcG9uc2USDgoGb2JqZWN0GAEgASgMEisKBnNvdXJjZRgCIAEoDjIbLnBvbHlvcC52MWFscGhhMS5SZWFkU291cmNlItcBCgtMaXN0UmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSEQoJbmFtZXNwYWNlGAIgASgJEi0KB29wdGlvbnMYBCABKAsyHC5wb2x5b3AudjFhbHBoYTEuUmVhZE9wdGlvbnMSFgoObGFiZWxfc2VsZWN0b3IYBiABKAkSFgoOZmllbGRfc2VsZWN0b3IYByABKAkSDQoFbGltaXQYCCABKAMSFgoOY29udGludWVfdG9rZW4YCSABKAkifAoMTGlzdFJlc3BvbnNlEg0KBWl0ZW1zGAEgAygMEhYKDmNvbnRpbnVlX3Rva2VuGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSKwoGc291cmNlGAQgASgOMhsucG9seW9wLnYxYWxwaGExLlJlYWRTb3VyY2UiRQoMV3JpdGVPcHRpb25zEg8KB2RyeV9ydW4YASABKAgSFQoNZmllbGRfbWFuYWdlchgCIAEoCRINCgVmb3JjZRgDIAEoCCK+AQoNQ3JlYXRlUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRITCgtzdWJyZXNvdXJjZRgDIAEoCRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxIOCgZvYmplY3QYBSABKAwiIAoOQ3JlYXRlUmVzcG9uc2USDgoGb2JqZWN0GAEgASgMIr4BCg1VcGRhdGVSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBInCgNrZXkYAiABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5EhMKC3N1YnJlc291cmNlGAMgASgJEi4KB29wdGlvbnMYBCABKAsyHS5wb2x5b3AudjFhbHBoYTEuV3JpdGVPcHRpb25zEg4KBm9iamVjdBgFIAEoDCIgCg5VcGRhdGVSZXNwb25zZRIOCgZvYmplY3QYASABKAwi5gEKDFBhdGNoUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRITCgtzdWJyZXNvdXJjZRgDIAEoCRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxINCgVwYXRjaBgFIAEoDBIoCgR0eXBlGAYgASgOMhoucG9seW9wLnYxYWxwaGExLlBhdGNoVHlwZSIfCg1QYXRjaFJlc3BvbnNlEg4KBm9iamVjdBgBIAEoDCLPAgoNRGVsZXRlUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxI3Cgtwcm9wYWdhdGlvbhgGIAEoDjIiLnBvbHlvcC52MWFscGhhMS5EZWxldGVQcm9wYWdhdGlvbhIYChBwcmVjb25kaXRpb25fdWlkGAcgASgJEiUKHXByZWNvbmRpdGlvbl9yZXNvdXJjZV92ZXJzaW9uGAggASgJEiEKFGdyYWNlX3BlcmlvZF9zZWNvbmRzGAkgASgDSACIAQFCFwoVX2dyYWNlX3BlcmlvZF9zZWNvbmRzIhAKDkRlbGV0ZVJlc3BvbnNlIpUBChJSZWNvcmRFdmVudFJlcXVlc3QSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEicKA2tleRgCIAEoCzIaLnBvbHlvcC52MWFscGhhMS5PYmplY3RLZXkSJQoFZXZlbnQYBiABKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQiFQoTUmVjb3JkRXZlbnRSZXNwb25zZSIaCghBUElFcnJvchIOCgZzdGF0dXMYASABKAwiRQoSUmVzb2x2ZUtpbmRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZCJsChNSZXNvbHZlS2luZFJlc3BvbnNlEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIQCghyZXNvdXJjZRgCIAEoCRISCgpuYW1lc3BhY2VkGAMgASgIKlwKClJlYWRTb3VyY2USGwoXUkVBRF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIVChFSRUFEX1NPVVJDRV9DQUNIRRABEhoKFlJFQURfU09VUkNFX0FQSV9TRVJWRVIQAiqIAQoJUGF0Y2hUeXBlEhoKFlBBVENIX1RZUEVfVU5TUEVDSUZJRUQQABIUChBQQVRDSF9UWVBFX01FUkdFEAESEwoPUEFUQ0hfVFlQRV9KU09OEAISHgoaUEFUQ0hfVFlQRV9TVFJBVEVHSUNfTUVSR0UQAxIUChBQQVRDSF9UWVBFX0FQUExZEAQqnAEKEURlbGV0ZVByb3BhZ2F0aW9uEiIKHkRFTEVURV9QUk9QQUdBVElPTl9VTlNQRUNJRklFRBAAEiEKHURFTEVURV9QUk9QQUdBVElPTl9CQUNLR1JPVU5EEAESIQodREVMRVRFX1BST1BBR0FUSU9OX0ZPUkVHUk9VTkQQAhIdChlERUxFVEVfUFJPUEFHQVRJT05fT1JQSEFOEAMy9AQKDkNsdXN0ZXJTZXJ2aWNlEkAKA0dldBIbLnBvbHlvcC52MWFscGhhMS5HZXRSZXF1ZXN0GhwucG9seW9wLnYxYWxwaGExLkdldFJlc3BvbnNlEkMKBExpc3QSHC5wb2x5b3AudjFhbHBoYTEuTGlzdFJlcXVlc3QaHS5wb2x5b3AudjFhbHBoYTEuTGlzdFJlc3BvbnNlEkkKBkNyZWF0ZRIeLnBvbHlvcC52MWFscGhhMS5DcmVhdGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLkNyZWF0ZVJlc3BvbnNlEkkKBlVwZGF0ZRIeLnBvbHlvcC52MWFscGhhMS5VcGRhdGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLlVwZGF0ZVJlc3BvbnNlEkYKBVBhdGNoEh0ucG9seW9wLnYxYWxwaGExLlBhdGNoUmVxdWVzdBoeLnBvbHlvcC52MWFscGhhMS5QYXRjaFJlc3BvbnNlEkkKBkRlbGV0ZRIeLnBvbHlvcC52MWFscGhhMS5EZWxldGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLkRlbGV0ZVJlc3BvbnNlElgKC1JlY29yZEV2ZW50EiMucG9seW9wLnYxYWxwaGExLlJlY29yZEV2ZW50UmVxdWVzdBokLnBvbHlvcC52MWFscGhhMS5SZWNvcmRFdmVudFJlc3BvbnNlElgKC1Jlc29sdmVLaW5kEiMucG9seW9wLnYxYWxwaGExLlJlc29sdmVLaW5kUmVxdWVzdBokLnBvbHlvcC52MWFscGhhMS5SZXNvbHZlS2luZFJlc3BvbnNlQsQBChNjb20ucG9seW9wLnYxYWxwaGExQgxDbHVzdGVyUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_polyop_v1alpha1_reconcile, file_polyop_v1alpha1_types]);
+
+/**
+ * ReadOptions are the options every read takes.
+ *
+ * @generated from message polyop.v1alpha1.ReadOptions
+ */
+export type ReadOptions = Message<"polyop.v1alpha1.ReadOptions"> & {
+  /**
+   * Read from the API server even when the host caches the kind (a quorum
+   * read, for when the cache may be behind).
+   *
+   * @generated from field: bool uncached = 1;
+   */
+  uncached: boolean;
+};
+
+/**
+ * Describes the message polyop.v1alpha1.ReadOptions.
+ * Use `create(ReadOptionsSchema)` to create a new message.
+ */
+export const ReadOptionsSchema: GenMessage<ReadOptions> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_cluster, 0);
 
 /**
  * GetRequest names one object to read.
@@ -37,22 +59,21 @@ export type GetRequest = Message<"polyop.v1alpha1.GetRequest"> & {
   key?: ObjectKey | undefined;
 
   /**
-   * Read from the API server even when the host caches the kind (a quorum
-   * read, for when the cache may be behind).
-   *
-   * @generated from field: bool uncached = 3;
-   */
-  uncached: boolean;
-
-  /**
    * The subresource to read, for example "scale" (an autoscaling/v1 Scale);
    * empty or "status" for the object itself, as an object's status
    * subresource is the object. Other subresources are read from the API
    * server.
    *
-   * @generated from field: string subresource = 4;
+   * @generated from field: string subresource = 3;
    */
   subresource: string;
+
+  /**
+   * Where to read from.
+   *
+   * @generated from field: polyop.v1alpha1.ReadOptions options = 4;
+   */
+  options?: ReadOptions | undefined;
 };
 
 /**
@@ -60,7 +81,7 @@ export type GetRequest = Message<"polyop.v1alpha1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 0);
+  messageDesc(file_polyop_v1alpha1_cluster, 1);
 
 /**
  * GetResponse carries one object.
@@ -88,7 +109,7 @@ export type GetResponse = Message<"polyop.v1alpha1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 1);
+  messageDesc(file_polyop_v1alpha1_cluster, 2);
 
 /**
  * ListRequest selects objects of one kind.
@@ -104,16 +125,24 @@ export type ListRequest = Message<"polyop.v1alpha1.ListRequest"> & {
   kind?: GroupVersionKind | undefined;
 
   /**
-   * Only objects in this namespace; empty for every namespace.
+   * Only objects in this namespace; empty for every namespace (a host scoped
+   * to namespaces with --namespace lists only those from its cache).
    *
    * @generated from field: string namespace = 2;
    */
   namespace: string;
 
   /**
+   * Where to read from.
+   *
+   * @generated from field: polyop.v1alpha1.ReadOptions options = 4;
+   */
+  options?: ReadOptions | undefined;
+
+  /**
    * A label selector, in kubectl's -l syntax.
    *
-   * @generated from field: string label_selector = 3;
+   * @generated from field: string label_selector = 6;
    */
   labelSelector: string;
 
@@ -121,7 +150,7 @@ export type ListRequest = Message<"polyop.v1alpha1.ListRequest"> & {
    * A field selector, for example "metadata.name=foo". From the cache, only
    * fields the host indexes can be selected.
    *
-   * @generated from field: string field_selector = 4;
+   * @generated from field: string field_selector = 7;
    */
   fieldSelector: string;
 
@@ -129,23 +158,16 @@ export type ListRequest = Message<"polyop.v1alpha1.ListRequest"> & {
    * The most objects to return; zero for all. Honoured by the API server; the
    * cache returns all.
    *
-   * @generated from field: int64 limit = 5;
+   * @generated from field: int64 limit = 8;
    */
   limit: bigint;
 
   /**
    * The continue token of a previous, limited List.
    *
-   * @generated from field: string continue_token = 6;
+   * @generated from field: string continue_token = 9;
    */
   continueToken: string;
-
-  /**
-   * Read from the API server even when the host caches the kind.
-   *
-   * @generated from field: bool uncached = 7;
-   */
-  uncached: boolean;
 };
 
 /**
@@ -153,7 +175,7 @@ export type ListRequest = Message<"polyop.v1alpha1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 2);
+  messageDesc(file_polyop_v1alpha1_cluster, 3);
 
 /**
  * ListResponse carries the selected objects.
@@ -195,7 +217,7 @@ export type ListResponse = Message<"polyop.v1alpha1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 3);
+  messageDesc(file_polyop_v1alpha1_cluster, 4);
 
 /**
  * WriteOptions are the options every write takes.
@@ -212,11 +234,19 @@ export type WriteOptions = Message<"polyop.v1alpha1.WriteOptions"> & {
 
   /**
    * The field manager recorded in managedFields. Defaults to the host's:
-   * "polyop-<sidecar name>".
+   * "polyop-<sidecar name>". Ignored by Delete.
    *
    * @generated from field: string field_manager = 2;
    */
   fieldManager: string;
+
+  /**
+   * With Patch of PATCH_TYPE_APPLY only: take ownership of fields other
+   * managers own (server-side apply's force). The host refuses it elsewhere.
+   *
+   * @generated from field: bool force = 3;
+   */
+  force: boolean;
 };
 
 /**
@@ -224,7 +254,7 @@ export type WriteOptions = Message<"polyop.v1alpha1.WriteOptions"> & {
  * Use `create(WriteOptionsSchema)` to create a new message.
  */
 export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 4);
+  messageDesc(file_polyop_v1alpha1_cluster, 5);
 
 /**
  * CreateRequest creates an object, or a subresource of an existing object
@@ -234,21 +264,21 @@ export const WriteOptionsSchema: GenMessage<WriteOptions> = /*@__PURE__*/
  */
 export type CreateRequest = Message<"polyop.v1alpha1.CreateRequest"> & {
   /**
-   * The object, as JSON, with apiVersion and kind. With subresource, the
-   * subresource's body, for example a policy/v1 Eviction; its
-   * metadata.namespace and metadata.name default to parent's and must not
-   * differ from them.
+   * The kind of the object to create; with subresource, the kind of the object
+   * the subresource belongs to (for example Pod for "eviction").
    *
-   * @generated from field: bytes object = 1;
+   * @generated from field: polyop.v1alpha1.GroupVersionKind kind = 1;
    */
-  object: Uint8Array;
+  kind?: GroupVersionKind | undefined;
 
   /**
-   * Dry run and field manager.
+   * The namespace and name of the object to create (the name may be empty when
+   * the object sets metadata.generateName); with subresource, of the object
+   * the subresource belongs to.
    *
-   * @generated from field: polyop.v1alpha1.WriteOptions options = 2;
+   * @generated from field: polyop.v1alpha1.ObjectKey key = 2;
    */
-  options?: WriteOptions | undefined;
+  key?: ObjectKey | undefined;
 
   /**
    * The subresource to create, for example "eviction" or "token"; empty to
@@ -259,20 +289,21 @@ export type CreateRequest = Message<"polyop.v1alpha1.CreateRequest"> & {
   subresource: string;
 
   /**
-   * The kind of the object the subresource belongs to, for example Pod; with
-   * subresource only.
+   * Dry run and field manager.
    *
-   * @generated from field: polyop.v1alpha1.GroupVersionKind parent_kind = 4;
+   * @generated from field: polyop.v1alpha1.WriteOptions options = 4;
    */
-  parentKind?: GroupVersionKind | undefined;
+  options?: WriteOptions | undefined;
 
   /**
-   * The namespace and name of the object the subresource belongs to; with
-   * subresource only.
+   * The object, as JSON. Its apiVersion, kind, metadata.namespace and
+   * metadata.name default to kind and key and must not differ from them. With
+   * subresource, the subresource's body, for example a policy/v1 Eviction,
+   * whose metadata.namespace and metadata.name default to key's.
    *
-   * @generated from field: polyop.v1alpha1.ObjectKey parent_key = 5;
+   * @generated from field: bytes object = 5;
    */
-  parentKey?: ObjectKey | undefined;
+  object: Uint8Array;
 };
 
 /**
@@ -280,7 +311,7 @@ export type CreateRequest = Message<"polyop.v1alpha1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 5);
+  messageDesc(file_polyop_v1alpha1_cluster, 6);
 
 /**
  * CreateResponse carries the created object.
@@ -303,7 +334,7 @@ export type CreateResponse = Message<"polyop.v1alpha1.CreateResponse"> & {
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 6);
+  messageDesc(file_polyop_v1alpha1_cluster, 7);
 
 /**
  * UpdateRequest replaces an object or one of its subresources.
@@ -312,25 +343,41 @@ export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
  */
 export type UpdateRequest = Message<"polyop.v1alpha1.UpdateRequest"> & {
   /**
-   * The object, as JSON, with apiVersion, kind and metadata.resourceVersion.
+   * The object's kind.
    *
-   * @generated from field: bytes object = 1;
+   * @generated from field: polyop.v1alpha1.GroupVersionKind kind = 1;
    */
-  object: Uint8Array;
+  kind?: GroupVersionKind | undefined;
+
+  /**
+   * The object's namespace and name.
+   *
+   * @generated from field: polyop.v1alpha1.ObjectKey key = 2;
+   */
+  key?: ObjectKey | undefined;
 
   /**
    * The subresource to update, for example "status"; empty for the object.
    *
-   * @generated from field: string subresource = 2;
+   * @generated from field: string subresource = 3;
    */
   subresource: string;
 
   /**
    * Dry run and field manager.
    *
-   * @generated from field: polyop.v1alpha1.WriteOptions options = 3;
+   * @generated from field: polyop.v1alpha1.WriteOptions options = 4;
    */
   options?: WriteOptions | undefined;
+
+  /**
+   * The object, as JSON, with metadata.resourceVersion for optimistic
+   * concurrency. Its apiVersion, kind, metadata.namespace and metadata.name
+   * default to kind and key and must not differ from them.
+   *
+   * @generated from field: bytes object = 5;
+   */
+  object: Uint8Array;
 };
 
 /**
@@ -338,7 +385,7 @@ export type UpdateRequest = Message<"polyop.v1alpha1.UpdateRequest"> & {
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
 export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 7);
+  messageDesc(file_polyop_v1alpha1_cluster, 8);
 
 /**
  * UpdateResponse carries the updated object.
@@ -359,7 +406,7 @@ export type UpdateResponse = Message<"polyop.v1alpha1.UpdateResponse"> & {
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
 export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 8);
+  messageDesc(file_polyop_v1alpha1_cluster, 9);
 
 /**
  * PatchRequest patches an object or one of its subresources.
@@ -382,40 +429,33 @@ export type PatchRequest = Message<"polyop.v1alpha1.PatchRequest"> & {
   key?: ObjectKey | undefined;
 
   /**
-   * The patch type.
-   *
-   * @generated from field: polyop.v1alpha1.PatchType type = 3;
-   */
-  type: PatchType;
-
-  /**
-   * The patch.
-   *
-   * @generated from field: bytes patch = 4;
-   */
-  patch: Uint8Array;
-
-  /**
    * The subresource to patch, for example "status"; empty for the object.
    *
-   * @generated from field: string subresource = 5;
+   * @generated from field: string subresource = 3;
    */
   subresource: string;
 
   /**
-   * With PATCH_TYPE_APPLY, take ownership of fields other managers own.
+   * Dry run, field manager (required by the API server for apply; the host's
+   * default applies) and, for apply, force.
    *
-   * @generated from field: bool force = 6;
-   */
-  force: boolean;
-
-  /**
-   * Dry run and field manager (required by the API server for apply; the
-   * host's default applies).
-   *
-   * @generated from field: polyop.v1alpha1.WriteOptions options = 7;
+   * @generated from field: polyop.v1alpha1.WriteOptions options = 4;
    */
   options?: WriteOptions | undefined;
+
+  /**
+   * The patch, in the format type names.
+   *
+   * @generated from field: bytes patch = 5;
+   */
+  patch: Uint8Array;
+
+  /**
+   * The patch type.
+   *
+   * @generated from field: polyop.v1alpha1.PatchType type = 6;
+   */
+  type: PatchType;
 };
 
 /**
@@ -423,7 +463,7 @@ export type PatchRequest = Message<"polyop.v1alpha1.PatchRequest"> & {
  * Use `create(PatchRequestSchema)` to create a new message.
  */
 export const PatchRequestSchema: GenMessage<PatchRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 9);
+  messageDesc(file_polyop_v1alpha1_cluster, 10);
 
 /**
  * PatchResponse carries the patched object.
@@ -444,7 +484,7 @@ export type PatchResponse = Message<"polyop.v1alpha1.PatchResponse"> & {
  * Use `create(PatchResponseSchema)` to create a new message.
  */
 export const PatchResponseSchema: GenMessage<PatchResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 10);
+  messageDesc(file_polyop_v1alpha1_cluster, 11);
 
 /**
  * DeleteRequest deletes an object.
@@ -467,39 +507,39 @@ export type DeleteRequest = Message<"polyop.v1alpha1.DeleteRequest"> & {
   key?: ObjectKey | undefined;
 
   /**
+   * Dry run (the field manager is ignored).
+   *
+   * @generated from field: polyop.v1alpha1.WriteOptions options = 4;
+   */
+  options?: WriteOptions | undefined;
+
+  /**
    * What happens to its dependents.
    *
-   * @generated from field: polyop.v1alpha1.DeletePropagation propagation = 3;
+   * @generated from field: polyop.v1alpha1.DeletePropagation propagation = 6;
    */
   propagation: DeletePropagation;
 
   /**
    * Delete only if the object still has this UID.
    *
-   * @generated from field: string precondition_uid = 4;
+   * @generated from field: string precondition_uid = 7;
    */
   preconditionUid: string;
 
   /**
    * Delete only if the object still has this resourceVersion.
    *
-   * @generated from field: string precondition_resource_version = 5;
+   * @generated from field: string precondition_resource_version = 8;
    */
   preconditionResourceVersion: string;
 
   /**
    * The grace period in seconds; unset uses the kind's default.
    *
-   * @generated from field: optional int64 grace_period_seconds = 6;
+   * @generated from field: optional int64 grace_period_seconds = 9;
    */
   gracePeriodSeconds?: bigint | undefined;
-
-  /**
-   * Dry run (the field manager is ignored).
-   *
-   * @generated from field: polyop.v1alpha1.WriteOptions options = 7;
-   */
-  options?: WriteOptions | undefined;
 };
 
 /**
@@ -507,7 +547,7 @@ export type DeleteRequest = Message<"polyop.v1alpha1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 11);
+  messageDesc(file_polyop_v1alpha1_cluster, 12);
 
 /**
  * DeleteResponse is empty: the delete was accepted.
@@ -522,7 +562,7 @@ export type DeleteResponse = Message<"polyop.v1alpha1.DeleteResponse"> & {
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 12);
+  messageDesc(file_polyop_v1alpha1_cluster, 13);
 
 /**
  * RecordEventRequest records an Event on an object.
@@ -547,7 +587,7 @@ export type RecordEventRequest = Message<"polyop.v1alpha1.RecordEventRequest"> &
   /**
    * The event.
    *
-   * @generated from field: polyop.v1alpha1.Event event = 3;
+   * @generated from field: polyop.v1alpha1.Event event = 6;
    */
   event?: Event | undefined;
 };
@@ -557,7 +597,7 @@ export type RecordEventRequest = Message<"polyop.v1alpha1.RecordEventRequest"> &
  * Use `create(RecordEventRequestSchema)` to create a new message.
  */
 export const RecordEventRequestSchema: GenMessage<RecordEventRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 13);
+  messageDesc(file_polyop_v1alpha1_cluster, 14);
 
 /**
  * RecordEventResponse is empty: the event was queued for recording.
@@ -572,11 +612,12 @@ export type RecordEventResponse = Message<"polyop.v1alpha1.RecordEventResponse">
  * Use `create(RecordEventResponseSchema)` to create a new message.
  */
 export const RecordEventResponseSchema: GenMessage<RecordEventResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 14);
+  messageDesc(file_polyop_v1alpha1_cluster, 15);
 
 /**
  * APIError is the detail of every ClusterService error that came from the API
- * server.
+ * server, packed in a google.protobuf.Any inside the google.rpc.Status of the
+ * grpc-status-details-bin trailer (see ClusterService).
  *
  * @generated from message polyop.v1alpha1.APIError
  */
@@ -595,7 +636,7 @@ export type APIError = Message<"polyop.v1alpha1.APIError"> & {
  * Use `create(APIErrorSchema)` to create a new message.
  */
 export const APIErrorSchema: GenMessage<APIError> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 15);
+  messageDesc(file_polyop_v1alpha1_cluster, 16);
 
 /**
  * ResolveKindRequest names a kind to resolve.
@@ -616,7 +657,7 @@ export type ResolveKindRequest = Message<"polyop.v1alpha1.ResolveKindRequest"> &
  * Use `create(ResolveKindRequestSchema)` to create a new message.
  */
 export const ResolveKindRequestSchema: GenMessage<ResolveKindRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 16);
+  messageDesc(file_polyop_v1alpha1_cluster, 17);
 
 /**
  * ResolveKindResponse says how the API server serves a kind.
@@ -651,7 +692,7 @@ export type ResolveKindResponse = Message<"polyop.v1alpha1.ResolveKindResponse">
  * Use `create(ResolveKindResponseSchema)` to create a new message.
  */
 export const ResolveKindResponseSchema: GenMessage<ResolveKindResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_cluster, 17);
+  messageDesc(file_polyop_v1alpha1_cluster, 18);
 
 /**
  * ReadSource says where a read was served from.
@@ -790,7 +831,20 @@ export const DeletePropagationSchema: GenEnum<DeletePropagation> = /*@__PURE__*/
  * 400 FAILED_PRECONDITION, 429 RESOURCE_EXHAUSTED, 5xx UNAVAILABLE or
  * INTERNAL), and the status carries an APIError detail with the API server's
  * metav1.Status, so every SDK can tell NotFound, AlreadyExists, Conflict,
- * Invalid and Forbidden apart and read the causes.
+ * Invalid and Forbidden apart and read the causes. The detail travels as gRPC
+ * does every status detail: the trailer grpc-status-details-bin holds a
+ * google.rpc.Status (code, message, details) whose details hold one
+ * google.protobuf.Any of type
+ * "type.googleapis.com/polyop.v1alpha1.APIError". Errors the host raises itself
+ * (a malformed request, an unknown kind) carry no detail and use
+ * INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION with a message that says
+ * what is wrong.
+ *
+ * Every request addresses its object the same way, with the same field
+ * numbers: kind (1) and key (2) name the object, subresource (3) one of its
+ * subresources, options (4) the read or write options, and object or patch
+ * (5) the body. List addresses a collection, so it has a namespace (2) where
+ * the others have a key. Fields that only one call has start at 6.
  *
  * @generated from service polyop.v1alpha1.ClusterService
  */

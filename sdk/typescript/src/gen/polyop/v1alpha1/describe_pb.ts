@@ -14,22 +14,29 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/describe.proto.
  */
 export const file_polyop_v1alpha1_describe: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wb2x5b3AvdjFhbHBoYTEvZGVzY3JpYmUucHJvdG8SD3BvbHlvcC52MWFscGhhMSJaCg9EZXNjcmliZVJlcXVlc3QSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRIUCgxob3N0X3ZlcnNpb24YAiABKAkSFwoPY2x1c3Rlcl9hZGRyZXNzGAMgASgJIusBChBEZXNjcmliZVJlc3BvbnNlEhgKEHByb3RvY29sX3ZlcnNpb24YASABKAkSDAoEbmFtZRgCIAEoCRI7Cgtjb250cm9sbGVycxgDIAMoCzImLnBvbHlvcC52MWFscGhhMS5Db250cm9sbGVyRGVzY3JpcHRpb24SNQoId2ViaG9va3MYBCADKAsyIy5wb2x5b3AudjFhbHBoYTEuV2ViaG9va0Rlc2NyaXB0aW9uEjsKC2NvbnZlcnNpb25zGAUgAygLMiYucG9seW9wLnYxYWxwaGExLkNvbnZlcnNpb25EZXNjcmlwdGlvbiKoAgoVQ29udHJvbGxlckRlc2NyaXB0aW9uEgwKBG5hbWUYASABKAkSMwoIZm9yX2tpbmQYAiABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIvCgpwcmVkaWNhdGVzGAMgASgLMhsucG9seW9wLnYxYWxwaGExLlByZWRpY2F0ZXMSEgoKbmFtZXNwYWNlcxgEIAMoCRIhChltYXhfY29uY3VycmVudF9yZWNvbmNpbGVzGAUgASgFEigKBG93bnMYBiADKAsyGi5wb2x5b3AudjFhbHBoYTEuT3duZWRLaW5kEicKB3dhdGNoZXMYByADKAsyFi5wb2x5b3AudjFhbHBoYTEuV2F0Y2gSEQoJZmluYWxpemVyGAggASgJIoABCglPd25lZEtpbmQSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEhUKDXNlbmRfb2JzZXJ2ZWQYAiABKAgSDQoFYWRvcHQYAyABKAgSHAoUcmVwbGFjZV9vbl9pbW11dGFibGUYBCABKAgigAEKBVdhdGNoEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIPCgVsYWJlbBgCIAEoCUgAEhQKCmFubm90YXRpb24YAyABKAlIABIUCgpmaWVsZF9wYXRoGAQgASgJSABCCQoHbWFwcGluZyJbCgpQcmVkaWNhdGVzEjUKDnVwZGF0ZV9maWx0ZXJzGAEgAygOMh0ucG9seW9wLnYxYWxwaGExLlVwZGF0ZUZpbHRlchIWCg5sYWJlbF9zZWxlY3RvchgCIAEoCSrAAQoMVXBkYXRlRmlsdGVyEh0KGVVQREFURV9GSUxURVJfVU5TUEVDSUZJRUQQABIkCiBVUERBVEVfRklMVEVSX0dFTkVSQVRJT05fQ0hBTkdFRBABEiAKHFVQREFURV9GSUxURVJfTEFCRUxTX0NIQU5HRUQQAhIlCiFVUERBVEVfRklMVEVSX0FOTk9UQVRJT05TX0NIQU5HRUQQAxIiCh5VUERBVEVfRklMVEVSX0RFTEVUSU9OX0NIQU5HRUQQBELBAQoTY29tLnBvbHlvcC52MWFscGhhMUINRGVzY3JpYmVQcm90b1ABWj5naXRodWIuY29tL3BvbHlvcC9wb2x5b3AvZ2VuL2dvL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_types]);
+  fileDesc("Ch5wb2x5b3AvdjFhbHBoYTEvZGVzY3JpYmUucHJvdG8SD3BvbHlvcC52MWFscGhhMSJ8Cg9EZXNjcmliZVJlcXVlc3QSOgoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoDjIgLnBvbHlvcC52MWFscGhhMS5Qcm90b2NvbFZlcnNpb24SFAoMaG9zdF92ZXJzaW9uGAIgASgJEhcKD2NsdXN0ZXJfYWRkcmVzcxgDIAEoCSK0AgoQRGVzY3JpYmVSZXNwb25zZRI6ChBwcm90b2NvbF92ZXJzaW9uGAEgASgOMiAucG9seW9wLnYxYWxwaGExLlByb3RvY29sVmVyc2lvbhIMCgRuYW1lGAIgASgJEjsKC2NvbnRyb2xsZXJzGAMgAygLMiYucG9seW9wLnYxYWxwaGExLkNvbnRyb2xsZXJEZXNjcmlwdGlvbhI1Cgh3ZWJob29rcxgEIAMoCzIjLnBvbHlvcC52MWFscGhhMS5XZWJob29rRGVzY3JpcHRpb24SOwoLY29udmVyc2lvbnMYBSADKAsyJi5wb2x5b3AudjFhbHBoYTEuQ29udmVyc2lvbkRlc2NyaXB0aW9uEhAKCHNka19uYW1lGAYgASgJEhMKC3Nka192ZXJzaW9uGAcgASgJIqgCChVDb250cm9sbGVyRGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRIzCghmb3Jfa2luZBgCIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEi8KCnByZWRpY2F0ZXMYAyABKAsyGy5wb2x5b3AudjFhbHBoYTEuUHJlZGljYXRlcxISCgpuYW1lc3BhY2VzGAQgAygJEiEKGW1heF9jb25jdXJyZW50X3JlY29uY2lsZXMYBSABKAUSKAoEb3ducxgGIAMoCzIaLnBvbHlvcC52MWFscGhhMS5Pd25lZEtpbmQSJwoHd2F0Y2hlcxgHIAMoCzIWLnBvbHlvcC52MWFscGhhMS5XYXRjaBIRCglmaW5hbGl6ZXIYCCABKAkigAEKCU93bmVkS2luZBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSFQoNc2VuZF9vYnNlcnZlZBgCIAEoCBINCgVhZG9wdBgDIAEoCBIcChRyZXBsYWNlX29uX2ltbXV0YWJsZRgEIAEoCCKAAQoFV2F0Y2gSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEg8KBWxhYmVsGAIgASgJSAASFAoKYW5ub3RhdGlvbhgDIAEoCUgAEhQKCmZpZWxkX3BhdGgYBCABKAlIAEIJCgdtYXBwaW5nIlsKClByZWRpY2F0ZXMSNQoOdXBkYXRlX2ZpbHRlcnMYASADKA4yHS5wb2x5b3AudjFhbHBoYTEuVXBkYXRlRmlsdGVyEhYKDmxhYmVsX3NlbGVjdG9yGAIgASgJKlIKD1Byb3RvY29sVmVyc2lvbhIgChxQUk9UT0NPTF9WRVJTSU9OX1VOU1BFQ0lGSUVEEAASHQoZUFJPVE9DT0xfVkVSU0lPTl9WMUFMUEhBMRABKsABCgxVcGRhdGVGaWx0ZXISHQoZVVBEQVRFX0ZJTFRFUl9VTlNQRUNJRklFRBAAEiQKIFVQREFURV9GSUxURVJfR0VORVJBVElPTl9DSEFOR0VEEAESIAocVVBEQVRFX0ZJTFRFUl9MQUJFTFNfQ0hBTkdFRBACEiUKIVVQREFURV9GSUxURVJfQU5OT1RBVElPTlNfQ0hBTkdFRBADEiIKHlVQREFURV9GSUxURVJfREVMRVRJT05fQ0hBTkdFRBAEQsUBChNjb20ucG9seW9wLnYxYWxwaGExQg1EZXNjcmliZVByb3RvUAFaQmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9zZGsvZ28vZ2VuL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_types]);
 
 /**
  * DescribeRequest is the host's side of the handshake.
+ *
+ * The host calls Describe when it starts to run controllers and webhooks, and
+ * also from its offline commands ("host describe", "host webhooks" and "host
+ * rbac"), which print what the sidecar declares and serve
+ * no ClusterService: their cluster_address is empty. A sidecar must answer
+ * Describe without calling the ClusterService and without needing a cluster.
  *
  * @generated from message polyop.v1alpha1.DescribeRequest
  */
 export type DescribeRequest = Message<"polyop.v1alpha1.DescribeRequest"> & {
   /**
-   * The protocol version the host speaks, "v1alpha1" for this package. A
-   * sidecar may refuse to serve a host it does not understand by answering with
-   * gRPC status FAILED_PRECONDITION; the host then stops with that message.
+   * The protocol version the host speaks, PROTOCOL_VERSION_V1ALPHA1 for this
+   * package. A sidecar may refuse to serve a host it does not understand by
+   * answering with gRPC status FAILED_PRECONDITION; the host then stops with
+   * that message.
    *
-   * @generated from field: string protocol_version = 1;
+   * @generated from field: polyop.v1alpha1.ProtocolVersion protocol_version = 1;
    */
-  protocolVersion: string;
+  protocolVersion: ProtocolVersion;
 
   /**
    * The host's own version, for the sidecar's logs. Informational only.
@@ -41,8 +48,8 @@ export type DescribeRequest = Message<"polyop.v1alpha1.DescribeRequest"> & {
   /**
    * Where the host serves its ClusterService for this sidecar, in the same
    * address forms as the host's --sidecar-address flag (for example
-   * "unix:///var/run/polyop/cluster.sock"). Empty when the host serves none. The
-   * host also sets it in the sidecar container's POLYOP_CLUSTER_ADDRESS
+   * "unix:///var/run/polyop/cluster.sock"). Empty when the host serves none
+   * (its offline commands, or --cluster-address=0). The host also sets it in the sidecar container's POLYOP_CLUSTER_ADDRESS
    * environment variable in the manifests it generates.
    *
    * @generated from field: string cluster_address = 3;
@@ -67,11 +74,12 @@ export const DescribeRequestSchema: GenMessage<DescribeRequest> = /*@__PURE__*/
 export type DescribeResponse = Message<"polyop.v1alpha1.DescribeResponse"> & {
   /**
    * The protocol version the sidecar speaks. The host stops at start, with a
-   * message naming both versions, unless it equals the host's, "v1alpha1".
+   * message naming both versions, unless it equals the host's,
+   * PROTOCOL_VERSION_V1ALPHA1.
    *
-   * @generated from field: string protocol_version = 1;
+   * @generated from field: polyop.v1alpha1.ProtocolVersion protocol_version = 1;
    */
-  protocolVersion: string;
+  protocolVersion: ProtocolVersion;
 
   /**
    * A short name for the sidecar (for example "memcached-operator"), used in the
@@ -103,6 +111,22 @@ export type DescribeResponse = Message<"polyop.v1alpha1.DescribeResponse"> & {
    * @generated from field: repeated polyop.v1alpha1.ConversionDescription conversions = 5;
    */
   conversions: ConversionDescription[];
+
+  /**
+   * The name of the SDK (or library) the sidecar is built on, for example
+   * "polyop-go", "polyop-python" or "polyop-typescript"; empty when none. For
+   * the host's logs. Informational only.
+   *
+   * @generated from field: string sdk_name = 6;
+   */
+  sdkName: string;
+
+  /**
+   * The SDK's version, for example "0.3.0". Informational only.
+   *
+   * @generated from field: string sdk_version = 7;
+   */
+  sdkVersion: string;
 };
 
 /**
@@ -360,6 +384,36 @@ export const PredicatesSchema: GenMessage<Predicates> = /*@__PURE__*/
   messageDesc(file_polyop_v1alpha1_describe, 5);
 
 /**
+ * ProtocolVersion names a revision of this contract. The generated code of
+ * every language carries it as a constant, so the host and each SDK name the
+ * version they speak from this file, not from a copy of their own.
+ *
+ * @generated from enum polyop.v1alpha1.ProtocolVersion
+ */
+export enum ProtocolVersion {
+  /**
+   * Not said: a sidecar or host that sets no version. The other side refuses
+   * it.
+   *
+   * @generated from enum value: PROTOCOL_VERSION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The contract of package polyop.v1alpha1 as these files define it.
+   *
+   * @generated from enum value: PROTOCOL_VERSION_V1ALPHA1 = 1;
+   */
+  V1ALPHA1 = 1,
+}
+
+/**
+ * Describes the enum polyop.v1alpha1.ProtocolVersion.
+ */
+export const ProtocolVersionSchema: GenEnum<ProtocolVersion> = /*@__PURE__*/
+  enumDesc(file_polyop_v1alpha1_describe, 0);
+
+/**
  * UpdateFilter names one change an update event can carry, after the
  * predicates of the same name in controller-runtime.
  *
@@ -408,5 +462,5 @@ export enum UpdateFilter {
  * Describes the enum polyop.v1alpha1.UpdateFilter.
  */
 export const UpdateFilterSchema: GenEnum<UpdateFilter> = /*@__PURE__*/
-  enumDesc(file_polyop_v1alpha1_describe, 0);
+  enumDesc(file_polyop_v1alpha1_describe, 1);
 

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/reconcile.proto.
  */
 export const file_polyop_v1alpha1_reconcile: GenFile = /*@__PURE__*/
-  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvcmVjb25jaWxlLnByb3RvEg9wb2x5b3AudjFhbHBoYTEiswEKEFJlY29uY2lsZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRIQCghjaGlsZHJlbhgGIAMoDCLzAQoRUmVjb25jaWxlUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdyZXF1ZXVlGAIgASgIEi4KBWVycm9yGAMgASgLMh8ucG9seW9wLnYxYWxwaGExLlJlY29uY2lsZUVycm9yEg4KBnN0YXR1cxgEIAEoDBImCgZldmVudHMYBSADKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQSGAoQZGVzaXJlZF9jaGlsZHJlbhgGIAMoDBIZChFjaGlsZHJlbl9jb21wbGV0ZRgHIAEoCCKgAQoPRmluYWxpemVSZXF1ZXN0EhIKCmNvbnRyb2xsZXIYASABKAkSLwoEa2luZBgCIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEicKA2tleRgDIAEoCzIaLnBvbHlvcC52MWFscGhhMS5PYmplY3RLZXkSDgoGb2JqZWN0GAQgASgMEg8KB3JldHJpZXMYBSABKAUinAEKEEZpbmFsaXplUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgVlcnJvchgCIAEoCzIfLnBvbHlvcC52MWFscGhhMS5SZWNvbmNpbGVFcnJvchImCgZldmVudHMYAyADKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQiMwoOUmVjb25jaWxlRXJyb3ISDwoHbWVzc2FnZRgBIAEoCRIQCgh0ZXJtaW5hbBgCIAEoCCJiCgVFdmVudBIoCgR0eXBlGAEgASgOMhoucG9seW9wLnYxYWxwaGExLkV2ZW50VHlwZRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIOCgZhY3Rpb24YBCABKAkqVgoJRXZlbnRUeXBlEhoKFkVWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIVChFFVkVOVF9UWVBFX05PUk1BTBABEhYKEkVWRU5UX1RZUEVfV0FSTklORxACQsIBChNjb20ucG9seW9wLnYxYWxwaGExQg5SZWNvbmNpbGVQcm90b1ABWj5naXRodWIuY29tL3BvbHlvcC9wb2x5b3AvZ2VuL2dvL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_google_protobuf_duration, file_polyop_v1alpha1_types]);
+  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvcmVjb25jaWxlLnByb3RvEg9wb2x5b3AudjFhbHBoYTEivAEKEFJlY29uY2lsZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRIZChFvYnNlcnZlZF9jaGlsZHJlbhgGIAMoDCLbAQoRUmVjb25jaWxlUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhInCgVlcnJvchgDIAEoCzIYLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlEg4KBnN0YXR1cxgEIAEoDBImCgZldmVudHMYBSADKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQSGAoQZGVzaXJlZF9jaGlsZHJlbhgGIAMoDBIZChFjaGlsZHJlbl9jb21wbGV0ZRgHIAEoCCKgAQoPRmluYWxpemVSZXF1ZXN0EhIKCmNvbnRyb2xsZXIYASABKAkSLwoEa2luZBgCIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEicKA2tleRgDIAEoCzIaLnBvbHlvcC52MWFscGhhMS5PYmplY3RLZXkSDgoGb2JqZWN0GAQgASgMEg8KB3JldHJpZXMYBSABKAUilQEKEEZpbmFsaXplUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhInCgVlcnJvchgDIAEoCzIYLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudCJcCgdGYWlsdXJlEg8KB21lc3NhZ2UYASABKAkSEAoIdGVybWluYWwYAiABKAgSLgoLcmV0cnlfYWZ0ZXIYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iYgoFRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnBvbHlvcC52MWFscGhhMS5FdmVudFR5cGUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDgoGYWN0aW9uGAQgASgJKlYKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFQoRRVZFTlRfVFlQRV9OT1JNQUwQARIWChJFVkVOVF9UWVBFX1dBUk5JTkcQAkLGAQoTY29tLnBvbHlvcC52MWFscGhhMUIOUmVjb25jaWxlUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_google_protobuf_duration, file_polyop_v1alpha1_types]);
 
 /**
  * ReconcileRequest asks the sidecar to reconcile one object.
@@ -62,12 +62,12 @@ export type ReconcileRequest = Message<"polyop.v1alpha1.ReconcileRequest"> & {
 
   /**
    * The observed children, as JSON, from the host's cache: the objects of the
-   * owned kinds declared with send_observed whose controller owner reference
-   * points at this object.
+   * owned kinds declared with OwnedKind.send_observed whose controller owner
+   * reference points at this object.
    *
-   * @generated from field: repeated bytes children = 6;
+   * @generated from field: repeated bytes observed_children = 6;
    */
-  children: Uint8Array[];
+  observedChildren: Uint8Array[];
 };
 
 /**
@@ -85,27 +85,21 @@ export const ReconcileRequestSchema: GenMessage<ReconcileRequest> = /*@__PURE__*
 export type ReconcileResponse = Message<"polyop.v1alpha1.ReconcileResponse"> & {
   /**
    * When set to a positive duration, reconcile this object again after it (and
-   * reset its backoff), as controller-runtime's Result.RequeueAfter.
+   * reset its backoff), as controller-runtime's Result.RequeueAfter. Ignored
+   * when error is set: a failed reconcile says when to retry with
+   * Failure.retry_after.
    *
    * @generated from field: google.protobuf.Duration requeue_after = 1;
    */
   requeueAfter?: Duration | undefined;
 
   /**
-   * Reconcile this object again after the controller's rate-limited backoff,
-   * as controller-runtime's Result.Requeue. Ignored when requeue_after is set.
-   *
-   * @generated from field: bool requeue = 2;
-   */
-  requeue: boolean;
-
-  /**
    * Set when the reconcile failed. The host still writes status and records
-   * events from this response, then handles the error.
+   * events from this response, then handles the failure (see Failure).
    *
-   * @generated from field: polyop.v1alpha1.ReconcileError error = 3;
+   * @generated from field: polyop.v1alpha1.Failure error = 3;
    */
-  error?: ReconcileError | undefined;
+  error?: Failure | undefined;
 
   /**
    * The object's new status, as a JSON object, written through the status
@@ -113,6 +107,13 @@ export type ReconcileResponse = Message<"polyop.v1alpha1.ReconcileResponse"> & {
    * request carried, with optimistic concurrency on the request's
    * resourceVersion: a conflict requeues the object. Empty leaves the status as
    * it is. Ignored when the object no longer exists.
+   *
+   * Answer the same status for the same object: every difference is a write,
+   * and every write is an event that reconciles the object again. Keep what
+   * has not changed as it was, in particular a condition's
+   * lastTransitionTime, which changes only when the condition's status does
+   * (every SDK's set-condition helper does this). A status stamped with the
+   * current time on every reconcile loops forever.
    *
    * @generated from field: bytes status = 4;
    */
@@ -217,29 +218,33 @@ export const FinalizeRequestSchema: GenMessage<FinalizeRequest> = /*@__PURE__*/
  * FinalizeResponse reports whether clean-up is done. The host removes the
  * finalizer when the response has no error and no requeue_after.
  *
+ * Its fields have the numbers of the ReconcileResponse fields of the same
+ * name.
+ *
  * @generated from message polyop.v1alpha1.FinalizeResponse
  */
 export type FinalizeResponse = Message<"polyop.v1alpha1.FinalizeResponse"> & {
   /**
    * Clean-up is not finished (it waits on something outside): call Finalize
-   * again after this duration, and keep the finalizer meanwhile.
+   * again after this duration, and keep the finalizer meanwhile. Ignored when
+   * error is set.
    *
    * @generated from field: google.protobuf.Duration requeue_after = 1;
    */
   requeueAfter?: Duration | undefined;
 
   /**
-   * Clean-up failed; the finalizer stays and the host retries with backoff
-   * (or not, for a terminal error).
+   * Clean-up failed; the finalizer stays and the host retries as Failure
+   * says.
    *
-   * @generated from field: polyop.v1alpha1.ReconcileError error = 2;
+   * @generated from field: polyop.v1alpha1.Failure error = 3;
    */
-  error?: ReconcileError | undefined;
+  error?: Failure | undefined;
 
   /**
    * Events to record on the object.
    *
-   * @generated from field: repeated polyop.v1alpha1.Event events = 3;
+   * @generated from field: repeated polyop.v1alpha1.Event events = 5;
    */
   events: Event[];
 };
@@ -252,33 +257,51 @@ export const FinalizeResponseSchema: GenMessage<FinalizeResponse> = /*@__PURE__*
   messageDesc(file_polyop_v1alpha1_reconcile, 3);
 
 /**
- * ReconcileError reports a failed reconcile.
+ * Failure reports a failed Reconcile or Finalize.
  *
- * @generated from message polyop.v1alpha1.ReconcileError
+ * Without retry_after, the host retries the object with the controller's
+ * exponential backoff (from 5 ms, doubling per failure in a row, up to 1000 s,
+ * controller-runtime's default), as controller-runtime does for a
+ * reconciler that returns an error. With retry_after, it retries after that
+ * duration instead, as Kopf's TemporaryError(delay=...) does; the failure
+ * still counts: the next request's retries is one higher, and a later failure
+ * without retry_after backs off as if every failure in the row had used the
+ * backoff. A terminal failure is never retried.
+ *
+ * @generated from message polyop.v1alpha1.Failure
  */
-export type ReconcileError = Message<"polyop.v1alpha1.ReconcileError"> & {
+export type Failure = Message<"polyop.v1alpha1.Failure"> & {
   /**
-   * What went wrong, for the host's log and the controller-runtime metrics.
+   * What went wrong, for the host's log, the object's Warning event and the
+   * controller-runtime metrics.
    *
    * @generated from field: string message = 1;
    */
   message: string;
 
   /**
-   * A terminal error is not retried: the object waits for its next event, as with
-   * controller-runtime's reconcile.TerminalError. Otherwise the host retries the
-   * object with exponential backoff.
+   * A terminal failure is not retried: the object waits for its next event,
+   * as with controller-runtime's reconcile.TerminalError. terminal with
+   * retry_after is a contradiction the host refuses as a broken answer.
    *
    * @generated from field: bool terminal = 2;
    */
   terminal: boolean;
+
+  /**
+   * When set to a positive duration, retry after it instead of the
+   * exponential backoff.
+   *
+   * @generated from field: google.protobuf.Duration retry_after = 3;
+   */
+  retryAfter?: Duration | undefined;
 };
 
 /**
- * Describes the message polyop.v1alpha1.ReconcileError.
- * Use `create(ReconcileErrorSchema)` to create a new message.
+ * Describes the message polyop.v1alpha1.Failure.
+ * Use `create(FailureSchema)` to create a new message.
  */
-export const ReconcileErrorSchema: GenMessage<ReconcileError> = /*@__PURE__*/
+export const FailureSchema: GenMessage<Failure> = /*@__PURE__*/
   messageDesc(file_polyop_v1alpha1_reconcile, 4);
 
 /**

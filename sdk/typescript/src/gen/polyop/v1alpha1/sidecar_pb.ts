@@ -16,7 +16,8 @@
 //
 // This package is alpha: messages and fields may still change between releases.
 // A host and a sidecar agree on the protocol they speak through
-// DescribeRequest.protocol_version and DescribeResponse.protocol_version.
+// DescribeRequest.protocol_version and DescribeResponse.protocol_version, both
+// a ProtocolVersion.
 
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
@@ -31,7 +32,7 @@ import { file_polyop_v1alpha1_reconcile } from "./reconcile_pb.js";
  * Describes the file polyop/v1alpha1/sidecar.proto.
  */
 export const file_polyop_v1alpha1_sidecar: GenFile = /*@__PURE__*/
-  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvc2lkZWNhci5wcm90bxIPcG9seW9wLnYxYWxwaGExMvMDCg5TaWRlY2FyU2VydmljZRJPCghEZXNjcmliZRIgLnBvbHlvcC52MWFscGhhMS5EZXNjcmliZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRGVzY3JpYmVSZXNwb25zZRJSCglSZWNvbmNpbGUSIS5wb2x5b3AudjFhbHBoYTEuUmVjb25jaWxlUmVxdWVzdBoiLnBvbHlvcC52MWFscGhhMS5SZWNvbmNpbGVSZXNwb25zZRJPCghGaW5hbGl6ZRIgLnBvbHlvcC52MWFscGhhMS5GaW5hbGl6ZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRmluYWxpemVSZXNwb25zZRJMCgdEZWZhdWx0Eh8ucG9seW9wLnYxYWxwaGExLkRlZmF1bHRSZXF1ZXN0GiAucG9seW9wLnYxYWxwaGExLkRlZmF1bHRSZXNwb25zZRJPCghWYWxpZGF0ZRIgLnBvbHlvcC52MWFscGhhMS5WYWxpZGF0ZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuVmFsaWRhdGVSZXNwb25zZRJMCgdDb252ZXJ0Eh8ucG9seW9wLnYxYWxwaGExLkNvbnZlcnRSZXF1ZXN0GiAucG9seW9wLnYxYWxwaGExLkNvbnZlcnRSZXNwb25zZULAAQoTY29tLnBvbHlvcC52MWFscGhhMUIMU2lkZWNhclByb3RvUAFaPmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9nZW4vZ28vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_describe, file_polyop_v1alpha1_reconcile]);
+  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvc2lkZWNhci5wcm90bxIPcG9seW9wLnYxYWxwaGExMvMDCg5TaWRlY2FyU2VydmljZRJPCghEZXNjcmliZRIgLnBvbHlvcC52MWFscGhhMS5EZXNjcmliZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRGVzY3JpYmVSZXNwb25zZRJSCglSZWNvbmNpbGUSIS5wb2x5b3AudjFhbHBoYTEuUmVjb25jaWxlUmVxdWVzdBoiLnBvbHlvcC52MWFscGhhMS5SZWNvbmNpbGVSZXNwb25zZRJPCghGaW5hbGl6ZRIgLnBvbHlvcC52MWFscGhhMS5GaW5hbGl6ZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRmluYWxpemVSZXNwb25zZRJMCgdEZWZhdWx0Eh8ucG9seW9wLnYxYWxwaGExLkRlZmF1bHRSZXF1ZXN0GiAucG9seW9wLnYxYWxwaGExLkRlZmF1bHRSZXNwb25zZRJPCghWYWxpZGF0ZRIgLnBvbHlvcC52MWFscGhhMS5WYWxpZGF0ZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuVmFsaWRhdGVSZXNwb25zZRJMCgdDb252ZXJ0Eh8ucG9seW9wLnYxYWxwaGExLkNvbnZlcnRSZXF1ZXN0GiAucG9seW9wLnYxYWxwaGExLkNvbnZlcnRSZXNwb25zZULEAQoTY29tLnBvbHlvcC52MWFscGhhMUIMU2lkZWNhclByb3RvUAFaQmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9zZGsvZ28vZ2VuL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_describe, file_polyop_v1alpha1_reconcile]);
 
 /**
  * SidecarService is implemented by the sidecar and called by the host.
@@ -65,7 +66,7 @@ export const SidecarService: GenService<{
   /**
    * Reconcile asks the sidecar to drive one object towards its desired state.
    * The request carries the object as the host's cache holds it; the response
-   * carries the decision (requeue, error), the status to write and the events to
+   * carries the decision (requeue_after, error), the status to write and the events to
    * record. It must be idempotent: the host may call it any number of times for
    * the same object and resource version.
    *
@@ -114,6 +115,14 @@ export const SidecarService: GenService<{
   /**
    * Convert converts objects between the versions of a kind declared in a
    * ConversionDescription.
+   *
+   * A sidecar answers the calls it declares nothing for (Finalize without a
+   * finalizer, Default or Validate for a kind without that webhook, Convert
+   * without a ConversionDescription for the kind) with gRPC status NOT_FOUND
+   * naming the controller or kind it has nothing for (UNIMPLEMENTED when it
+   * serves the method for no kind at all). The host makes no such call after
+   * a successful Describe; they come from a person with grpcurl, or a host
+   * that described another sidecar.
    *
    * @generated from rpc polyop.v1alpha1.SidecarService.Convert
    */

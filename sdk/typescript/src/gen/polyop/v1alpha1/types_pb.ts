@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/types.proto.
  */
 export const file_polyop_v1alpha1_types: GenFile = /*@__PURE__*/
-  fileDesc("Chtwb2x5b3AvdjFhbHBoYTEvdHlwZXMucHJvdG8SD3BvbHlvcC52MWFscGhhMSJAChBHcm91cFZlcnNpb25LaW5kEg0KBWdyb3VwGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEa2luZBgDIAEoCSIsCglPYmplY3RLZXkSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAlCvgEKE2NvbS5wb2x5b3AudjFhbHBoYTFCClR5cGVzUHJvdG9QAVo+Z2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL2dlbi9nby9wb2x5b3AvdjFhbHBoYTE7cG9seW9wdjFhbHBoYTGiAgNQWFiqAg9Qb2x5b3AuVjFhbHBoYTHKAg9Qb2x5b3BcVjFhbHBoYTHiAhtQb2x5b3BcVjFhbHBoYTFcR1BCTWV0YWRhdGHqAhBQb2x5b3A6OlYxYWxwaGExYgZwcm90bzM");
+  fileDesc("Chtwb2x5b3AvdjFhbHBoYTEvdHlwZXMucHJvdG8SD3BvbHlvcC52MWFscGhhMSJAChBHcm91cFZlcnNpb25LaW5kEg0KBWdyb3VwGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEa2luZBgDIAEoCSIoCglHcm91cEtpbmQSDQoFZ3JvdXAYASABKAkSDAoEa2luZBgCIAEoCSIsCglPYmplY3RLZXkSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAlCwgEKE2NvbS5wb2x5b3AudjFhbHBoYTFCClR5cGVzUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z");
 
 /**
  * GroupVersionKind names a Kubernetes kind at one API version, as in an
@@ -50,6 +50,34 @@ export const GroupVersionKindSchema: GenMessage<GroupVersionKind> = /*@__PURE__*
   messageDesc(file_polyop_v1alpha1_types, 0);
 
 /**
+ * GroupKind names a Kubernetes kind across its versions.
+ *
+ * @generated from message polyop.v1alpha1.GroupKind
+ */
+export type GroupKind = Message<"polyop.v1alpha1.GroupKind"> & {
+  /**
+   * The API group, empty for the core group.
+   *
+   * @generated from field: string group = 1;
+   */
+  group: string;
+
+  /**
+   * The kind, in CamelCase.
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+};
+
+/**
+ * Describes the message polyop.v1alpha1.GroupKind.
+ * Use `create(GroupKindSchema)` to create a new message.
+ */
+export const GroupKindSchema: GenMessage<GroupKind> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_types, 1);
+
+/**
  * ObjectKey names one object: its namespace (empty for a cluster-scoped kind)
  * and its name.
  *
@@ -76,5 +104,5 @@ export type ObjectKey = Message<"polyop.v1alpha1.ObjectKey"> & {
  * Use `create(ObjectKeySchema)` to create a new message.
  */
 export const ObjectKeySchema: GenMessage<ObjectKey> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_types, 1);
+  messageDesc(file_polyop_v1alpha1_types, 2);
 

@@ -18,7 +18,8 @@
 //
 // This package is alpha: messages and fields may still change between releases.
 // A host and a sidecar agree on the protocol they speak through
-// DescribeRequest.protocol_version and DescribeResponse.protocol_version.
+// DescribeRequest.protocol_version and DescribeResponse.protocol_version, both
+// a ProtocolVersion.
 
 package polyopv1alpha1
 
@@ -47,8 +48,8 @@ const file_polyop_v1alpha1_sidecar_proto_rawDesc = "" +
 	"\bFinalize\x12 .polyop.v1alpha1.FinalizeRequest\x1a!.polyop.v1alpha1.FinalizeResponse\x12L\n" +
 	"\aDefault\x12\x1f.polyop.v1alpha1.DefaultRequest\x1a .polyop.v1alpha1.DefaultResponse\x12O\n" +
 	"\bValidate\x12 .polyop.v1alpha1.ValidateRequest\x1a!.polyop.v1alpha1.ValidateResponse\x12L\n" +
-	"\aConvert\x12\x1f.polyop.v1alpha1.ConvertRequest\x1a .polyop.v1alpha1.ConvertResponseB\xc0\x01\n" +
-	"\x13com.polyop.v1alpha1B\fSidecarProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
+	"\aConvert\x12\x1f.polyop.v1alpha1.ConvertRequest\x1a .polyop.v1alpha1.ConvertResponseB\xc4\x01\n" +
+	"\x13com.polyop.v1alpha1B\fSidecarProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var file_polyop_v1alpha1_sidecar_proto_goTypes = []any{
 	(*DescribeRequest)(nil),   // 0: polyop.v1alpha1.DescribeRequest

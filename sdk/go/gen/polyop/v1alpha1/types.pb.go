@@ -87,6 +87,61 @@ func (x *GroupVersionKind) GetKind() string {
 	return ""
 }
 
+// GroupKind names a Kubernetes kind across its versions.
+type GroupKind struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The API group, empty for the core group.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The kind, in CamelCase.
+	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupKind) Reset() {
+	*x = GroupKind{}
+	mi := &file_polyop_v1alpha1_types_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupKind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupKind) ProtoMessage() {}
+
+func (x *GroupKind) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_types_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupKind.ProtoReflect.Descriptor instead.
+func (*GroupKind) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_types_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupKind) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupKind) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 // ObjectKey names one object: its namespace (empty for a cluster-scoped kind)
 // and its name.
 type ObjectKey struct {
@@ -101,7 +156,7 @@ type ObjectKey struct {
 
 func (x *ObjectKey) Reset() {
 	*x = ObjectKey{}
-	mi := &file_polyop_v1alpha1_types_proto_msgTypes[1]
+	mi := &file_polyop_v1alpha1_types_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +168,7 @@ func (x *ObjectKey) String() string {
 func (*ObjectKey) ProtoMessage() {}
 
 func (x *ObjectKey) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_types_proto_msgTypes[1]
+	mi := &file_polyop_v1alpha1_types_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +181,7 @@ func (x *ObjectKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectKey.ProtoReflect.Descriptor instead.
 func (*ObjectKey) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_types_proto_rawDescGZIP(), []int{1}
+	return file_polyop_v1alpha1_types_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ObjectKey) GetNamespace() string {
@@ -151,12 +206,15 @@ const file_polyop_v1alpha1_types_proto_rawDesc = "" +
 	"\x10GroupVersionKind\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
-	"\x04kind\x18\x03 \x01(\tR\x04kind\"=\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"5\n" +
+	"\tGroupKind\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"=\n" +
 	"\tObjectKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04nameB\xbe\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04nameB\xc2\x01\n" +
 	"\x13com.polyop.v1alpha1B\n" +
-	"TypesProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
+	"TypesProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (
 	file_polyop_v1alpha1_types_proto_rawDescOnce sync.Once
@@ -170,10 +228,11 @@ func file_polyop_v1alpha1_types_proto_rawDescGZIP() []byte {
 	return file_polyop_v1alpha1_types_proto_rawDescData
 }
 
-var file_polyop_v1alpha1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_polyop_v1alpha1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_polyop_v1alpha1_types_proto_goTypes = []any{
 	(*GroupVersionKind)(nil), // 0: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),        // 1: polyop.v1alpha1.ObjectKey
+	(*GroupKind)(nil),        // 1: polyop.v1alpha1.GroupKind
+	(*ObjectKey)(nil),        // 2: polyop.v1alpha1.ObjectKey
 }
 var file_polyop_v1alpha1_types_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -194,7 +253,7 @@ func file_polyop_v1alpha1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_types_proto_rawDesc), len(file_polyop_v1alpha1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -337,13 +337,11 @@ func (x *WebhookDescription) GetTimeoutSeconds() int32 {
 // versions, for a CRD with more than one version served.
 type ConversionDescription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The API group of the kind.
-	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	// The kind.
-	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The kind, for example {group: "example.com", kind: "Widget"}.
+	Kind *GroupKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The versions the sidecar converts between (any to any), for example
 	// ["v1", "v2"].
-	Versions      []string `protobuf:"bytes,3,rep,name=versions,proto3" json:"versions,omitempty"`
+	Versions      []string `protobuf:"bytes,2,rep,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,18 +376,11 @@ func (*ConversionDescription) Descriptor() ([]byte, []int) {
 	return file_polyop_v1alpha1_admission_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *ConversionDescription) GetGroup() string {
-	if x != nil {
-		return x.Group
-	}
-	return ""
-}
-
-func (x *ConversionDescription) GetKind() string {
+func (x *ConversionDescription) GetKind() *GroupKind {
 	if x != nil {
 		return x.Kind
 	}
-	return ""
+	return nil
 }
 
 func (x *ConversionDescription) GetVersions() []string {
@@ -410,7 +401,7 @@ type AdmissionRequest struct {
 	// The resource, for example "widgets".
 	Resource string `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
 	// The subresource, for example "status"; empty for the main resource.
-	SubResource string `protobuf:"bytes,4,opt,name=sub_resource,json=subResource,proto3" json:"sub_resource,omitempty"`
+	Subresource string `protobuf:"bytes,4,opt,name=subresource,proto3" json:"subresource,omitempty"`
 	// The object's namespace and name. The name may be empty on create when the
 	// object uses metadata.generateName.
 	Key *ObjectKey `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
@@ -480,9 +471,9 @@ func (x *AdmissionRequest) GetResource() string {
 	return ""
 }
 
-func (x *AdmissionRequest) GetSubResource() string {
+func (x *AdmissionRequest) GetSubresource() string {
 	if x != nil {
-		return x.SubResource
+		return x.Subresource
 	}
 	return ""
 }
@@ -697,15 +688,17 @@ func (x *DefaultRequest) GetRequest() *AdmissionRequest {
 // DefaultResponse carries the defaulted object. The host computes the JSON
 // patch between the object it sent and this one; nothing changes when they are
 // equal.
+//
+// Its denied and warnings have the numbers of ValidateResponse's.
 type DefaultResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The defaulted object, as JSON, whole. Empty: nothing to change. Its
-	// apiVersion, kind, namespace and name must be those of the request's object.
-	Object []byte `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// Set to refuse the request; object is then ignored.
+	Denied *Denial `protobuf:"bytes,1,opt,name=denied,proto3" json:"denied,omitempty"`
 	// Warnings returned to the client (kubectl prints them).
 	Warnings []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	// Set to refuse the request.
-	Denied        *Denial `protobuf:"bytes,3,opt,name=denied,proto3" json:"denied,omitempty"`
+	// The defaulted object, as JSON, whole. Empty: nothing to change. Its
+	// apiVersion, kind, namespace and name must be those of the request's object.
+	Object        []byte `protobuf:"bytes,3,opt,name=object,proto3" json:"object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -740,9 +733,9 @@ func (*DefaultResponse) Descriptor() ([]byte, []int) {
 	return file_polyop_v1alpha1_admission_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *DefaultResponse) GetObject() []byte {
+func (x *DefaultResponse) GetDenied() *Denial {
 	if x != nil {
-		return x.Object
+		return x.Denied
 	}
 	return nil
 }
@@ -754,9 +747,9 @@ func (x *DefaultResponse) GetWarnings() []string {
 	return nil
 }
 
-func (x *DefaultResponse) GetDenied() *Denial {
+func (x *DefaultResponse) GetObject() []byte {
 	if x != nil {
-		return x.Denied
+		return x.Object
 	}
 	return nil
 }
@@ -870,7 +863,12 @@ func (x *ValidateResponse) GetWarnings() []string {
 // (apierrors.NewConflict, NewBadRequest, ...) is answered with that status.
 type Denial struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Why the request is refused.
+	// Why the request is refused. Without field_errors, the client sees it as
+	// the error's message. With field_errors, the client sees the API server's
+	// own Invalid message built from them ("Widget.example.com \"w\" is
+	// invalid: spec.size: Invalid value: 0: must be positive"), as for the API
+	// server's own validation, and message is written to the host's log only:
+	// say what is wrong with each field in its FieldError.detail.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// The fields at fault.
 	FieldErrors []*FieldError `protobuf:"bytes,2,rep,name=field_errors,json=fieldErrors,proto3" json:"field_errors,omitempty"`
@@ -1091,7 +1089,8 @@ type ConvertResponse struct {
 	// The converted objects, as JSON, at the desired apiVersion. Their metadata
 	// must be unchanged but for labels and annotations.
 	Objects [][]byte `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
-	// Set when conversion failed; the API server fails the request with it.
+	// Set when conversion failed; the API server fails the request with it (the
+	// client sees it in the error's message). A conversion is not retried.
 	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1155,16 +1154,15 @@ const file_polyop_v1alpha1_admission_proto_rawDesc = "" +
 	"operations\x18\x05 \x03(\x0e2\x1a.polyop.v1alpha1.OperationR\n" +
 	"operations\x12E\n" +
 	"\x0efailure_policy\x18\x06 \x01(\x0e2\x1e.polyop.v1alpha1.FailurePolicyR\rfailurePolicy\x12'\n" +
-	"\x0ftimeout_seconds\x18\a \x01(\x05R\x0etimeoutSeconds\"]\n" +
-	"\x15ConversionDescription\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
-	"\bversions\x18\x03 \x03(\tR\bversions\"\x8a\x03\n" +
+	"\x0ftimeout_seconds\x18\a \x01(\x05R\x0etimeoutSeconds\"c\n" +
+	"\x15ConversionDescription\x12.\n" +
+	"\x04kind\x18\x01 \x01(\v2\x1a.polyop.v1alpha1.GroupKindR\x04kind\x12\x1a\n" +
+	"\bversions\x18\x02 \x03(\tR\bversions\"\x89\x03\n" +
 	"\x10AdmissionRequest\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x125\n" +
 	"\x04kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1a\n" +
-	"\bresource\x18\x03 \x01(\tR\bresource\x12!\n" +
-	"\fsub_resource\x18\x04 \x01(\tR\vsubResource\x12,\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\x12 \n" +
+	"\vsubresource\x18\x04 \x01(\tR\vsubresource\x12,\n" +
 	"\x03key\x18\x05 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x128\n" +
 	"\toperation\x18\x06 \x01(\x0e2\x1a.polyop.v1alpha1.OperationR\toperation\x126\n" +
 	"\tuser_info\x18\a \x01(\v2\x19.polyop.v1alpha1.UserInfoR\buserInfo\x12\x16\n" +
@@ -1187,10 +1185,10 @@ const file_polyop_v1alpha1_admission_proto_rawDesc = "" +
 	"\x06values\x18\x01 \x03(\tR\x06values\"M\n" +
 	"\x0eDefaultRequest\x12;\n" +
 	"\arequest\x18\x01 \x01(\v2!.polyop.v1alpha1.AdmissionRequestR\arequest\"v\n" +
-	"\x0fDefaultResponse\x12\x16\n" +
-	"\x06object\x18\x01 \x01(\fR\x06object\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12/\n" +
-	"\x06denied\x18\x03 \x01(\v2\x17.polyop.v1alpha1.DenialR\x06denied\"N\n" +
+	"\x0fDefaultResponse\x12/\n" +
+	"\x06denied\x18\x01 \x01(\v2\x17.polyop.v1alpha1.DenialR\x06denied\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12\x16\n" +
+	"\x06object\x18\x03 \x01(\fR\x06object\"N\n" +
 	"\x0fValidateRequest\x12;\n" +
 	"\arequest\x18\x01 \x01(\v2!.polyop.v1alpha1.AdmissionRequestR\arequest\"_\n" +
 	"\x10ValidateResponse\x12/\n" +
@@ -1238,8 +1236,8 @@ const file_polyop_v1alpha1_admission_proto_rawDesc = "" +
 	"\x1aFIELD_ERROR_TYPE_TOO_SHORT\x10\n" +
 	"\x12\x1c\n" +
 	"\x18FIELD_ERROR_TYPE_TOO_FEW\x10\v\x12!\n" +
-	"\x1dFIELD_ERROR_TYPE_TYPE_INVALID\x10\fB\xc2\x01\n" +
-	"\x13com.polyop.v1alpha1B\x0eAdmissionProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
+	"\x1dFIELD_ERROR_TYPE_TYPE_INVALID\x10\fB\xc6\x01\n" +
+	"\x13com.polyop.v1alpha1B\x0eAdmissionProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (
 	file_polyop_v1alpha1_admission_proto_rawDescOnce sync.Once
@@ -1274,29 +1272,31 @@ var file_polyop_v1alpha1_admission_proto_goTypes = []any{
 	(*ConvertResponse)(nil),       // 15: polyop.v1alpha1.ConvertResponse
 	nil,                           // 16: polyop.v1alpha1.UserInfo.ExtraEntry
 	(*GroupVersionKind)(nil),      // 17: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),             // 18: polyop.v1alpha1.ObjectKey
+	(*GroupKind)(nil),             // 18: polyop.v1alpha1.GroupKind
+	(*ObjectKey)(nil),             // 19: polyop.v1alpha1.ObjectKey
 }
 var file_polyop_v1alpha1_admission_proto_depIdxs = []int32{
 	17, // 0: polyop.v1alpha1.WebhookDescription.kind:type_name -> polyop.v1alpha1.GroupVersionKind
 	0,  // 1: polyop.v1alpha1.WebhookDescription.operations:type_name -> polyop.v1alpha1.Operation
 	1,  // 2: polyop.v1alpha1.WebhookDescription.failure_policy:type_name -> polyop.v1alpha1.FailurePolicy
-	17, // 3: polyop.v1alpha1.AdmissionRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	18, // 4: polyop.v1alpha1.AdmissionRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	0,  // 5: polyop.v1alpha1.AdmissionRequest.operation:type_name -> polyop.v1alpha1.Operation
-	6,  // 6: polyop.v1alpha1.AdmissionRequest.user_info:type_name -> polyop.v1alpha1.UserInfo
-	16, // 7: polyop.v1alpha1.UserInfo.extra:type_name -> polyop.v1alpha1.UserInfo.ExtraEntry
-	5,  // 8: polyop.v1alpha1.DefaultRequest.request:type_name -> polyop.v1alpha1.AdmissionRequest
-	12, // 9: polyop.v1alpha1.DefaultResponse.denied:type_name -> polyop.v1alpha1.Denial
-	5,  // 10: polyop.v1alpha1.ValidateRequest.request:type_name -> polyop.v1alpha1.AdmissionRequest
-	12, // 11: polyop.v1alpha1.ValidateResponse.denied:type_name -> polyop.v1alpha1.Denial
-	13, // 12: polyop.v1alpha1.Denial.field_errors:type_name -> polyop.v1alpha1.FieldError
-	2,  // 13: polyop.v1alpha1.FieldError.type:type_name -> polyop.v1alpha1.FieldErrorType
-	7,  // 14: polyop.v1alpha1.UserInfo.ExtraEntry.value:type_name -> polyop.v1alpha1.ExtraValue
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 3: polyop.v1alpha1.ConversionDescription.kind:type_name -> polyop.v1alpha1.GroupKind
+	17, // 4: polyop.v1alpha1.AdmissionRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	19, // 5: polyop.v1alpha1.AdmissionRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	0,  // 6: polyop.v1alpha1.AdmissionRequest.operation:type_name -> polyop.v1alpha1.Operation
+	6,  // 7: polyop.v1alpha1.AdmissionRequest.user_info:type_name -> polyop.v1alpha1.UserInfo
+	16, // 8: polyop.v1alpha1.UserInfo.extra:type_name -> polyop.v1alpha1.UserInfo.ExtraEntry
+	5,  // 9: polyop.v1alpha1.DefaultRequest.request:type_name -> polyop.v1alpha1.AdmissionRequest
+	12, // 10: polyop.v1alpha1.DefaultResponse.denied:type_name -> polyop.v1alpha1.Denial
+	5,  // 11: polyop.v1alpha1.ValidateRequest.request:type_name -> polyop.v1alpha1.AdmissionRequest
+	12, // 12: polyop.v1alpha1.ValidateResponse.denied:type_name -> polyop.v1alpha1.Denial
+	13, // 13: polyop.v1alpha1.Denial.field_errors:type_name -> polyop.v1alpha1.FieldError
+	2,  // 14: polyop.v1alpha1.FieldError.type:type_name -> polyop.v1alpha1.FieldErrorType
+	7,  // 15: polyop.v1alpha1.UserInfo.ExtraEntry.value:type_name -> polyop.v1alpha1.ExtraValue
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_admission_proto_init() }

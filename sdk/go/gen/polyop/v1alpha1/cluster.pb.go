@@ -193,6 +193,53 @@ func (DeletePropagation) EnumDescriptor() ([]byte, []int) {
 	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
+// ReadOptions are the options every read takes.
+type ReadOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Read from the API server even when the host caches the kind (a quorum
+	// read, for when the cache may be behind).
+	Uncached      bool `protobuf:"varint,1,opt,name=uncached,proto3" json:"uncached,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadOptions) Reset() {
+	*x = ReadOptions{}
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadOptions) ProtoMessage() {}
+
+func (x *ReadOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadOptions.ProtoReflect.Descriptor instead.
+func (*ReadOptions) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReadOptions) GetUncached() bool {
+	if x != nil {
+		return x.Uncached
+	}
+	return false
+}
+
 // GetRequest names one object to read.
 type GetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -200,21 +247,20 @@ type GetRequest struct {
 	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The object's namespace (empty for cluster-scoped kinds) and name.
 	Key *ObjectKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// Read from the API server even when the host caches the kind (a quorum
-	// read, for when the cache may be behind).
-	Uncached bool `protobuf:"varint,3,opt,name=uncached,proto3" json:"uncached,omitempty"`
 	// The subresource to read, for example "scale" (an autoscaling/v1 Scale);
 	// empty or "status" for the object itself, as an object's status
 	// subresource is the object. Other subresources are read from the API
 	// server.
-	Subresource   string `protobuf:"bytes,4,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	Subresource string `protobuf:"bytes,3,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	// Where to read from.
+	Options       *ReadOptions `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[0]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +272,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[0]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +285,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *GetRequest) GetKind() *GroupVersionKind {
@@ -256,18 +302,18 @@ func (x *GetRequest) GetKey() *ObjectKey {
 	return nil
 }
 
-func (x *GetRequest) GetUncached() bool {
-	if x != nil {
-		return x.Uncached
-	}
-	return false
-}
-
 func (x *GetRequest) GetSubresource() string {
 	if x != nil {
 		return x.Subresource
 	}
 	return ""
+}
+
+func (x *GetRequest) GetOptions() *ReadOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
 }
 
 // GetResponse carries one object.
@@ -283,7 +329,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[1]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +341,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[1]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +354,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetResponse) GetObject() []byte {
@@ -330,27 +376,28 @@ type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The kind of the objects (the item kind, for example "ConfigMap").
 	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	// Only objects in this namespace; empty for every namespace.
+	// Only objects in this namespace; empty for every namespace (a host scoped
+	// to namespaces with --namespace lists only those from its cache).
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Where to read from.
+	Options *ReadOptions `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
 	// A label selector, in kubectl's -l syntax.
-	LabelSelector string `protobuf:"bytes,3,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	LabelSelector string `protobuf:"bytes,6,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
 	// A field selector, for example "metadata.name=foo". From the cache, only
 	// fields the host indexes can be selected.
-	FieldSelector string `protobuf:"bytes,4,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,7,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
 	// The most objects to return; zero for all. Honoured by the API server; the
 	// cache returns all.
-	Limit int64 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int64 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The continue token of a previous, limited List.
-	ContinueToken string `protobuf:"bytes,6,opt,name=continue_token,json=continueToken,proto3" json:"continue_token,omitempty"`
-	// Read from the API server even when the host caches the kind.
-	Uncached      bool `protobuf:"varint,7,opt,name=uncached,proto3" json:"uncached,omitempty"`
+	ContinueToken string `protobuf:"bytes,9,opt,name=continue_token,json=continueToken,proto3" json:"continue_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +409,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +422,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListRequest) GetKind() *GroupVersionKind {
@@ -390,6 +437,13 @@ func (x *ListRequest) GetNamespace() string {
 		return x.Namespace
 	}
 	return ""
+}
+
+func (x *ListRequest) GetOptions() *ReadOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
 }
 
 func (x *ListRequest) GetLabelSelector() string {
@@ -420,13 +474,6 @@ func (x *ListRequest) GetContinueToken() string {
 	return ""
 }
 
-func (x *ListRequest) GetUncached() bool {
-	if x != nil {
-		return x.Uncached
-	}
-	return false
-}
-
 // ListResponse carries the selected objects.
 type ListResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -444,7 +491,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +503,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +516,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListResponse) GetItems() [][]byte {
@@ -506,15 +553,18 @@ type WriteOptions struct {
 	// Validate and admit the write, but persist nothing (dryRun=All).
 	DryRun bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// The field manager recorded in managedFields. Defaults to the host's:
-	// "polyop-<sidecar name>".
-	FieldManager  string `protobuf:"bytes,2,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	// "polyop-<sidecar name>". Ignored by Delete.
+	FieldManager string `protobuf:"bytes,2,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	// With Patch of PATCH_TYPE_APPLY only: take ownership of fields other
+	// managers own (server-side apply's force). The host refuses it elsewhere.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[4]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +576,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[4]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +589,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WriteOptions) GetDryRun() bool {
@@ -556,33 +606,41 @@ func (x *WriteOptions) GetFieldManager() string {
 	return ""
 }
 
+func (x *WriteOptions) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 // CreateRequest creates an object, or a subresource of an existing object
 // (an eviction of a Pod, a token of a ServiceAccount).
 type CreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The object, as JSON, with apiVersion and kind. With subresource, the
-	// subresource's body, for example a policy/v1 Eviction; its
-	// metadata.namespace and metadata.name default to parent's and must not
-	// differ from them.
-	Object []byte `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
-	// Dry run and field manager.
-	Options *WriteOptions `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// The kind of the object to create; with subresource, the kind of the object
+	// the subresource belongs to (for example Pod for "eviction").
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The namespace and name of the object to create (the name may be empty when
+	// the object sets metadata.generateName); with subresource, of the object
+	// the subresource belongs to.
+	Key *ObjectKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// The subresource to create, for example "eviction" or "token"; empty to
 	// create the object itself.
 	Subresource string `protobuf:"bytes,3,opt,name=subresource,proto3" json:"subresource,omitempty"`
-	// The kind of the object the subresource belongs to, for example Pod; with
-	// subresource only.
-	ParentKind *GroupVersionKind `protobuf:"bytes,4,opt,name=parent_kind,json=parentKind,proto3" json:"parent_kind,omitempty"`
-	// The namespace and name of the object the subresource belongs to; with
-	// subresource only.
-	ParentKey     *ObjectKey `protobuf:"bytes,5,opt,name=parent_key,json=parentKey,proto3" json:"parent_key,omitempty"`
+	// Dry run and field manager.
+	Options *WriteOptions `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
+	// The object, as JSON. Its apiVersion, kind, metadata.namespace and
+	// metadata.name default to kind and key and must not differ from them. With
+	// subresource, the subresource's body, for example a policy/v1 Eviction,
+	// whose metadata.namespace and metadata.name default to key's.
+	Object        []byte `protobuf:"bytes,5,opt,name=object,proto3" json:"object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[5]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +652,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[5]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,19 +665,19 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *CreateRequest) GetObject() []byte {
+func (x *CreateRequest) GetKind() *GroupVersionKind {
 	if x != nil {
-		return x.Object
+		return x.Kind
 	}
 	return nil
 }
 
-func (x *CreateRequest) GetOptions() *WriteOptions {
+func (x *CreateRequest) GetKey() *ObjectKey {
 	if x != nil {
-		return x.Options
+		return x.Key
 	}
 	return nil
 }
@@ -631,16 +689,16 @@ func (x *CreateRequest) GetSubresource() string {
 	return ""
 }
 
-func (x *CreateRequest) GetParentKind() *GroupVersionKind {
+func (x *CreateRequest) GetOptions() *WriteOptions {
 	if x != nil {
-		return x.ParentKind
+		return x.Options
 	}
 	return nil
 }
 
-func (x *CreateRequest) GetParentKey() *ObjectKey {
+func (x *CreateRequest) GetObject() []byte {
 	if x != nil {
-		return x.ParentKey
+		return x.Object
 	}
 	return nil
 }
@@ -658,7 +716,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[6]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +728,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[6]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +741,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateResponse) GetObject() []byte {
@@ -696,19 +754,25 @@ func (x *CreateResponse) GetObject() []byte {
 // UpdateRequest replaces an object or one of its subresources.
 type UpdateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The object, as JSON, with apiVersion, kind and metadata.resourceVersion.
-	Object []byte `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// The object's kind.
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The object's namespace and name.
+	Key *ObjectKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// The subresource to update, for example "status"; empty for the object.
-	Subresource string `protobuf:"bytes,2,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	Subresource string `protobuf:"bytes,3,opt,name=subresource,proto3" json:"subresource,omitempty"`
 	// Dry run and field manager.
-	Options       *WriteOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
+	Options *WriteOptions `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
+	// The object, as JSON, with metadata.resourceVersion for optimistic
+	// concurrency. Its apiVersion, kind, metadata.namespace and metadata.name
+	// default to kind and key and must not differ from them.
+	Object        []byte `protobuf:"bytes,5,opt,name=object,proto3" json:"object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[7]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +784,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[7]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,12 +797,19 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *UpdateRequest) GetObject() []byte {
+func (x *UpdateRequest) GetKind() *GroupVersionKind {
 	if x != nil {
-		return x.Object
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *UpdateRequest) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
 	}
 	return nil
 }
@@ -757,6 +828,13 @@ func (x *UpdateRequest) GetOptions() *WriteOptions {
 	return nil
 }
 
+func (x *UpdateRequest) GetObject() []byte {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
 // UpdateResponse carries the updated object.
 type UpdateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -768,7 +846,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[8]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +858,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[8]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +871,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateResponse) GetObject() []byte {
@@ -810,24 +888,22 @@ type PatchRequest struct {
 	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The object's namespace and name.
 	Key *ObjectKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// The patch type.
-	Type PatchType `protobuf:"varint,3,opt,name=type,proto3,enum=polyop.v1alpha1.PatchType" json:"type,omitempty"`
-	// The patch.
-	Patch []byte `protobuf:"bytes,4,opt,name=patch,proto3" json:"patch,omitempty"`
 	// The subresource to patch, for example "status"; empty for the object.
-	Subresource string `protobuf:"bytes,5,opt,name=subresource,proto3" json:"subresource,omitempty"`
-	// With PATCH_TYPE_APPLY, take ownership of fields other managers own.
-	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
-	// Dry run and field manager (required by the API server for apply; the
-	// host's default applies).
-	Options       *WriteOptions `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
+	Subresource string `protobuf:"bytes,3,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	// Dry run, field manager (required by the API server for apply; the host's
+	// default applies) and, for apply, force.
+	Options *WriteOptions `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
+	// The patch, in the format type names.
+	Patch []byte `protobuf:"bytes,5,opt,name=patch,proto3" json:"patch,omitempty"`
+	// The patch type.
+	Type          PatchType `protobuf:"varint,6,opt,name=type,proto3,enum=polyop.v1alpha1.PatchType" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[9]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +915,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[9]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +928,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PatchRequest) GetKind() *GroupVersionKind {
@@ -869,11 +945,18 @@ func (x *PatchRequest) GetKey() *ObjectKey {
 	return nil
 }
 
-func (x *PatchRequest) GetType() PatchType {
+func (x *PatchRequest) GetSubresource() string {
 	if x != nil {
-		return x.Type
+		return x.Subresource
 	}
-	return PatchType_PATCH_TYPE_UNSPECIFIED
+	return ""
+}
+
+func (x *PatchRequest) GetOptions() *WriteOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
 }
 
 func (x *PatchRequest) GetPatch() []byte {
@@ -883,25 +966,11 @@ func (x *PatchRequest) GetPatch() []byte {
 	return nil
 }
 
-func (x *PatchRequest) GetSubresource() string {
+func (x *PatchRequest) GetType() PatchType {
 	if x != nil {
-		return x.Subresource
+		return x.Type
 	}
-	return ""
-}
-
-func (x *PatchRequest) GetForce() bool {
-	if x != nil {
-		return x.Force
-	}
-	return false
-}
-
-func (x *PatchRequest) GetOptions() *WriteOptions {
-	if x != nil {
-		return x.Options
-	}
-	return nil
+	return PatchType_PATCH_TYPE_UNSPECIFIED
 }
 
 // PatchResponse carries the patched object.
@@ -915,7 +984,7 @@ type PatchResponse struct {
 
 func (x *PatchResponse) Reset() {
 	*x = PatchResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[10]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +996,7 @@ func (x *PatchResponse) String() string {
 func (*PatchResponse) ProtoMessage() {}
 
 func (x *PatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[10]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1009,7 @@ func (x *PatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchResponse.ProtoReflect.Descriptor instead.
 func (*PatchResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PatchResponse) GetObject() []byte {
@@ -957,23 +1026,23 @@ type DeleteRequest struct {
 	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The object's namespace and name.
 	Key *ObjectKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// What happens to its dependents.
-	Propagation DeletePropagation `protobuf:"varint,3,opt,name=propagation,proto3,enum=polyop.v1alpha1.DeletePropagation" json:"propagation,omitempty"`
-	// Delete only if the object still has this UID.
-	PreconditionUid string `protobuf:"bytes,4,opt,name=precondition_uid,json=preconditionUid,proto3" json:"precondition_uid,omitempty"`
-	// Delete only if the object still has this resourceVersion.
-	PreconditionResourceVersion string `protobuf:"bytes,5,opt,name=precondition_resource_version,json=preconditionResourceVersion,proto3" json:"precondition_resource_version,omitempty"`
-	// The grace period in seconds; unset uses the kind's default.
-	GracePeriodSeconds *int64 `protobuf:"varint,6,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
 	// Dry run (the field manager is ignored).
-	Options       *WriteOptions `protobuf:"bytes,7,opt,name=options,proto3" json:"options,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Options *WriteOptions `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
+	// What happens to its dependents.
+	Propagation DeletePropagation `protobuf:"varint,6,opt,name=propagation,proto3,enum=polyop.v1alpha1.DeletePropagation" json:"propagation,omitempty"`
+	// Delete only if the object still has this UID.
+	PreconditionUid string `protobuf:"bytes,7,opt,name=precondition_uid,json=preconditionUid,proto3" json:"precondition_uid,omitempty"`
+	// Delete only if the object still has this resourceVersion.
+	PreconditionResourceVersion string `protobuf:"bytes,8,opt,name=precondition_resource_version,json=preconditionResourceVersion,proto3" json:"precondition_resource_version,omitempty"`
+	// The grace period in seconds; unset uses the kind's default.
+	GracePeriodSeconds *int64 `protobuf:"varint,9,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[11]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1054,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[11]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1067,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRequest) GetKind() *GroupVersionKind {
@@ -1011,6 +1080,13 @@ func (x *DeleteRequest) GetKind() *GroupVersionKind {
 func (x *DeleteRequest) GetKey() *ObjectKey {
 	if x != nil {
 		return x.Key
+	}
+	return nil
+}
+
+func (x *DeleteRequest) GetOptions() *WriteOptions {
+	if x != nil {
+		return x.Options
 	}
 	return nil
 }
@@ -1043,13 +1119,6 @@ func (x *DeleteRequest) GetGracePeriodSeconds() int64 {
 	return 0
 }
 
-func (x *DeleteRequest) GetOptions() *WriteOptions {
-	if x != nil {
-		return x.Options
-	}
-	return nil
-}
-
 // DeleteResponse is empty: the delete was accepted.
 type DeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1059,7 +1128,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[12]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1140,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[12]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1153,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 // RecordEventRequest records an Event on an object.
@@ -1095,14 +1164,14 @@ type RecordEventRequest struct {
 	// The object's namespace and name.
 	Key *ObjectKey `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// The event.
-	Event         *Event `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	Event         *Event `protobuf:"bytes,6,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordEventRequest) Reset() {
 	*x = RecordEventRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[13]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1183,7 @@ func (x *RecordEventRequest) String() string {
 func (*RecordEventRequest) ProtoMessage() {}
 
 func (x *RecordEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[13]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1196,7 @@ func (x *RecordEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEventRequest.ProtoReflect.Descriptor instead.
 func (*RecordEventRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecordEventRequest) GetKind() *GroupVersionKind {
@@ -1160,7 +1229,7 @@ type RecordEventResponse struct {
 
 func (x *RecordEventResponse) Reset() {
 	*x = RecordEventResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[14]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1241,7 @@ func (x *RecordEventResponse) String() string {
 func (*RecordEventResponse) ProtoMessage() {}
 
 func (x *RecordEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[14]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,11 +1254,12 @@ func (x *RecordEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordEventResponse.ProtoReflect.Descriptor instead.
 func (*RecordEventResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 // APIError is the detail of every ClusterService error that came from the API
-// server.
+// server, packed in a google.protobuf.Any inside the google.rpc.Status of the
+// grpc-status-details-bin trailer (see ClusterService).
 type APIError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The API server's metav1.Status, as JSON: code, reason, message and
@@ -1201,7 +1271,7 @@ type APIError struct {
 
 func (x *APIError) Reset() {
 	*x = APIError{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[15]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1283,7 @@ func (x *APIError) String() string {
 func (*APIError) ProtoMessage() {}
 
 func (x *APIError) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[15]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1296,7 @@ func (x *APIError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIError.ProtoReflect.Descriptor instead.
 func (*APIError) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *APIError) GetStatus() []byte {
@@ -1247,7 +1317,7 @@ type ResolveKindRequest struct {
 
 func (x *ResolveKindRequest) Reset() {
 	*x = ResolveKindRequest{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[16]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1329,7 @@ func (x *ResolveKindRequest) String() string {
 func (*ResolveKindRequest) ProtoMessage() {}
 
 func (x *ResolveKindRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[16]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1342,7 @@ func (x *ResolveKindRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveKindRequest.ProtoReflect.Descriptor instead.
 func (*ResolveKindRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResolveKindRequest) GetKind() *GroupVersionKind {
@@ -1297,7 +1367,7 @@ type ResolveKindResponse struct {
 
 func (x *ResolveKindResponse) Reset() {
 	*x = ResolveKindResponse{}
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[17]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1379,7 @@ func (x *ResolveKindResponse) String() string {
 func (*ResolveKindResponse) ProtoMessage() {}
 
 func (x *ResolveKindResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[17]
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1392,7 @@ func (x *ResolveKindResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveKindResponse.ProtoReflect.Descriptor instead.
 func (*ResolveKindResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResolveKindResponse) GetKind() *GroupVersionKind {
@@ -1350,72 +1420,74 @@ var File_polyop_v1alpha1_cluster_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1dpolyop/v1alpha1/cluster.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/reconcile.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xaf\x01\n" +
+	"\x1dpolyop/v1alpha1/cluster.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/reconcile.proto\x1a\x1bpolyop/v1alpha1/types.proto\")\n" +
+	"\vReadOptions\x12\x1a\n" +
+	"\buncached\x18\x01 \x01(\bR\buncached\"\xcb\x01\n" +
 	"\n" +
 	"GetRequest\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
-	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x1a\n" +
-	"\buncached\x18\x03 \x01(\bR\buncached\x12 \n" +
-	"\vsubresource\x18\x04 \x01(\tR\vsubresource\"Z\n" +
+	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12 \n" +
+	"\vsubresource\x18\x03 \x01(\tR\vsubresource\x126\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1c.polyop.v1alpha1.ReadOptionsR\aoptions\"Z\n" +
 	"\vGetResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x123\n" +
-	"\x06source\x18\x02 \x01(\x0e2\x1b.polyop.v1alpha1.ReadSourceR\x06source\"\x89\x02\n" +
+	"\x06source\x18\x02 \x01(\x0e2\x1b.polyop.v1alpha1.ReadSourceR\x06source\"\xa5\x02\n" +
 	"\vListRequest\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12%\n" +
-	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12%\n" +
-	"\x0efield_selector\x18\x04 \x01(\tR\rfieldSelector\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\x03R\x05limit\x12%\n" +
-	"\x0econtinue_token\x18\x06 \x01(\tR\rcontinueToken\x12\x1a\n" +
-	"\buncached\x18\a \x01(\bR\buncached\"\xab\x01\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x126\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1c.polyop.v1alpha1.ReadOptionsR\aoptions\x12%\n" +
+	"\x0elabel_selector\x18\x06 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\a \x01(\tR\rfieldSelector\x12\x14\n" +
+	"\x05limit\x18\b \x01(\x03R\x05limit\x12%\n" +
+	"\x0econtinue_token\x18\t \x01(\tR\rcontinueToken\"\xab\x01\n" +
 	"\fListResponse\x12\x14\n" +
 	"\x05items\x18\x01 \x03(\fR\x05items\x12%\n" +
 	"\x0econtinue_token\x18\x02 \x01(\tR\rcontinueToken\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x123\n" +
-	"\x06source\x18\x04 \x01(\x0e2\x1b.polyop.v1alpha1.ReadSourceR\x06source\"L\n" +
+	"\x06source\x18\x04 \x01(\x0e2\x1b.polyop.v1alpha1.ReadSourceR\x06source\"b\n" +
 	"\fWriteOptions\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12#\n" +
-	"\rfield_manager\x18\x02 \x01(\tR\ffieldManager\"\x81\x02\n" +
-	"\rCreateRequest\x12\x16\n" +
-	"\x06object\x18\x01 \x01(\fR\x06object\x127\n" +
-	"\aoptions\x18\x02 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\x12 \n" +
-	"\vsubresource\x18\x03 \x01(\tR\vsubresource\x12B\n" +
-	"\vparent_kind\x18\x04 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\n" +
-	"parentKind\x129\n" +
-	"\n" +
-	"parent_key\x18\x05 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\tparentKey\"(\n" +
+	"\rfield_manager\x18\x02 \x01(\tR\ffieldManager\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\xe7\x01\n" +
+	"\rCreateRequest\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
+	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12 \n" +
+	"\vsubresource\x18\x03 \x01(\tR\vsubresource\x127\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\x12\x16\n" +
+	"\x06object\x18\x05 \x01(\fR\x06object\"(\n" +
 	"\x0eCreateResponse\x12\x16\n" +
-	"\x06object\x18\x01 \x01(\fR\x06object\"\x82\x01\n" +
-	"\rUpdateRequest\x12\x16\n" +
-	"\x06object\x18\x01 \x01(\fR\x06object\x12 \n" +
-	"\vsubresource\x18\x02 \x01(\tR\vsubresource\x127\n" +
-	"\aoptions\x18\x03 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\"(\n" +
+	"\x06object\x18\x01 \x01(\fR\x06object\"\xe7\x01\n" +
+	"\rUpdateRequest\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
+	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12 \n" +
+	"\vsubresource\x18\x03 \x01(\tR\vsubresource\x127\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\x12\x16\n" +
+	"\x06object\x18\x05 \x01(\fR\x06object\"(\n" +
 	"\x0eUpdateResponse\x12\x16\n" +
-	"\x06object\x18\x01 \x01(\fR\x06object\"\xaa\x02\n" +
+	"\x06object\x18\x01 \x01(\fR\x06object\"\x94\x02\n" +
 	"\fPatchRequest\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
-	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12.\n" +
-	"\x04type\x18\x03 \x01(\x0e2\x1a.polyop.v1alpha1.PatchTypeR\x04type\x12\x14\n" +
-	"\x05patch\x18\x04 \x01(\fR\x05patch\x12 \n" +
-	"\vsubresource\x18\x05 \x01(\tR\vsubresource\x12\x14\n" +
-	"\x05force\x18\x06 \x01(\bR\x05force\x127\n" +
-	"\aoptions\x18\a \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\"'\n" +
+	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12 \n" +
+	"\vsubresource\x18\x03 \x01(\tR\vsubresource\x127\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\x12\x14\n" +
+	"\x05patch\x18\x05 \x01(\fR\x05patch\x12.\n" +
+	"\x04type\x18\x06 \x01(\x0e2\x1a.polyop.v1alpha1.PatchTypeR\x04type\"'\n" +
 	"\rPatchResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\"\xb2\x03\n" +
 	"\rDeleteRequest\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
-	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12D\n" +
-	"\vpropagation\x18\x03 \x01(\x0e2\".polyop.v1alpha1.DeletePropagationR\vpropagation\x12)\n" +
-	"\x10precondition_uid\x18\x04 \x01(\tR\x0fpreconditionUid\x12B\n" +
-	"\x1dprecondition_resource_version\x18\x05 \x01(\tR\x1bpreconditionResourceVersion\x125\n" +
-	"\x14grace_period_seconds\x18\x06 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x127\n" +
-	"\aoptions\x18\a \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptionsB\x17\n" +
+	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x127\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1d.polyop.v1alpha1.WriteOptionsR\aoptions\x12D\n" +
+	"\vpropagation\x18\x06 \x01(\x0e2\".polyop.v1alpha1.DeletePropagationR\vpropagation\x12)\n" +
+	"\x10precondition_uid\x18\a \x01(\tR\x0fpreconditionUid\x12B\n" +
+	"\x1dprecondition_resource_version\x18\b \x01(\tR\x1bpreconditionResourceVersion\x125\n" +
+	"\x14grace_period_seconds\x18\t \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01B\x17\n" +
 	"\x15_grace_period_seconds\"\x10\n" +
 	"\x0eDeleteResponse\"\xa7\x01\n" +
 	"\x12RecordEventRequest\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
 	"\x03key\x18\x02 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12,\n" +
-	"\x05event\x18\x03 \x01(\v2\x16.polyop.v1alpha1.EventR\x05event\"\x15\n" +
+	"\x05event\x18\x06 \x01(\v2\x16.polyop.v1alpha1.EventR\x05event\"\x15\n" +
 	"\x13RecordEventResponse\"\"\n" +
 	"\bAPIError\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\fR\x06status\"K\n" +
@@ -1451,8 +1523,8 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\x05Patch\x12\x1d.polyop.v1alpha1.PatchRequest\x1a\x1e.polyop.v1alpha1.PatchResponse\x12I\n" +
 	"\x06Delete\x12\x1e.polyop.v1alpha1.DeleteRequest\x1a\x1f.polyop.v1alpha1.DeleteResponse\x12X\n" +
 	"\vRecordEvent\x12#.polyop.v1alpha1.RecordEventRequest\x1a$.polyop.v1alpha1.RecordEventResponse\x12X\n" +
-	"\vResolveKind\x12#.polyop.v1alpha1.ResolveKindRequest\x1a$.polyop.v1alpha1.ResolveKindResponseB\xc0\x01\n" +
-	"\x13com.polyop.v1alpha1B\fClusterProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
+	"\vResolveKind\x12#.polyop.v1alpha1.ResolveKindRequest\x1a$.polyop.v1alpha1.ResolveKindResponseB\xc4\x01\n" +
+	"\x13com.polyop.v1alpha1B\fClusterProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (
 	file_polyop_v1alpha1_cluster_proto_rawDescOnce sync.Once
@@ -1467,77 +1539,82 @@ func file_polyop_v1alpha1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_polyop_v1alpha1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_polyop_v1alpha1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_polyop_v1alpha1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_polyop_v1alpha1_cluster_proto_goTypes = []any{
 	(ReadSource)(0),             // 0: polyop.v1alpha1.ReadSource
 	(PatchType)(0),              // 1: polyop.v1alpha1.PatchType
 	(DeletePropagation)(0),      // 2: polyop.v1alpha1.DeletePropagation
-	(*GetRequest)(nil),          // 3: polyop.v1alpha1.GetRequest
-	(*GetResponse)(nil),         // 4: polyop.v1alpha1.GetResponse
-	(*ListRequest)(nil),         // 5: polyop.v1alpha1.ListRequest
-	(*ListResponse)(nil),        // 6: polyop.v1alpha1.ListResponse
-	(*WriteOptions)(nil),        // 7: polyop.v1alpha1.WriteOptions
-	(*CreateRequest)(nil),       // 8: polyop.v1alpha1.CreateRequest
-	(*CreateResponse)(nil),      // 9: polyop.v1alpha1.CreateResponse
-	(*UpdateRequest)(nil),       // 10: polyop.v1alpha1.UpdateRequest
-	(*UpdateResponse)(nil),      // 11: polyop.v1alpha1.UpdateResponse
-	(*PatchRequest)(nil),        // 12: polyop.v1alpha1.PatchRequest
-	(*PatchResponse)(nil),       // 13: polyop.v1alpha1.PatchResponse
-	(*DeleteRequest)(nil),       // 14: polyop.v1alpha1.DeleteRequest
-	(*DeleteResponse)(nil),      // 15: polyop.v1alpha1.DeleteResponse
-	(*RecordEventRequest)(nil),  // 16: polyop.v1alpha1.RecordEventRequest
-	(*RecordEventResponse)(nil), // 17: polyop.v1alpha1.RecordEventResponse
-	(*APIError)(nil),            // 18: polyop.v1alpha1.APIError
-	(*ResolveKindRequest)(nil),  // 19: polyop.v1alpha1.ResolveKindRequest
-	(*ResolveKindResponse)(nil), // 20: polyop.v1alpha1.ResolveKindResponse
-	(*GroupVersionKind)(nil),    // 21: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),           // 22: polyop.v1alpha1.ObjectKey
-	(*Event)(nil),               // 23: polyop.v1alpha1.Event
+	(*ReadOptions)(nil),         // 3: polyop.v1alpha1.ReadOptions
+	(*GetRequest)(nil),          // 4: polyop.v1alpha1.GetRequest
+	(*GetResponse)(nil),         // 5: polyop.v1alpha1.GetResponse
+	(*ListRequest)(nil),         // 6: polyop.v1alpha1.ListRequest
+	(*ListResponse)(nil),        // 7: polyop.v1alpha1.ListResponse
+	(*WriteOptions)(nil),        // 8: polyop.v1alpha1.WriteOptions
+	(*CreateRequest)(nil),       // 9: polyop.v1alpha1.CreateRequest
+	(*CreateResponse)(nil),      // 10: polyop.v1alpha1.CreateResponse
+	(*UpdateRequest)(nil),       // 11: polyop.v1alpha1.UpdateRequest
+	(*UpdateResponse)(nil),      // 12: polyop.v1alpha1.UpdateResponse
+	(*PatchRequest)(nil),        // 13: polyop.v1alpha1.PatchRequest
+	(*PatchResponse)(nil),       // 14: polyop.v1alpha1.PatchResponse
+	(*DeleteRequest)(nil),       // 15: polyop.v1alpha1.DeleteRequest
+	(*DeleteResponse)(nil),      // 16: polyop.v1alpha1.DeleteResponse
+	(*RecordEventRequest)(nil),  // 17: polyop.v1alpha1.RecordEventRequest
+	(*RecordEventResponse)(nil), // 18: polyop.v1alpha1.RecordEventResponse
+	(*APIError)(nil),            // 19: polyop.v1alpha1.APIError
+	(*ResolveKindRequest)(nil),  // 20: polyop.v1alpha1.ResolveKindRequest
+	(*ResolveKindResponse)(nil), // 21: polyop.v1alpha1.ResolveKindResponse
+	(*GroupVersionKind)(nil),    // 22: polyop.v1alpha1.GroupVersionKind
+	(*ObjectKey)(nil),           // 23: polyop.v1alpha1.ObjectKey
+	(*Event)(nil),               // 24: polyop.v1alpha1.Event
 }
 var file_polyop_v1alpha1_cluster_proto_depIdxs = []int32{
-	21, // 0: polyop.v1alpha1.GetRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 1: polyop.v1alpha1.GetRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	0,  // 2: polyop.v1alpha1.GetResponse.source:type_name -> polyop.v1alpha1.ReadSource
-	21, // 3: polyop.v1alpha1.ListRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	0,  // 4: polyop.v1alpha1.ListResponse.source:type_name -> polyop.v1alpha1.ReadSource
-	7,  // 5: polyop.v1alpha1.CreateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	21, // 6: polyop.v1alpha1.CreateRequest.parent_kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 7: polyop.v1alpha1.CreateRequest.parent_key:type_name -> polyop.v1alpha1.ObjectKey
-	7,  // 8: polyop.v1alpha1.UpdateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	21, // 9: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 10: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	1,  // 11: polyop.v1alpha1.PatchRequest.type:type_name -> polyop.v1alpha1.PatchType
-	7,  // 12: polyop.v1alpha1.PatchRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	21, // 13: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 14: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	2,  // 15: polyop.v1alpha1.DeleteRequest.propagation:type_name -> polyop.v1alpha1.DeletePropagation
-	7,  // 16: polyop.v1alpha1.DeleteRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	21, // 17: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 18: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	23, // 19: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
-	21, // 20: polyop.v1alpha1.ResolveKindRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	21, // 21: polyop.v1alpha1.ResolveKindResponse.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	3,  // 22: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
-	5,  // 23: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
-	8,  // 24: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
-	10, // 25: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
-	12, // 26: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
-	14, // 27: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
-	16, // 28: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
-	19, // 29: polyop.v1alpha1.ClusterService.ResolveKind:input_type -> polyop.v1alpha1.ResolveKindRequest
-	4,  // 30: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
-	6,  // 31: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
-	9,  // 32: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
-	11, // 33: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
-	13, // 34: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
-	15, // 35: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
-	17, // 36: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
-	20, // 37: polyop.v1alpha1.ClusterService.ResolveKind:output_type -> polyop.v1alpha1.ResolveKindResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 0: polyop.v1alpha1.GetRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	23, // 1: polyop.v1alpha1.GetRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	3,  // 2: polyop.v1alpha1.GetRequest.options:type_name -> polyop.v1alpha1.ReadOptions
+	0,  // 3: polyop.v1alpha1.GetResponse.source:type_name -> polyop.v1alpha1.ReadSource
+	22, // 4: polyop.v1alpha1.ListRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	3,  // 5: polyop.v1alpha1.ListRequest.options:type_name -> polyop.v1alpha1.ReadOptions
+	0,  // 6: polyop.v1alpha1.ListResponse.source:type_name -> polyop.v1alpha1.ReadSource
+	22, // 7: polyop.v1alpha1.CreateRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	23, // 8: polyop.v1alpha1.CreateRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	8,  // 9: polyop.v1alpha1.CreateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	22, // 10: polyop.v1alpha1.UpdateRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	23, // 11: polyop.v1alpha1.UpdateRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	8,  // 12: polyop.v1alpha1.UpdateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	22, // 13: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	23, // 14: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	8,  // 15: polyop.v1alpha1.PatchRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	1,  // 16: polyop.v1alpha1.PatchRequest.type:type_name -> polyop.v1alpha1.PatchType
+	22, // 17: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	23, // 18: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	8,  // 19: polyop.v1alpha1.DeleteRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	2,  // 20: polyop.v1alpha1.DeleteRequest.propagation:type_name -> polyop.v1alpha1.DeletePropagation
+	22, // 21: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	23, // 22: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	24, // 23: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
+	22, // 24: polyop.v1alpha1.ResolveKindRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	22, // 25: polyop.v1alpha1.ResolveKindResponse.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	4,  // 26: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
+	6,  // 27: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
+	9,  // 28: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
+	11, // 29: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
+	13, // 30: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
+	15, // 31: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
+	17, // 32: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
+	20, // 33: polyop.v1alpha1.ClusterService.ResolveKind:input_type -> polyop.v1alpha1.ResolveKindRequest
+	5,  // 34: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
+	7,  // 35: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
+	10, // 36: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
+	12, // 37: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
+	14, // 38: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
+	16, // 39: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
+	18, // 40: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
+	21, // 41: polyop.v1alpha1.ClusterService.ResolveKind:output_type -> polyop.v1alpha1.ResolveKindResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_cluster_proto_init() }
@@ -1547,14 +1624,14 @@ func file_polyop_v1alpha1_cluster_proto_init() {
 	}
 	file_polyop_v1alpha1_reconcile_proto_init()
 	file_polyop_v1alpha1_types_proto_init()
-	file_polyop_v1alpha1_cluster_proto_msgTypes[11].OneofWrappers = []any{}
+	file_polyop_v1alpha1_cluster_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_cluster_proto_rawDesc), len(file_polyop_v1alpha1_cluster_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,7 +45,20 @@ const (
 // 400 FAILED_PRECONDITION, 429 RESOURCE_EXHAUSTED, 5xx UNAVAILABLE or
 // INTERNAL), and the status carries an APIError detail with the API server's
 // metav1.Status, so every SDK can tell NotFound, AlreadyExists, Conflict,
-// Invalid and Forbidden apart and read the causes.
+// Invalid and Forbidden apart and read the causes. The detail travels as gRPC
+// does every status detail: the trailer grpc-status-details-bin holds a
+// google.rpc.Status (code, message, details) whose details hold one
+// google.protobuf.Any of type
+// "type.googleapis.com/polyop.v1alpha1.APIError". Errors the host raises itself
+// (a malformed request, an unknown kind) carry no detail and use
+// INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION with a message that says
+// what is wrong.
+//
+// Every request addresses its object the same way, with the same field
+// numbers: kind (1) and key (2) name the object, subresource (3) one of its
+// subresources, options (4) the read or write options, and object or patch
+// (5) the body. List addresses a collection, so it has a namespace (2) where
+// the others have a key. Fields that only one call has start at 6.
 type ClusterServiceClient interface {
 	// Get reads one object: from the host's cache for the kinds it watches,
 	// otherwise from the API server. The response says which.
@@ -173,7 +186,20 @@ func (c *clusterServiceClient) ResolveKind(ctx context.Context, in *ResolveKindR
 // 400 FAILED_PRECONDITION, 429 RESOURCE_EXHAUSTED, 5xx UNAVAILABLE or
 // INTERNAL), and the status carries an APIError detail with the API server's
 // metav1.Status, so every SDK can tell NotFound, AlreadyExists, Conflict,
-// Invalid and Forbidden apart and read the causes.
+// Invalid and Forbidden apart and read the causes. The detail travels as gRPC
+// does every status detail: the trailer grpc-status-details-bin holds a
+// google.rpc.Status (code, message, details) whose details hold one
+// google.protobuf.Any of type
+// "type.googleapis.com/polyop.v1alpha1.APIError". Errors the host raises itself
+// (a malformed request, an unknown kind) carry no detail and use
+// INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION with a message that says
+// what is wrong.
+//
+// Every request addresses its object the same way, with the same field
+// numbers: kind (1) and key (2) name the object, subresource (3) one of its
+// subresources, options (4) the read or write options, and object or patch
+// (5) the body. List addresses a collection, so it has a namespace (2) where
+// the others have a key. Fields that only one call has start at 6.
 type ClusterServiceServer interface {
 	// Get reads one object: from the host's cache for the kinds it watches,
 	// otherwise from the API server. The response says which.

@@ -92,11 +92,11 @@ type ReconcileRequest struct {
 	// attempt. Resets after a success.
 	Retries int32 `protobuf:"varint,5,opt,name=retries,proto3" json:"retries,omitempty"`
 	// The observed children, as JSON, from the host's cache: the objects of the
-	// owned kinds declared with send_observed whose controller owner reference
-	// points at this object.
-	Children      [][]byte `protobuf:"bytes,6,rep,name=children,proto3" json:"children,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// owned kinds declared with OwnedKind.send_observed whose controller owner
+	// reference points at this object.
+	ObservedChildren [][]byte `protobuf:"bytes,6,rep,name=observed_children,json=observedChildren,proto3" json:"observed_children,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReconcileRequest) Reset() {
@@ -164,9 +164,9 @@ func (x *ReconcileRequest) GetRetries() int32 {
 	return 0
 }
 
-func (x *ReconcileRequest) GetChildren() [][]byte {
+func (x *ReconcileRequest) GetObservedChildren() [][]byte {
 	if x != nil {
-		return x.Children
+		return x.ObservedChildren
 	}
 	return nil
 }
@@ -175,19 +175,25 @@ func (x *ReconcileRequest) GetChildren() [][]byte {
 type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// When set to a positive duration, reconcile this object again after it (and
-	// reset its backoff), as controller-runtime's Result.RequeueAfter.
+	// reset its backoff), as controller-runtime's Result.RequeueAfter. Ignored
+	// when error is set: a failed reconcile says when to retry with
+	// Failure.retry_after.
 	RequeueAfter *durationpb.Duration `protobuf:"bytes,1,opt,name=requeue_after,json=requeueAfter,proto3" json:"requeue_after,omitempty"`
-	// Reconcile this object again after the controller's rate-limited backoff,
-	// as controller-runtime's Result.Requeue. Ignored when requeue_after is set.
-	Requeue bool `protobuf:"varint,2,opt,name=requeue,proto3" json:"requeue,omitempty"`
 	// Set when the reconcile failed. The host still writes status and records
-	// events from this response, then handles the error.
-	Error *ReconcileError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// events from this response, then handles the failure (see Failure).
+	Error *Failure `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// The object's new status, as a JSON object, written through the status
 	// subresource. The host writes it only when it differs from the status the
 	// request carried, with optimistic concurrency on the request's
 	// resourceVersion: a conflict requeues the object. Empty leaves the status as
 	// it is. Ignored when the object no longer exists.
+	//
+	// Answer the same status for the same object: every difference is a write,
+	// and every write is an event that reconciles the object again. Keep what
+	// has not changed as it was, in particular a condition's
+	// lastTransitionTime, which changes only when the condition's status does
+	// (every SDK's set-condition helper does this). A status stamped with the
+	// current time on every reconcile loops forever.
 	Status []byte `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	// Events to record on the object, in order. Ignored when the object no longer
 	// exists.
@@ -251,14 +257,7 @@ func (x *ReconcileResponse) GetRequeueAfter() *durationpb.Duration {
 	return nil
 }
 
-func (x *ReconcileResponse) GetRequeue() bool {
-	if x != nil {
-		return x.Requeue
-	}
-	return false
-}
-
-func (x *ReconcileResponse) GetError() *ReconcileError {
+func (x *ReconcileResponse) GetError() *Failure {
 	if x != nil {
 		return x.Error
 	}
@@ -379,16 +378,20 @@ func (x *FinalizeRequest) GetRetries() int32 {
 
 // FinalizeResponse reports whether clean-up is done. The host removes the
 // finalizer when the response has no error and no requeue_after.
+//
+// Its fields have the numbers of the ReconcileResponse fields of the same
+// name.
 type FinalizeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Clean-up is not finished (it waits on something outside): call Finalize
-	// again after this duration, and keep the finalizer meanwhile.
+	// again after this duration, and keep the finalizer meanwhile. Ignored when
+	// error is set.
 	RequeueAfter *durationpb.Duration `protobuf:"bytes,1,opt,name=requeue_after,json=requeueAfter,proto3" json:"requeue_after,omitempty"`
-	// Clean-up failed; the finalizer stays and the host retries with backoff
-	// (or not, for a terminal error).
-	Error *ReconcileError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// Clean-up failed; the finalizer stays and the host retries as Failure
+	// says.
+	Error *Failure `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// Events to record on the object.
-	Events        []*Event `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	Events        []*Event `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,7 +433,7 @@ func (x *FinalizeResponse) GetRequeueAfter() *durationpb.Duration {
 	return nil
 }
 
-func (x *FinalizeResponse) GetError() *ReconcileError {
+func (x *FinalizeResponse) GetError() *Failure {
 	if x != nil {
 		return x.Error
 	}
@@ -444,33 +447,46 @@ func (x *FinalizeResponse) GetEvents() []*Event {
 	return nil
 }
 
-// ReconcileError reports a failed reconcile.
-type ReconcileError struct {
+// Failure reports a failed Reconcile or Finalize.
+//
+// Without retry_after, the host retries the object with the controller's
+// exponential backoff (from 5 ms, doubling per failure in a row, up to 1000 s,
+// controller-runtime's default), as controller-runtime does for a
+// reconciler that returns an error. With retry_after, it retries after that
+// duration instead, as Kopf's TemporaryError(delay=...) does; the failure
+// still counts: the next request's retries is one higher, and a later failure
+// without retry_after backs off as if every failure in the row had used the
+// backoff. A terminal failure is never retried.
+type Failure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What went wrong, for the host's log and the controller-runtime metrics.
+	// What went wrong, for the host's log, the object's Warning event and the
+	// controller-runtime metrics.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// A terminal error is not retried: the object waits for its next event, as with
-	// controller-runtime's reconcile.TerminalError. Otherwise the host retries the
-	// object with exponential backoff.
-	Terminal      bool `protobuf:"varint,2,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	// A terminal failure is not retried: the object waits for its next event,
+	// as with controller-runtime's reconcile.TerminalError. terminal with
+	// retry_after is a contradiction the host refuses as a broken answer.
+	Terminal bool `protobuf:"varint,2,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	// When set to a positive duration, retry after it instead of the
+	// exponential backoff.
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ReconcileError) Reset() {
-	*x = ReconcileError{}
+func (x *Failure) Reset() {
+	*x = Failure{}
 	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ReconcileError) String() string {
+func (x *Failure) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ReconcileError) ProtoMessage() {}
+func (*Failure) ProtoMessage() {}
 
-func (x *ReconcileError) ProtoReflect() protoreflect.Message {
+func (x *Failure) ProtoReflect() protoreflect.Message {
 	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -482,23 +498,30 @@ func (x *ReconcileError) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ReconcileError.ProtoReflect.Descriptor instead.
-func (*ReconcileError) Descriptor() ([]byte, []int) {
+// Deprecated: Use Failure.ProtoReflect.Descriptor instead.
+func (*Failure) Descriptor() ([]byte, []int) {
 	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ReconcileError) GetMessage() string {
+func (x *Failure) GetMessage() string {
 	if x != nil {
 		return x.Message
 	}
 	return ""
 }
 
-func (x *ReconcileError) GetTerminal() bool {
+func (x *Failure) GetTerminal() bool {
 	if x != nil {
 		return x.Terminal
 	}
 	return false
+}
+
+func (x *Failure) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
 }
 
 // Event is a Kubernetes Event to record on the reconciled object, through the
@@ -580,7 +603,7 @@ var File_polyop_v1alpha1_reconcile_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\n" +
-	"\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xe5\x01\n" +
+	"\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xf6\x01\n" +
 	"\x10ReconcileRequest\x12\x1e\n" +
 	"\n" +
 	"controller\x18\x01 \x01(\tR\n" +
@@ -588,12 +611,11 @@ const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
 	"\x03key\x18\x03 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n" +
 	"\x06object\x18\x04 \x01(\fR\x06object\x12\x18\n" +
-	"\aretries\x18\x05 \x01(\x05R\aretries\x12\x1a\n" +
-	"\bchildren\x18\x06 \x03(\fR\bchildren\"\xc4\x02\n" +
+	"\aretries\x18\x05 \x01(\x05R\aretries\x12+\n" +
+	"\x11observed_children\x18\x06 \x03(\fR\x10observedChildren\"\xa3\x02\n" +
 	"\x11ReconcileResponse\x12>\n" +
-	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x12\x18\n" +
-	"\arequeue\x18\x02 \x01(\bR\arequeue\x125\n" +
-	"\x05error\x18\x03 \x01(\v2\x1f.polyop.v1alpha1.ReconcileErrorR\x05error\x12\x16\n" +
+	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x12.\n" +
+	"\x05error\x18\x03 \x01(\v2\x18.polyop.v1alpha1.FailureR\x05error\x12\x16\n" +
 	"\x06status\x18\x04 \x01(\fR\x06status\x12.\n" +
 	"\x06events\x18\x05 \x03(\v2\x16.polyop.v1alpha1.EventR\x06events\x12)\n" +
 	"\x10desired_children\x18\x06 \x03(\fR\x0fdesiredChildren\x12+\n" +
@@ -605,14 +627,16 @@ const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
 	"\x03key\x18\x03 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n" +
 	"\x06object\x18\x04 \x01(\fR\x06object\x12\x18\n" +
-	"\aretries\x18\x05 \x01(\x05R\aretries\"\xb9\x01\n" +
+	"\aretries\x18\x05 \x01(\x05R\aretries\"\xb2\x01\n" +
 	"\x10FinalizeResponse\x12>\n" +
-	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x125\n" +
-	"\x05error\x18\x02 \x01(\v2\x1f.polyop.v1alpha1.ReconcileErrorR\x05error\x12.\n" +
-	"\x06events\x18\x03 \x03(\v2\x16.polyop.v1alpha1.EventR\x06events\"F\n" +
-	"\x0eReconcileError\x12\x18\n" +
+	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x12.\n" +
+	"\x05error\x18\x03 \x01(\v2\x18.polyop.v1alpha1.FailureR\x05error\x12.\n" +
+	"\x06events\x18\x05 \x03(\v2\x16.polyop.v1alpha1.EventR\x06events\"{\n" +
+	"\aFailure\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1a\n" +
-	"\bterminal\x18\x02 \x01(\bR\bterminal\"\x81\x01\n" +
+	"\bterminal\x18\x02 \x01(\bR\bterminal\x12:\n" +
+	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"\x81\x01\n" +
 	"\x05Event\x12.\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1a.polyop.v1alpha1.EventTypeR\x04type\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -621,8 +645,8 @@ const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EVENT_TYPE_NORMAL\x10\x01\x12\x16\n" +
-	"\x12EVENT_TYPE_WARNING\x10\x02B\xc2\x01\n" +
-	"\x13com.polyop.v1alpha1B\x0eReconcileProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
+	"\x12EVENT_TYPE_WARNING\x10\x02B\xc6\x01\n" +
+	"\x13com.polyop.v1alpha1B\x0eReconcileProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (
 	file_polyop_v1alpha1_reconcile_proto_rawDescOnce sync.Once
@@ -644,7 +668,7 @@ var file_polyop_v1alpha1_reconcile_proto_goTypes = []any{
 	(*ReconcileResponse)(nil),   // 2: polyop.v1alpha1.ReconcileResponse
 	(*FinalizeRequest)(nil),     // 3: polyop.v1alpha1.FinalizeRequest
 	(*FinalizeResponse)(nil),    // 4: polyop.v1alpha1.FinalizeResponse
-	(*ReconcileError)(nil),      // 5: polyop.v1alpha1.ReconcileError
+	(*Failure)(nil),             // 5: polyop.v1alpha1.Failure
 	(*Event)(nil),               // 6: polyop.v1alpha1.Event
 	(*GroupVersionKind)(nil),    // 7: polyop.v1alpha1.GroupVersionKind
 	(*ObjectKey)(nil),           // 8: polyop.v1alpha1.ObjectKey
@@ -654,19 +678,20 @@ var file_polyop_v1alpha1_reconcile_proto_depIdxs = []int32{
 	7,  // 0: polyop.v1alpha1.ReconcileRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
 	8,  // 1: polyop.v1alpha1.ReconcileRequest.key:type_name -> polyop.v1alpha1.ObjectKey
 	9,  // 2: polyop.v1alpha1.ReconcileResponse.requeue_after:type_name -> google.protobuf.Duration
-	5,  // 3: polyop.v1alpha1.ReconcileResponse.error:type_name -> polyop.v1alpha1.ReconcileError
+	5,  // 3: polyop.v1alpha1.ReconcileResponse.error:type_name -> polyop.v1alpha1.Failure
 	6,  // 4: polyop.v1alpha1.ReconcileResponse.events:type_name -> polyop.v1alpha1.Event
 	7,  // 5: polyop.v1alpha1.FinalizeRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
 	8,  // 6: polyop.v1alpha1.FinalizeRequest.key:type_name -> polyop.v1alpha1.ObjectKey
 	9,  // 7: polyop.v1alpha1.FinalizeResponse.requeue_after:type_name -> google.protobuf.Duration
-	5,  // 8: polyop.v1alpha1.FinalizeResponse.error:type_name -> polyop.v1alpha1.ReconcileError
+	5,  // 8: polyop.v1alpha1.FinalizeResponse.error:type_name -> polyop.v1alpha1.Failure
 	6,  // 9: polyop.v1alpha1.FinalizeResponse.events:type_name -> polyop.v1alpha1.Event
-	0,  // 10: polyop.v1alpha1.Event.type:type_name -> polyop.v1alpha1.EventType
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 10: polyop.v1alpha1.Failure.retry_after:type_name -> google.protobuf.Duration
+	0,  // 11: polyop.v1alpha1.Event.type:type_name -> polyop.v1alpha1.EventType
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_reconcile_proto_init() }

@@ -21,6 +21,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ProtocolVersion names a revision of this contract. The generated code of
+// every language carries it as a constant, so the host and each SDK name the
+// version they speak from this file, not from a copy of their own.
+type ProtocolVersion int32
+
+const (
+	// Not said: a sidecar or host that sets no version. The other side refuses
+	// it.
+	ProtocolVersion_PROTOCOL_VERSION_UNSPECIFIED ProtocolVersion = 0
+	// The contract of package polyop.v1alpha1 as these files define it.
+	ProtocolVersion_PROTOCOL_VERSION_V1ALPHA1 ProtocolVersion = 1
+)
+
+// Enum value maps for ProtocolVersion.
+var (
+	ProtocolVersion_name = map[int32]string{
+		0: "PROTOCOL_VERSION_UNSPECIFIED",
+		1: "PROTOCOL_VERSION_V1ALPHA1",
+	}
+	ProtocolVersion_value = map[string]int32{
+		"PROTOCOL_VERSION_UNSPECIFIED": 0,
+		"PROTOCOL_VERSION_V1ALPHA1":    1,
+	}
+)
+
+func (x ProtocolVersion) Enum() *ProtocolVersion {
+	p := new(ProtocolVersion)
+	*p = x
+	return p
+}
+
+func (x ProtocolVersion) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProtocolVersion) Descriptor() protoreflect.EnumDescriptor {
+	return file_polyop_v1alpha1_describe_proto_enumTypes[0].Descriptor()
+}
+
+func (ProtocolVersion) Type() protoreflect.EnumType {
+	return &file_polyop_v1alpha1_describe_proto_enumTypes[0]
+}
+
+func (x ProtocolVersion) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProtocolVersion.Descriptor instead.
+func (ProtocolVersion) EnumDescriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{0}
+}
+
 // UpdateFilter names one change an update event can carry, after the
 // predicates of the same name in controller-runtime.
 type UpdateFilter int32
@@ -69,11 +121,11 @@ func (x UpdateFilter) String() string {
 }
 
 func (UpdateFilter) Descriptor() protoreflect.EnumDescriptor {
-	return file_polyop_v1alpha1_describe_proto_enumTypes[0].Descriptor()
+	return file_polyop_v1alpha1_describe_proto_enumTypes[1].Descriptor()
 }
 
 func (UpdateFilter) Type() protoreflect.EnumType {
-	return &file_polyop_v1alpha1_describe_proto_enumTypes[0]
+	return &file_polyop_v1alpha1_describe_proto_enumTypes[1]
 }
 
 func (x UpdateFilter) Number() protoreflect.EnumNumber {
@@ -82,22 +134,29 @@ func (x UpdateFilter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpdateFilter.Descriptor instead.
 func (UpdateFilter) EnumDescriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{0}
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{1}
 }
 
 // DescribeRequest is the host's side of the handshake.
+//
+// The host calls Describe when it starts to run controllers and webhooks, and
+// also from its offline commands ("host describe", "host webhooks" and "host
+// rbac"), which print what the sidecar declares and serve
+// no ClusterService: their cluster_address is empty. A sidecar must answer
+// Describe without calling the ClusterService and without needing a cluster.
 type DescribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The protocol version the host speaks, "v1alpha1" for this package. A
-	// sidecar may refuse to serve a host it does not understand by answering with
-	// gRPC status FAILED_PRECONDITION; the host then stops with that message.
-	ProtocolVersion string `protobuf:"bytes,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The protocol version the host speaks, PROTOCOL_VERSION_V1ALPHA1 for this
+	// package. A sidecar may refuse to serve a host it does not understand by
+	// answering with gRPC status FAILED_PRECONDITION; the host then stops with
+	// that message.
+	ProtocolVersion ProtocolVersion `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3,enum=polyop.v1alpha1.ProtocolVersion" json:"protocol_version,omitempty"`
 	// The host's own version, for the sidecar's logs. Informational only.
 	HostVersion string `protobuf:"bytes,2,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
 	// Where the host serves its ClusterService for this sidecar, in the same
 	// address forms as the host's --sidecar-address flag (for example
-	// "unix:///var/run/polyop/cluster.sock"). Empty when the host serves none. The
-	// host also sets it in the sidecar container's POLYOP_CLUSTER_ADDRESS
+	// "unix:///var/run/polyop/cluster.sock"). Empty when the host serves none
+	// (its offline commands, or --cluster-address=0). The host also sets it in the sidecar container's POLYOP_CLUSTER_ADDRESS
 	// environment variable in the manifests it generates.
 	ClusterAddress string `protobuf:"bytes,3,opt,name=cluster_address,json=clusterAddress,proto3" json:"cluster_address,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -134,11 +193,11 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *DescribeRequest) GetProtocolVersion() string {
+func (x *DescribeRequest) GetProtocolVersion() ProtocolVersion {
 	if x != nil {
 		return x.ProtocolVersion
 	}
-	return ""
+	return ProtocolVersion_PROTOCOL_VERSION_UNSPECIFIED
 }
 
 func (x *DescribeRequest) GetHostVersion() string {
@@ -161,8 +220,9 @@ func (x *DescribeRequest) GetClusterAddress() string {
 type DescribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The protocol version the sidecar speaks. The host stops at start, with a
-	// message naming both versions, unless it equals the host's, "v1alpha1".
-	ProtocolVersion string `protobuf:"bytes,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// message naming both versions, unless it equals the host's,
+	// PROTOCOL_VERSION_V1ALPHA1.
+	ProtocolVersion ProtocolVersion `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3,enum=polyop.v1alpha1.ProtocolVersion" json:"protocol_version,omitempty"`
 	// A short name for the sidecar (for example "memcached-operator"), used in the
 	// host's logs, metrics and, unless a host flag overrides it, the leader
 	// election lease name. Lower-case letters, digits and '-'.
@@ -173,7 +233,13 @@ type DescribeResponse struct {
 	// The admission webhooks the sidecar implements, one per kind and version.
 	Webhooks []*WebhookDescription `protobuf:"bytes,4,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
 	// The kinds whose versions the sidecar converts (CRD conversion webhooks).
-	Conversions   []*ConversionDescription `protobuf:"bytes,5,rep,name=conversions,proto3" json:"conversions,omitempty"`
+	Conversions []*ConversionDescription `protobuf:"bytes,5,rep,name=conversions,proto3" json:"conversions,omitempty"`
+	// The name of the SDK (or library) the sidecar is built on, for example
+	// "polyop-go", "polyop-python" or "polyop-typescript"; empty when none. For
+	// the host's logs. Informational only.
+	SdkName string `protobuf:"bytes,6,opt,name=sdk_name,json=sdkName,proto3" json:"sdk_name,omitempty"`
+	// The SDK's version, for example "0.3.0". Informational only.
+	SdkVersion    string `protobuf:"bytes,7,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,11 +274,11 @@ func (*DescribeResponse) Descriptor() ([]byte, []int) {
 	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *DescribeResponse) GetProtocolVersion() string {
+func (x *DescribeResponse) GetProtocolVersion() ProtocolVersion {
 	if x != nil {
 		return x.ProtocolVersion
 	}
-	return ""
+	return ProtocolVersion_PROTOCOL_VERSION_UNSPECIFIED
 }
 
 func (x *DescribeResponse) GetName() string {
@@ -241,6 +307,20 @@ func (x *DescribeResponse) GetConversions() []*ConversionDescription {
 		return x.Conversions
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetSdkName() string {
+	if x != nil {
+		return x.SdkName
+	}
+	return ""
+}
+
+func (x *DescribeResponse) GetSdkVersion() string {
+	if x != nil {
+		return x.SdkVersion
+	}
+	return ""
 }
 
 // ControllerDescription declares one controller, as a
@@ -652,17 +732,20 @@ var File_polyop_v1alpha1_describe_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\n" +
-	"\x1epolyop/v1alpha1/describe.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/admission.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\x88\x01\n" +
-	"\x0fDescribeRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12!\n" +
+	"\x1epolyop/v1alpha1/describe.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/admission.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xaa\x01\n" +
+	"\x0fDescribeRequest\x12K\n" +
+	"\x10protocol_version\x18\x01 \x01(\x0e2 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12!\n" +
 	"\fhost_version\x18\x02 \x01(\tR\vhostVersion\x12'\n" +
-	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\xa6\x02\n" +
-	"\x10DescribeResponse\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x12\n" +
+	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\x84\x03\n" +
+	"\x10DescribeResponse\x12K\n" +
+	"\x10protocol_version\x18\x01 \x01(\x0e2 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12H\n" +
 	"\vcontrollers\x18\x03 \x03(\v2&.polyop.v1alpha1.ControllerDescriptionR\vcontrollers\x12?\n" +
 	"\bwebhooks\x18\x04 \x03(\v2#.polyop.v1alpha1.WebhookDescriptionR\bwebhooks\x12H\n" +
-	"\vconversions\x18\x05 \x03(\v2&.polyop.v1alpha1.ConversionDescriptionR\vconversions\"\x82\x03\n" +
+	"\vconversions\x18\x05 \x03(\v2&.polyop.v1alpha1.ConversionDescriptionR\vconversions\x12\x19\n" +
+	"\bsdk_name\x18\x06 \x01(\tR\asdkName\x12\x1f\n" +
+	"\vsdk_version\x18\a \x01(\tR\n" +
+	"sdkVersion\"\x82\x03\n" +
 	"\x15ControllerDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\bfor_kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\aforKind\x12;\n" +
@@ -693,14 +776,17 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\n" +
 	"Predicates\x12D\n" +
 	"\x0eupdate_filters\x18\x01 \x03(\x0e2\x1d.polyop.v1alpha1.UpdateFilterR\rupdateFilters\x12%\n" +
-	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector*\xc0\x01\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector*R\n" +
+	"\x0fProtocolVersion\x12 \n" +
+	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19PROTOCOL_VERSION_V1ALPHA1\x10\x01*\xc0\x01\n" +
 	"\fUpdateFilter\x12\x1d\n" +
 	"\x19UPDATE_FILTER_UNSPECIFIED\x10\x00\x12$\n" +
 	" UPDATE_FILTER_GENERATION_CHANGED\x10\x01\x12 \n" +
 	"\x1cUPDATE_FILTER_LABELS_CHANGED\x10\x02\x12%\n" +
 	"!UPDATE_FILTER_ANNOTATIONS_CHANGED\x10\x03\x12\"\n" +
-	"\x1eUPDATE_FILTER_DELETION_CHANGED\x10\x04B\xc1\x01\n" +
-	"\x13com.polyop.v1alpha1B\rDescribeProtoP\x01Z>github.com/polyop/polyop/gen/go/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
+	"\x1eUPDATE_FILTER_DELETION_CHANGED\x10\x04B\xc5\x01\n" +
+	"\x13com.polyop.v1alpha1B\rDescribeProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (
 	file_polyop_v1alpha1_describe_proto_rawDescOnce sync.Once
@@ -714,36 +800,39 @@ func file_polyop_v1alpha1_describe_proto_rawDescGZIP() []byte {
 	return file_polyop_v1alpha1_describe_proto_rawDescData
 }
 
-var file_polyop_v1alpha1_describe_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_polyop_v1alpha1_describe_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_polyop_v1alpha1_describe_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_polyop_v1alpha1_describe_proto_goTypes = []any{
-	(UpdateFilter)(0),             // 0: polyop.v1alpha1.UpdateFilter
-	(*DescribeRequest)(nil),       // 1: polyop.v1alpha1.DescribeRequest
-	(*DescribeResponse)(nil),      // 2: polyop.v1alpha1.DescribeResponse
-	(*ControllerDescription)(nil), // 3: polyop.v1alpha1.ControllerDescription
-	(*OwnedKind)(nil),             // 4: polyop.v1alpha1.OwnedKind
-	(*Watch)(nil),                 // 5: polyop.v1alpha1.Watch
-	(*Predicates)(nil),            // 6: polyop.v1alpha1.Predicates
-	(*WebhookDescription)(nil),    // 7: polyop.v1alpha1.WebhookDescription
-	(*ConversionDescription)(nil), // 8: polyop.v1alpha1.ConversionDescription
-	(*GroupVersionKind)(nil),      // 9: polyop.v1alpha1.GroupVersionKind
+	(ProtocolVersion)(0),          // 0: polyop.v1alpha1.ProtocolVersion
+	(UpdateFilter)(0),             // 1: polyop.v1alpha1.UpdateFilter
+	(*DescribeRequest)(nil),       // 2: polyop.v1alpha1.DescribeRequest
+	(*DescribeResponse)(nil),      // 3: polyop.v1alpha1.DescribeResponse
+	(*ControllerDescription)(nil), // 4: polyop.v1alpha1.ControllerDescription
+	(*OwnedKind)(nil),             // 5: polyop.v1alpha1.OwnedKind
+	(*Watch)(nil),                 // 6: polyop.v1alpha1.Watch
+	(*Predicates)(nil),            // 7: polyop.v1alpha1.Predicates
+	(*WebhookDescription)(nil),    // 8: polyop.v1alpha1.WebhookDescription
+	(*ConversionDescription)(nil), // 9: polyop.v1alpha1.ConversionDescription
+	(*GroupVersionKind)(nil),      // 10: polyop.v1alpha1.GroupVersionKind
 }
 var file_polyop_v1alpha1_describe_proto_depIdxs = []int32{
-	3,  // 0: polyop.v1alpha1.DescribeResponse.controllers:type_name -> polyop.v1alpha1.ControllerDescription
-	7,  // 1: polyop.v1alpha1.DescribeResponse.webhooks:type_name -> polyop.v1alpha1.WebhookDescription
-	8,  // 2: polyop.v1alpha1.DescribeResponse.conversions:type_name -> polyop.v1alpha1.ConversionDescription
-	9,  // 3: polyop.v1alpha1.ControllerDescription.for_kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	6,  // 4: polyop.v1alpha1.ControllerDescription.predicates:type_name -> polyop.v1alpha1.Predicates
-	4,  // 5: polyop.v1alpha1.ControllerDescription.owns:type_name -> polyop.v1alpha1.OwnedKind
-	5,  // 6: polyop.v1alpha1.ControllerDescription.watches:type_name -> polyop.v1alpha1.Watch
-	9,  // 7: polyop.v1alpha1.OwnedKind.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	9,  // 8: polyop.v1alpha1.Watch.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	0,  // 9: polyop.v1alpha1.Predicates.update_filters:type_name -> polyop.v1alpha1.UpdateFilter
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 0: polyop.v1alpha1.DescribeRequest.protocol_version:type_name -> polyop.v1alpha1.ProtocolVersion
+	0,  // 1: polyop.v1alpha1.DescribeResponse.protocol_version:type_name -> polyop.v1alpha1.ProtocolVersion
+	4,  // 2: polyop.v1alpha1.DescribeResponse.controllers:type_name -> polyop.v1alpha1.ControllerDescription
+	8,  // 3: polyop.v1alpha1.DescribeResponse.webhooks:type_name -> polyop.v1alpha1.WebhookDescription
+	9,  // 4: polyop.v1alpha1.DescribeResponse.conversions:type_name -> polyop.v1alpha1.ConversionDescription
+	10, // 5: polyop.v1alpha1.ControllerDescription.for_kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	7,  // 6: polyop.v1alpha1.ControllerDescription.predicates:type_name -> polyop.v1alpha1.Predicates
+	5,  // 7: polyop.v1alpha1.ControllerDescription.owns:type_name -> polyop.v1alpha1.OwnedKind
+	6,  // 8: polyop.v1alpha1.ControllerDescription.watches:type_name -> polyop.v1alpha1.Watch
+	10, // 9: polyop.v1alpha1.OwnedKind.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	10, // 10: polyop.v1alpha1.Watch.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	1,  // 11: polyop.v1alpha1.Predicates.update_filters:type_name -> polyop.v1alpha1.UpdateFilter
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_describe_proto_init() }
@@ -763,7 +852,7 @@ func file_polyop_v1alpha1_describe_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_describe_proto_rawDesc), len(file_polyop_v1alpha1_describe_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -18,7 +18,8 @@
 //
 // This package is alpha: messages and fields may still change between releases.
 // A host and a sidecar agree on the protocol they speak through
-// DescribeRequest.protocol_version and DescribeResponse.protocol_version.
+// DescribeRequest.protocol_version and DescribeResponse.protocol_version, both
+// a ProtocolVersion.
 
 package polyopv1alpha1
 
@@ -66,7 +67,7 @@ type SidecarServiceClient interface {
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
 	// Reconcile asks the sidecar to drive one object towards its desired state.
 	// The request carries the object as the host's cache holds it; the response
-	// carries the decision (requeue, error), the status to write and the events to
+	// carries the decision (requeue_after, error), the status to write and the events to
 	// record. It must be idempotent: the host may call it any number of times for
 	// the same object and resource version.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
@@ -83,6 +84,14 @@ type SidecarServiceClient interface {
 	Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
 	// Convert converts objects between the versions of a kind declared in a
 	// ConversionDescription.
+	//
+	// A sidecar answers the calls it declares nothing for (Finalize without a
+	// finalizer, Default or Validate for a kind without that webhook, Convert
+	// without a ConversionDescription for the kind) with gRPC status NOT_FOUND
+	// naming the controller or kind it has nothing for (UNIMPLEMENTED when it
+	// serves the method for no kind at all). The host makes no such call after
+	// a successful Describe; they come from a person with grpcurl, or a host
+	// that described another sidecar.
 	Convert(ctx context.Context, in *ConvertRequest, opts ...grpc.CallOption) (*ConvertResponse, error)
 }
 
@@ -177,7 +186,7 @@ type SidecarServiceServer interface {
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
 	// Reconcile asks the sidecar to drive one object towards its desired state.
 	// The request carries the object as the host's cache holds it; the response
-	// carries the decision (requeue, error), the status to write and the events to
+	// carries the decision (requeue_after, error), the status to write and the events to
 	// record. It must be idempotent: the host may call it any number of times for
 	// the same object and resource version.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
@@ -194,6 +203,14 @@ type SidecarServiceServer interface {
 	Validate(context.Context, *ValidateRequest) (*ValidateResponse, error)
 	// Convert converts objects between the versions of a kind declared in a
 	// ConversionDescription.
+	//
+	// A sidecar answers the calls it declares nothing for (Finalize without a
+	// finalizer, Default or Validate for a kind without that webhook, Convert
+	// without a ConversionDescription for the kind) with gRPC status NOT_FOUND
+	// naming the controller or kind it has nothing for (UNIMPLEMENTED when it
+	// serves the method for no kind at all). The host makes no such call after
+	// a successful Describe; they come from a person with grpcurl, or a host
+	// that described another sidecar.
 	Convert(context.Context, *ConvertRequest) (*ConvertResponse, error)
 	mustEmbedUnimplementedSidecarServiceServer()
 }
