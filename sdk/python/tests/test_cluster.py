@@ -1,4 +1,4 @@
-"""The Cluster client against a ClusterService served over a real unix socket."""
+"""The Cluster and AsyncCluster clients against a ClusterService served over a real unix socket."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def api_error(context: grpc.ServicerContext, code: grpc.StatusCode, status: dict
     )
 
 
-class FakeCluster(cluster_pb2_grpc.ClusterServiceServicer):
+class RecordingService(cluster_pb2_grpc.ClusterServiceServicer):
     """Records every request; answers from ``objects``, or with ``error`` when set."""
 
     def __init__(self) -> None:
@@ -82,8 +82,8 @@ class FakeCluster(cluster_pb2_grpc.ClusterServiceServicer):
 
 
 @pytest.fixture
-def fake(sock_dir: str) -> Iterator[tuple[FakeCluster, polyop.Cluster]]:
-    fake = FakeCluster()
+def fake(sock_dir: str) -> Iterator[tuple[RecordingService, polyop.Cluster]]:
+    fake = RecordingService()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     cluster_pb2_grpc.add_ClusterServiceServicer_to_server(fake, server)
     server.add_insecure_port(f"unix:{sock_dir}/cluster.sock")
@@ -94,7 +94,7 @@ def fake(sock_dir: str) -> Iterator[tuple[FakeCluster, polyop.Cluster]]:
     server.stop(None)
 
 
-def test_reads(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+def test_reads(fake: tuple[RecordingService, polyop.Cluster]) -> None:
     server, client = fake
     got = client.get("v1/ConfigMap", "c1", "ns", uncached=True)
     assert got == CM and got.meta.resource_version == "5"
@@ -104,11 +104,12 @@ def test_reads(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
     assert resolved == polyop.ResolvedKind(GVK("apps", "v1", "Deployment"), "deployments", True)
 
     get, lst, _ = server.requests
-    assert (GVK.from_proto(get.kind), get.key.namespace, get.key.name, get.uncached) == (GVK("", "v1", "ConfigMap"), "ns", "c1", True)
+    assert (GVK.from_proto(get.kind), get.key.namespace, get.key.name, get.options.uncached) == (GVK("", "v1", "ConfigMap"), "ns", "c1", True)
     assert (lst.namespace, lst.label_selector, lst.field_selector, lst.limit, lst.continue_token) == ("ns", "a=b", "metadata.name=c1", 10, "t")
+    assert not lst.options.uncached
 
 
-def test_writes(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+def test_writes(fake: tuple[RecordingService, polyop.Cluster]) -> None:
     server, client = fake
     assert client.create(CM, dry_run=True) == CM
     assert client.update(CM, subresource="status", field_manager="me") == CM
@@ -116,13 +117,17 @@ def test_writes(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
     client.apply({**CM, "data": {"a": "1"}}, force=True)
     client.delete("v1/ConfigMap", "c1", "ns", propagation=Propagation.FOREGROUND, precondition_uid="u", grace_period_seconds=0)
     client.delete("v1/ConfigMap", "c2", "ns")
-    client.record_event("v1/ConfigMap", "c1", "ns", reason="Touched", message="hi", type="Warning")
+    client.record_event("v1/ConfigMap", "c1", "ns", type="Warning", reason="Touched", message="hi")
 
     create, update, patch, apply, delete, delete2, event = server.requests
     assert json.loads(create.object) == CM and create.options.dry_run and create.options.field_manager == "widget-operator"
     assert update.subresource == "status" and update.options.field_manager == "me"
+    # Create and Update name their object by kind and key, as every other call does.
+    for req in (create, update):
+        assert (GVK.from_proto(req.kind), req.key.namespace, req.key.name) == (GVK("", "v1", "ConfigMap"), "ns", "c1")
     assert patch.type == cluster_pb2.PATCH_TYPE_JSON and json.loads(patch.patch) == [{"op": "remove", "path": "/data/x"}]
-    assert (apply.type, apply.force, apply.key.name, apply.key.namespace) == (cluster_pb2.PATCH_TYPE_APPLY, True, "c1", "ns")
+    assert not patch.options.force
+    assert (apply.type, apply.options.force, apply.key.name, apply.key.namespace) == (cluster_pb2.PATCH_TYPE_APPLY, True, "c1", "ns")
     assert json.loads(apply.patch)["data"] == {"a": "1"}
     assert (delete.propagation, delete.precondition_uid, delete.HasField("grace_period_seconds"), delete.grace_period_seconds) == (
         cluster_pb2.DELETE_PROPAGATION_FOREGROUND, "u", True, 0,
@@ -131,7 +136,7 @@ def test_writes(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
     assert (event.event.reason, event.event.type) == ("Touched", 2)
 
 
-def test_subresources(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+def test_subresources(fake: tuple[RecordingService, polyop.Cluster]) -> None:
     server, client = fake
     client.get("apps/v1/Deployment", "web", "ns", subresource="scale")
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction"}
@@ -139,7 +144,8 @@ def test_subresources(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
 
     get, create = server.requests
     assert (GVK.from_proto(get.kind), get.key.name, get.subresource) == (GVK("apps", "v1", "Deployment"), "web", "scale")
-    assert (create.subresource, GVK.from_proto(create.parent_kind), create.parent_key.namespace, create.parent_key.name) == (
+    # A subresource create names the parent by the same kind and key.
+    assert (create.subresource, GVK.from_proto(create.kind), create.key.namespace, create.key.name) == (
         "eviction", GVK("", "v1", "Pod"), "ns", "web-0",
     )
     assert json.loads(create.object) == eviction and create.options.dry_run
@@ -152,18 +158,18 @@ def status(reason: str, code: int, message: str, **details: Any) -> dict[str, An
 @pytest.mark.parametrize(
     ("code", "st", "want"),
     [
-        pytest.param(grpc.StatusCode.NOT_FOUND, status("NotFound", 404, 'configmaps "c1" not found'), polyop.NotFound, id="NotFound"),
-        pytest.param(grpc.StatusCode.ALREADY_EXISTS, status("AlreadyExists", 409, "exists"), polyop.AlreadyExists, id="AlreadyExists"),
-        pytest.param(grpc.StatusCode.ABORTED, status("Conflict", 409, "modified"), polyop.Conflict, id="Conflict"),
-        pytest.param(grpc.StatusCode.PERMISSION_DENIED, status("Forbidden", 403, "no"), polyop.Forbidden, id="Forbidden"),
-        pytest.param(grpc.StatusCode.UNAUTHENTICATED, status("Unauthorized", 401, "who"), polyop.Unauthorized, id="Unauthorized"),
-        pytest.param(grpc.StatusCode.RESOURCE_EXHAUSTED, status("TooManyRequests", 429, "slow down"), polyop.TooManyRequests, id="TooManyRequests"),
+        pytest.param(grpc.StatusCode.NOT_FOUND, status("NotFound", 404, 'configmaps "c1" not found'), polyop.NotFoundError, id="NotFound"),
+        pytest.param(grpc.StatusCode.ALREADY_EXISTS, status("AlreadyExists", 409, "exists"), polyop.AlreadyExistsError, id="AlreadyExists"),
+        pytest.param(grpc.StatusCode.ABORTED, status("Conflict", 409, "modified"), polyop.ConflictError, id="Conflict"),
+        pytest.param(grpc.StatusCode.PERMISSION_DENIED, status("Forbidden", 403, "no"), polyop.ForbiddenError, id="Forbidden"),
+        pytest.param(grpc.StatusCode.UNAUTHENTICATED, status("Unauthorized", 401, "who"), polyop.UnauthorizedError, id="Unauthorized"),
+        pytest.param(grpc.StatusCode.RESOURCE_EXHAUSTED, status("TooManyRequests", 429, "slow down"), polyop.TooManyRequestsError, id="TooManyRequests"),
         pytest.param(grpc.StatusCode.UNAVAILABLE, status("ServiceUnavailable", 503, "down"), polyop.ServerError, id="a 5xx is a ServerError"),
-        pytest.param(grpc.StatusCode.FAILED_PRECONDITION, status("", 410, "expired"), polyop.Gone, id="a reason-less status falls back on its HTTP code"),
+        pytest.param(grpc.StatusCode.FAILED_PRECONDITION, status("", 410, "expired"), polyop.GoneError, id="a reason-less status falls back on its HTTP code"),
     ],
 )
 def test_api_errors_keep_their_kubernetes_meaning(
-    fake: tuple[FakeCluster, polyop.Cluster], code: grpc.StatusCode, st: dict[str, Any], want: type[polyop.APIError]
+    fake: tuple[RecordingService, polyop.Cluster], code: grpc.StatusCode, st: dict[str, Any], want: type[polyop.APIError]
 ) -> None:
     server, client = fake
     server.error = (code, st, "")
@@ -173,17 +179,17 @@ def test_api_errors_keep_their_kubernetes_meaning(
     assert (err.value.message, err.value.http_code, err.value.code, err.value.status) == (st["message"], st["code"], code, st)
 
 
-def test_an_invalid_error_carries_its_causes(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+def test_an_invalid_error_carries_its_causes(fake: tuple[RecordingService, polyop.Cluster]) -> None:
     server, client = fake
     causes = [{"reason": "FieldValueInvalid", "message": "Invalid value: -1", "field": "spec.size"}]
     server.error = (grpc.StatusCode.INVALID_ARGUMENT, status("Invalid", 422, "Widget is invalid", causes=causes), "")
-    with pytest.raises(polyop.Invalid) as err:
+    with pytest.raises(polyop.InvalidError) as err:
         client.create(CM)
-    assert err.value.causes == [polyop.Cause("FieldValueInvalid", "Invalid value: -1", "spec.size")]
+    assert err.value.causes == [polyop.StatusCause("FieldValueInvalid", "Invalid value: -1", "spec.size")]
     assert isinstance(err.value, polyop.ClusterError)
 
 
-def test_errors_that_did_not_come_from_the_api_server(fake: tuple[FakeCluster, polyop.Cluster]) -> None:
+def test_errors_that_did_not_come_from_the_api_server(fake: tuple[RecordingService, polyop.Cluster]) -> None:
     server, client = fake
     server.error = (grpc.StatusCode.NOT_FOUND, None, "no kind Widget in group example.com")
     with pytest.raises(polyop.ClusterError) as err:
@@ -207,19 +213,19 @@ def test_the_address_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch,
     polyop.Cluster().close()
 
 
-def test_a_reconcile_reaches_the_cluster_the_host_announced(fake: tuple[FakeCluster, polyop.Cluster], sock_dir: str) -> None:
+def test_a_reconcile_reaches_the_cluster_the_host_announced(fake: tuple[RecordingService, polyop.Cluster], sock_dir: str) -> None:
     server, _ = fake
-    op = polyop.Operator("w")
+    sidecar = polyop.Sidecar("w")
 
-    @op.reconciler("v1/ConfigMap")
+    @sidecar.reconciler("v1/ConfigMap")
     def reconcile(obj: polyop.Object, ctx: polyop.Context) -> None:
         try:
             ctx.cluster.get("v1/Secret", obj.name, obj.namespace)
-        except polyop.NotFound:
+        except polyop.NotFoundError:
             obj.status["secret"] = "missing"
 
     server.error = (grpc.StatusCode.NOT_FOUND, status("NotFound", 404, "gone"), "")
-    harness = Harness(op)
+    harness = Harness(sidecar)
     harness.describe(cluster_address=f"unix://{sock_dir}/cluster.sock")
     assert harness.reconcile(CM).status == {"secret": "missing"}
 
@@ -252,7 +258,7 @@ def test_the_cluster_is_dialed_with_mutual_tls_from_the_environment(mtls: dict[s
             return f.read()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(FakeCluster(), server)
+    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(RecordingService(), server)
     creds = grpc.ssl_server_credentials([(read("server.key"), read("server.crt"))], root_certificates=read("ca.crt"), require_client_auth=True)
     port = server.add_secure_port("127.0.0.1:0", creds)
     server.start()
@@ -282,7 +288,7 @@ def test_the_cluster_is_dialed_with_mutual_tls_from_the_environment(mtls: dict[s
         server.stop(None)
 
 
-def test_a_relative_cluster_address_is_dialed_at_its_absolute_path(fake: tuple[FakeCluster, polyop.Cluster], sock_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_cluster_address_is_dialed_at_its_absolute_path(fake: tuple[RecordingService, polyop.Cluster], sock_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(sock_dir)
     client = polyop.Cluster("unix:cluster.sock", timeout=5)
     monkeypatch.chdir("/")

@@ -24,23 +24,23 @@ WIDGET = "example.com/v1/Widget"
 OBJECT = b'{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"ns","generation":7}}'
 
 
-def widget_operator() -> polyop.Operator:
-    op = polyop.Operator("widget-operator")
+def widget_sidecar() -> polyop.Sidecar:
+    sidecar = polyop.Sidecar("widget-operator")
 
-    @op.reconciler(WIDGET, max_concurrent_reconciles=4)
+    @sidecar.reconciler(WIDGET, max_concurrent_reconciles=4)
     def reconcile(obj: polyop.Object, ctx: polyop.Context) -> polyop.Result:
         if obj.meta.labels.get("slow"):
             time.sleep(0.3)
         obj.status["observedGeneration"] = obj.meta.generation
-        ctx.event("Reconciled", "done")
+        ctx.event("Normal", "Reconciled", "done")
         return polyop.Result(requeue_after=60)
 
-    return op
+    return sidecar
 
 
 @pytest.fixture
 def served(sock_dir: str) -> Iterator[tuple[polyop.Server, grpc.Channel]]:
-    server = widget_operator().start(f"unix://{sock_dir}/sidecar.sock")
+    server = widget_sidecar().start(f"unix://{sock_dir}/sidecar.sock")
     channel = grpc.insecure_channel(f"unix:{sock_dir}/sidecar.sock")
     yield server, channel
     channel.close()
@@ -54,8 +54,11 @@ def test_health_describe_and_reconcile_over_a_unix_socket(served: tuple[polyop.S
         assert health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
 
     stub = sidecar_pb2_grpc.SidecarServiceStub(channel)
-    desc = stub.Describe(describe_pb2.DescribeRequest(protocol_version="v1alpha1"), timeout=5)
-    assert (desc.protocol_version, desc.name, [c.name for c in desc.controllers]) == ("v1alpha1", "widget-operator", ["widget"])
+    desc = stub.Describe(describe_pb2.DescribeRequest(protocol_version=polyop.PROTOCOL_VERSION), timeout=5)
+    assert (desc.protocol_version, desc.name, [c.name for c in desc.controllers]) == (
+        describe_pb2.PROTOCOL_VERSION_V1ALPHA1, "widget-operator", ["widget"],
+    )
+    assert (desc.sdk_name, desc.sdk_version) == ("polyop-python", polyop.__version__)
 
     resp = stub.Reconcile(
         reconcile_pb2.ReconcileRequest(controller="widget", key=types_pb2.ObjectKey(namespace="ns", name="w1"), object=OBJECT),
@@ -87,7 +90,7 @@ def test_reconciles_run_concurrently(served: tuple[polyop.Server, grpc.Channel])
 def test_the_socket_is_readable_and_writable_by_owner_and_group_only(sock_dir: str) -> None:
     old = os.umask(0)  # whatever the umask, the socket is 0660
     try:
-        server = widget_operator().start(f"unix://{sock_dir}/sidecar.sock")
+        server = widget_sidecar().start(f"unix://{sock_dir}/sidecar.sock")
     finally:
         os.umask(old)
     try:
@@ -99,7 +102,7 @@ def test_the_socket_is_readable_and_writable_by_owner_and_group_only(sock_dir: s
 def test_a_relative_socket_is_served_and_announced_at_its_absolute_path(sock_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(sock_dir)
     want = "unix://" + os.path.join(os.getcwd(), "run", "sidecar.sock")
-    server = widget_operator().start("unix:run/sidecar.sock")
+    server = widget_sidecar().start("unix:run/sidecar.sock")
     try:
         assert server.address == want
         monkeypatch.chdir("/")
@@ -112,7 +115,7 @@ def test_a_relative_socket_is_served_and_announced_at_its_absolute_path(sock_dir
 
 def test_stop_reports_not_serving_and_removes_the_socket(sock_dir: str) -> None:
     path = f"{sock_dir}/s.sock"
-    server = widget_operator().start(f"unix://{path}")
+    server = widget_sidecar().start(f"unix://{path}")
     channel = grpc.insecure_channel(f"unix:{path}")
     health: Any = health_pb2_grpc.HealthStub(channel)  # the stubs' HealthStub declares no methods
     watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
@@ -127,13 +130,13 @@ def test_stop_reports_not_serving_and_removes_the_socket(sock_dir: str) -> None:
 
 def test_a_socket_another_sidecar_serves_is_left_alone(served: tuple[polyop.Server, grpc.Channel], sock_dir: str) -> None:
     with pytest.raises(OSError, match="another process is serving"):
-        widget_operator().start(f"unix://{sock_dir}/sidecar.sock")
+        widget_sidecar().start(f"unix://{sock_dir}/sidecar.sock")
     health: Any = health_pb2_grpc.HealthStub(served[1])
     assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_tcp_with_port_zero_reports_the_bound_port() -> None:
-    with widget_operator().start("tcp://127.0.0.1:0") as server:
+    with widget_sidecar().start("tcp://127.0.0.1:0") as server:
         assert server.address.startswith("tcp://127.0.0.1:") and not server.address.endswith(":0")
         with grpc.insecure_channel(server.address.removeprefix("tcp://")) as channel:
             health: Any = health_pb2_grpc.HealthStub(channel)  # the stubs' HealthStub declares no methods
@@ -141,21 +144,21 @@ def test_tcp_with_port_zero_reports_the_bound_port() -> None:
 
 
 def test_registering_after_serving_is_refused(sock_dir: str) -> None:
-    op = widget_operator()
-    with op.start(f"unix://{sock_dir}/s.sock"):
+    sidecar = widget_sidecar()
+    with sidecar.start(f"unix://{sock_dir}/s.sock"):
         with pytest.raises(RuntimeError, match="before serving"):
-            op.reconciler("example.com/v1/Other")(lambda obj, ctx: None)
+            sidecar.reconciler("example.com/v1/Other")(lambda obj, ctx: None)
         with pytest.raises(RuntimeError, match="already serving"):
-            op.start(f"unix://{sock_dir}/t.sock")
+            sidecar.start(f"unix://{sock_dir}/t.sock")
 
 
 def test_serve_stops_gracefully_on_sigterm(sock_dir: str) -> None:
     path = f"{sock_dir}/s.sock"
     program = textwrap.dedent(f"""
         import polyop
-        op = polyop.Operator("sig")
-        op.reconciler("v1/ConfigMap")(lambda obj, ctx: None)
-        op.serve("unix://{path}", grace=5)
+        sidecar = polyop.Sidecar("sig")
+        sidecar.reconciler("v1/ConfigMap")(lambda obj, ctx: None)
+        sidecar.serve("unix://{path}", grace=5)
     """)
     src = os.path.join(os.path.dirname(__file__), "..", "src")
     proc = subprocess.Popen([sys.executable, "-c", program], env={**os.environ, "PYTHONPATH": src}, stderr=subprocess.PIPE, text=True)
@@ -186,7 +189,7 @@ def test_tls_on_tcp(sock_dir: str) -> None:
     with open(key, "rb") as k, open(cert, "rb") as c:
         key_pem, cert_pem = k.read(), c.read()
     creds = grpc.ssl_server_credentials([(key_pem, cert_pem)])
-    with widget_operator().start("tcp://127.0.0.1:0", credentials=creds) as server:
+    with widget_sidecar().start("tcp://127.0.0.1:0", credentials=creds) as server:
         target = server.address.removeprefix("tcp://")
         secure = grpc.secure_channel(target, grpc.ssl_channel_credentials(cert_pem), options=[("grpc.ssl_target_name_override", "localhost")])
         with secure:

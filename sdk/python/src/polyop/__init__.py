@@ -3,42 +3,46 @@
 The polyop host runs controller-runtime (the cache, the workqueues, leader
 election, the webhook server) and calls a sidecar over gRPC for every
 reconcile and admission request. This package is the sidecar: register
-functions on an :class:`Operator` and serve them::
+functions on a :class:`Sidecar` and serve them::
 
     import polyop
 
-    op = polyop.Operator("tenant-operator")
+    sidecar = polyop.Sidecar("tenant-operator")
 
-    @op.reconciler(kind="examples.polyop.dev/v1/Tenant", owns=["v1/ConfigMap"],
-                   update_filters=[polyop.UpdateFilter.GENERATION_CHANGED])
+    @sidecar.reconciler(kind="examples.polyop.dev/v1/Tenant", owns=["v1/ConfigMap"],
+                        update_filters=[polyop.UpdateFilter.GENERATION_CHANGED])
     def reconcile(tenant: polyop.Object, ctx: polyop.Context) -> polyop.Result:
         polyop.set_condition(tenant.conditions, polyop.READY, True, "Reconciled",
                              observed_generation=tenant.meta.generation)
-        return polyop.Result(children=[...], children_complete=True)
+        return polyop.Result(desired_children=[...], children_complete=True)
 
-    @op.validator(kind="examples.polyop.dev/v1/Tenant")
+    @sidecar.validator(kind="examples.polyop.dev/v1/Tenant")
     def validate(req: polyop.AdmissionRequest) -> None:
         if not req.object or not req.object.spec.get("owner"):
-            raise polyop.Denied("invalid", [polyop.FieldError.required("spec.owner")])
+            raise polyop.DeniedError("invalid", [polyop.FieldError.required("spec.owner")])
 
     if __name__ == "__main__":
-        op.serve()  # unix:///var/run/polyop/sidecar.sock, the host's default
+        sidecar.serve()  # unix:///var/run/polyop/sidecar.sock, the host's default
 
 What the host learns through Describe is built from the registrations. Objects
 arrive as the API server's JSON, decoded into :class:`Object` (a ``dict``);
 changes to ``obj.status`` go back to the host, which writes them. Raise
-:class:`TerminalError` for errors retrying cannot fix; any other exception is
-retried with backoff. ``ctx.cluster`` (:class:`Cluster`) reads and writes
-everything else through the host. :mod:`polyop.testing` calls the functions
-without a host.
+:class:`TerminalError` for errors retrying cannot fix and
+:class:`TemporaryError` to say when to retry; any other exception is retried
+with backoff. ``ctx.cluster`` (:class:`Cluster`) reads and writes everything
+else through the host. Functions may be ``async def``
+(:meth:`Sidecar.serve_async`, with :class:`AsyncCluster` as ``ctx.cluster``).
+:mod:`polyop.testing` calls the functions without a host, against an
+in-memory cluster.
 
 The generated protobuf and gRPC code is in :mod:`polyop.v1alpha1`.
 """
 
 from polyop._address import DEFAULT_SIDECAR_ADDRESS
+from polyop._version import SDK_NAME, __version__
 from polyop.admission import (
     AdmissionRequest,
-    Denied,
+    DeniedError,
     FailurePolicy,
     FieldError,
     FieldErrorType,
@@ -50,6 +54,7 @@ from polyop.cluster import (
     TLS_CA_FILE_ENV,
     TLS_CERT_FILE_ENV,
     TLS_KEY_FILE_ENV,
+    AsyncCluster,
     Cluster,
     ObjectList,
     PatchType,
@@ -68,25 +73,36 @@ from polyop.conditions import (
     set_condition,
 )
 from polyop.errors import (
-    AlreadyExists,
+    AlreadyExistsError,
     APIError,
-    BadRequest,
-    Cause,
+    BadRequestError,
     ClusterError,
-    Conflict,
-    Forbidden,
-    Gone,
-    Invalid,
-    NotFound,
+    ConflictError,
+    ForbiddenError,
+    GoneError,
+    InvalidError,
+    NotFoundError,
     ServerError,
+    StatusCause,
+    TemporaryError,
     TerminalError,
-    TooManyRequests,
-    Unauthorized,
+    TooManyRequestsError,
+    UnauthorizedError,
+    ignore_not_found,
 )
 from polyop.objects import GVK, KindLike, Object, ObjectMeta, OwnerReference
-from polyop.operator import PROTOCOL_VERSION, Operator
-from polyop.reconcile import Context, Owns, Request, Result, UpdateFilter, Watch
-from polyop.server import Server
+from polyop.reconcile import (
+    AsyncContext,
+    Context,
+    EventType,
+    Owns,
+    Request,
+    Result,
+    UpdateFilter,
+    Watch,
+)
+from polyop.server import AsyncServer, Server
+from polyop.sidecar import PROTOCOL_VERSION, Sidecar
 
 DEFAULT_ADDRESS = DEFAULT_SIDECAR_ADDRESS
 """The address a sidecar serves on by default, the host's default --sidecar-address."""
@@ -98,32 +114,35 @@ __all__ = [
     "GVK",
     "PROTOCOL_VERSION",
     "READY",
+    "SDK_NAME",
     "TLS_CA_FILE_ENV",
     "TLS_CERT_FILE_ENV",
     "TLS_KEY_FILE_ENV",
     "APIError",
     "AdmissionRequest",
-    "AlreadyExists",
-    "BadRequest",
-    "Cause",
+    "AlreadyExistsError",
+    "AsyncCluster",
+    "AsyncContext",
+    "AsyncServer",
+    "BadRequestError",
     "Cluster",
     "ClusterError",
-    "Conflict",
+    "ConflictError",
     "Context",
-    "Denied",
+    "DeniedError",
+    "EventType",
     "FailurePolicy",
     "FieldError",
     "FieldErrorType",
-    "Forbidden",
-    "Gone",
-    "Invalid",
+    "ForbiddenError",
+    "GoneError",
+    "InvalidError",
     "KindLike",
-    "NotFound",
+    "NotFoundError",
     "Object",
     "ObjectList",
     "ObjectMeta",
     "Operation",
-    "Operator",
     "OwnerReference",
     "Owns",
     "PatchType",
@@ -134,13 +153,18 @@ __all__ = [
     "Result",
     "Server",
     "ServerError",
+    "Sidecar",
+    "StatusCause",
+    "TemporaryError",
     "TerminalError",
-    "TooManyRequests",
-    "Unauthorized",
+    "TooManyRequestsError",
+    "UnauthorizedError",
     "UpdateFilter",
     "UserInfo",
     "Watch",
+    "__version__",
     "find_condition",
+    "ignore_not_found",
     "is_false",
     "is_true",
     "remove_condition",

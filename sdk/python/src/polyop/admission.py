@@ -1,7 +1,7 @@
 """Admission webhooks: what a defaulter or validator receives, and how it denies.
 
 A validator returns nothing (or warnings) to allow a request, and raises
-:class:`Denied` to refuse it. With field errors the API server answers 422
+:class:`DeniedError` to refuse it. With field errors the API server answers 422
 Invalid with one cause per field, as its own validation does; without, 403
 Forbidden with the message::
 
@@ -11,7 +11,7 @@ Forbidden with the message::
         if not req.object.spec.get("owner"):
             errors.append(FieldError.required("spec.owner", "every tenant has an owner"))
         if errors:
-            raise Denied("the tenant is invalid", errors)
+            raise DeniedError("the tenant is invalid", errors)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from polyop.v1alpha1 import admission_pb2
 
 __all__ = [
     "AdmissionRequest",
-    "Denied",
+    "DeniedError",
     "FailurePolicy",
     "FieldError",
     "FieldErrorType",
@@ -102,7 +102,7 @@ class FieldError:
         return out
 
 
-class Denied(Exception):
+class DeniedError(Exception):
     """Raise it from a defaulter or validator to refuse the request.
 
     With ``field_errors`` the client gets a 422 Invalid with one cause per
@@ -110,7 +110,7 @@ class Denied(Exception):
     (a Kubernetes status reason such as ``"Conflict"``) replace those, as an
     ``apierrors.NewConflict`` returned by a Go webhook would::
 
-        raise Denied("the port is taken by web-2", code=409)
+        raise DeniedError("the port is taken by web-2", code=409)
     """
 
     def __init__(
@@ -123,7 +123,7 @@ class Denied(Exception):
         reason: str = "",
     ) -> None:
         if code and not 400 <= code <= 599:
-            raise ValueError(f"Denied code {code}: want an HTTP error code, 400 to 599 (or 0 for the default)")
+            raise ValueError(f"DeniedError code {code}: want an HTTP error code, 400 to 599 (or 0 for the default)")
         super().__init__(message)
         self.message = message
         self.field_errors = list(field_errors)
@@ -155,8 +155,10 @@ class AdmissionRequest:
     """The request under admission, as the API server's AdmissionReview says.
 
     ``object`` is the object as sent (None on delete); ``old_object`` the
-    object before the request (on update and delete). A request with
-    ``dry_run`` set must change nothing outside the answer.
+    object before the request (on update and delete); ``subresource`` the
+    subresource written, such as ``"status"`` (empty for the object itself);
+    ``user`` the requesting user. A request with ``dry_run`` set must change
+    nothing outside the answer.
     """
 
     uid: str
@@ -167,7 +169,7 @@ class AdmissionRequest:
     object: Object | None
     old_object: Object | None
     resource: str = ""
-    sub_resource: str = ""
+    subresource: str = ""
     user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
 
@@ -182,7 +184,7 @@ class AdmissionRequest:
             object=Object.from_json(req.object) if req.object else None,
             old_object=Object.from_json(req.old_object) if req.old_object else None,
             resource=req.resource,
-            sub_resource=req.sub_resource,
+            subresource=req.subresource,
             user=UserInfo(
                 username=req.user_info.username,
                 uid=req.user_info.uid,

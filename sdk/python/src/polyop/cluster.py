@@ -7,38 +7,57 @@ credentials. Inside a reconcile, use ``ctx.cluster``; elsewhere,
 
     try:
         secret = ctx.cluster.get("v1/Secret", "db-password", namespace=tenant.namespace)
-    except polyop.NotFound:
+    except polyop.NotFoundError:
         ...
 
-Errors the API server answered with raise :class:`polyop.APIError`
-subclasses (NotFound, AlreadyExists, Conflict, Invalid, Forbidden, ...); other
-failures raise :class:`polyop.ClusterError`. A Cluster is safe to share
-between threads.
+:class:`AsyncCluster` has the same methods as coroutines, on a grpc.aio
+channel; an ``async def`` reconciler gets one as ``ctx.cluster``::
+
+    secret = await ctx.cluster.get("v1/Secret", "db-password", namespace=tenant.namespace)
+
+Every request names its object the same way, as the contract does: its kind
+and key (namespace and name). Errors the API server answered with raise
+:class:`polyop.APIError` subclasses (NotFoundError, AlreadyExistsError,
+ConflictError, InvalidError, ForbiddenError, ...); other failures raise
+:class:`polyop.ClusterError`. A Cluster is safe to share between threads; an
+AsyncCluster belongs to the event loop it was made on.
 """
 
 from __future__ import annotations
 
-import enum
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import grpc
+import grpc.aio
 
 from polyop._address import parse_address
-from polyop.errors import ClusterError, from_rpc_error
-from polyop.objects import GVK, KindLike, Object, encode
+from polyop._requests import (
+    ObjectList,
+    Patch,
+    PatchType,
+    Propagation,
+    ReadSource,
+    ResolvedKind,
+    _Call,
+    _Requests,
+)
+from polyop.errors import ClusterError, from_aio_error, from_rpc_error
+from polyop.objects import KindLike, Object
 from polyop.reconcile import EventType
-from polyop.v1alpha1 import cluster_pb2, cluster_pb2_grpc, reconcile_pb2, types_pb2
+from polyop.v1alpha1 import cluster_pb2_grpc
 
 __all__ = [
     "ADDRESS_ENV",
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "AsyncCluster",
     "TLS_CA_FILE_ENV",
     "TLS_CERT_FILE_ENV",
     "TLS_KEY_FILE_ENV",
     "Cluster",
     "ObjectList",
+    "Patch",
     "PatchType",
     "Propagation",
     "ReadSource",
@@ -97,55 +116,26 @@ def tls_credentials_from_env() -> grpc.ChannelCredentials | None:
     return tls_credentials(ca, cert, key)
 
 DEFAULT_MAX_MESSAGE_SIZE = 64 << 20
+"""The largest message a client sends or receives, the host's default --max-message-size."""
 
 _T = TypeVar("_T")
 
 
-class PatchType(enum.IntEnum):
-    MERGE = cluster_pb2.PATCH_TYPE_MERGE
-    """A JSON merge patch (RFC 7386)."""
-    JSON = cluster_pb2.PATCH_TYPE_JSON
-    """A JSON patch (RFC 6902): a list of operations."""
-    STRATEGIC_MERGE = cluster_pb2.PATCH_TYPE_STRATEGIC_MERGE
-    """A strategic merge patch; built-in kinds only."""
-    APPLY = cluster_pb2.PATCH_TYPE_APPLY
-    """Server-side apply; see :meth:`Cluster.apply`."""
+def _channel_options(max_message_size: int) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_send_message_length", max_message_size),
+        ("grpc.max_receive_message_length", max_message_size),
+    ]
 
 
-class Propagation(enum.IntEnum):
-    """What a delete does to the object's dependents."""
-
-    BACKGROUND = cluster_pb2.DELETE_PROPAGATION_BACKGROUND
-    FOREGROUND = cluster_pb2.DELETE_PROPAGATION_FOREGROUND
-    ORPHAN = cluster_pb2.DELETE_PROPAGATION_ORPHAN
-
-
-class ReadSource(enum.IntEnum):
-    UNSPECIFIED = cluster_pb2.READ_SOURCE_UNSPECIFIED
-    CACHE = cluster_pb2.READ_SOURCE_CACHE
-    API_SERVER = cluster_pb2.READ_SOURCE_API_SERVER
+def _target(address: str | None) -> str:
+    address = address or os.environ.get(ADDRESS_ENV, "")
+    if not address:
+        raise ClusterError(f"no Cluster service address: pass one or set {ADDRESS_ENV}")
+    return parse_address(address).grpc_target
 
 
-@dataclass(frozen=True)
-class ObjectList:
-    """The objects a list selected; ``continue_token`` is empty on the last page."""
-
-    items: list[Object]
-    continue_token: str
-    resource_version: str
-    source: ReadSource
-
-
-@dataclass(frozen=True)
-class ResolvedKind:
-    """How the API server serves a kind."""
-
-    kind: GVK
-    resource: str
-    namespaced: bool
-
-
-class Cluster:
+class Cluster(_Requests):
     """A client of the host's Cluster service.
 
     ``address`` takes the forms of the host's flags (``unix:///abs.sock``,
@@ -168,23 +158,16 @@ class Cluster:
         channel: grpc.Channel | None = None,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        self.field_manager = field_manager
+        super().__init__(field_manager)
         self.timeout = timeout
         self._owns_channel = channel is None
         if channel is None:
-            address = address or os.environ.get(ADDRESS_ENV, "")
-            if not address:
-                raise ClusterError(f"no Cluster service address: pass one or set {ADDRESS_ENV}")
-            target = parse_address(address).grpc_target
-            options = [
-                ("grpc.max_send_message_length", max_message_size),
-                ("grpc.max_receive_message_length", max_message_size),
-            ]
+            target = _target(address)
             credentials = credentials or tls_credentials_from_env()
             if credentials is None:
-                channel = grpc.insecure_channel(target, options=options)
+                channel = grpc.insecure_channel(target, options=_channel_options(max_message_size))
             else:
-                channel = grpc.secure_channel(target, credentials, options=options)
+                channel = grpc.secure_channel(target, credentials, options=_channel_options(max_message_size))
         self._channel = channel
         self._stub = cluster_pb2_grpc.ClusterServiceStub(channel)
 
@@ -204,23 +187,13 @@ class Cluster:
     def get(
         self, kind: KindLike, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
     ) -> Object:
-        """Read one object; raises NotFound when it does not exist.
+        """Read one object; raises NotFoundError when it does not exist.
 
-        With ``subresource`` (for example ``"scale"``), read that subresource of
-        the object from the API server instead, such as an autoscaling/v1
-        Scale; ``"status"`` is the object itself."""
-        gvk = GVK.parse(kind)
-        resp = self._call(
-            f"getting {gvk.kind} {_key(namespace, name)}{_sub(subresource)}",
-            self._stub.Get,
-            cluster_pb2.GetRequest(
-                kind=gvk.to_proto(),
-                key=types_pb2.ObjectKey(namespace=namespace, name=name),
-                uncached=uncached,
-                subresource=subresource,
-            ),
-        )
-        return Object.from_json(resp.object)
+        ``uncached`` reads from the API server even when the host caches the
+        kind. With ``subresource`` (for example ``"scale"``), read that
+        subresource of the object from the API server instead, such as an
+        autoscaling/v1 Scale; ``"status"`` is the object itself."""
+        return self._run(self._get(kind, name, namespace, uncached, subresource))
 
     def list(
         self,
@@ -235,44 +208,19 @@ class Cluster:
     ) -> ObjectList:
         """List objects of a kind (the item kind, such as ``"v1/ConfigMap"``), in
         one namespace or all; selectors take kubectl's syntax."""
-        gvk = GVK.parse(kind)
-        resp = self._call(
-            f"listing {gvk.kind}",
-            self._stub.List,
-            cluster_pb2.ListRequest(
-                kind=gvk.to_proto(),
-                namespace=namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                limit=limit,
-                continue_token=continue_token,
-                uncached=uncached,
-            ),
-        )
-        return ObjectList(
-            items=[Object.from_json(item) for item in resp.items],
-            continue_token=resp.continue_token,
-            resource_version=resp.resource_version,
-            source=ReadSource(resp.source),
-        )
+        return self._run(self._list(kind, namespace, label_selector, field_selector, limit, continue_token, uncached))
 
     def resolve_kind(self, kind: KindLike) -> ResolvedKind:
         """Map a kind to its resource and scope; a GVK with an empty version
         resolves the API server's preferred version."""
-        gvk = GVK.parse(kind)
-        resp = self._call(f"resolving {gvk}", self._stub.ResolveKind, cluster_pb2.ResolveKindRequest(kind=gvk.to_proto()))
-        return ResolvedKind(GVK.from_proto(resp.kind), resp.resource, resp.namespaced)
+        return self._run(self._resolve_kind(kind))
 
     # Writes.
 
     def create(self, obj: Mapping[str, Any], *, dry_run: bool = False, field_manager: str = "") -> Object:
-        """Create an object (with apiVersion and kind); returns it as stored."""
-        resp = self._call(
-            f"creating {_describe(obj)}",
-            self._stub.Create,
-            cluster_pb2.CreateRequest(object=encode(obj), options=self._write_options(dry_run, field_manager)),
-        )
-        return Object.from_json(resp.object)
+        """Create an object (with apiVersion, kind and metadata.name or
+        generateName); returns it as stored."""
+        return self._run(self._create(obj, dry_run, field_manager))
 
     def create_subresource(
         self,
@@ -285,7 +233,8 @@ class Cluster:
         dry_run: bool = False,
         field_manager: str = "",
     ) -> Object:
-        """Create a subresource of an existing object, for example evict a Pod::
+        """Create a subresource of an existing object, named by the object's
+        kind and key, for example evict a Pod::
 
             cluster.create_subresource("v1/Pod", "web-0", "shop", subresource="eviction",
                                        body={"apiVersion": "policy/v1", "kind": "Eviction"})
@@ -294,40 +243,21 @@ class Cluster:
         name and namespace default to the object's. Returns what the API
         server answered: a TokenRequest with its token, a Status for an
         eviction."""
-        gvk = GVK.parse(kind)
-        resp = self._call(
-            f"creating {gvk.kind} {_key(namespace, name)}{_sub(subresource)}",
-            self._stub.Create,
-            cluster_pb2.CreateRequest(
-                object=encode(body),
-                options=self._write_options(dry_run, field_manager),
-                subresource=subresource,
-                parent_kind=gvk.to_proto(),
-                parent_key=types_pb2.ObjectKey(namespace=namespace, name=name),
-            ),
-        )
-        return Object.from_json(resp.object)
+        return self._run(self._create_subresource(kind, name, namespace, subresource, body, dry_run, field_manager))
 
     def update(
         self, obj: Mapping[str, Any], *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
     ) -> Object:
         """Replace an object, or its subresource (``subresource="status"``), with
-        optimistic concurrency on metadata.resourceVersion: raises Conflict when
-        the object changed since it was read."""
-        resp = self._call(
-            f"updating {_describe(obj)}",
-            self._stub.Update,
-            cluster_pb2.UpdateRequest(
-                object=encode(obj), subresource=subresource, options=self._write_options(dry_run, field_manager)
-            ),
-        )
-        return Object.from_json(resp.object)
+        optimistic concurrency on metadata.resourceVersion: raises
+        ConflictError when the object changed since it was read."""
+        return self._run(self._update(obj, subresource, dry_run, field_manager))
 
     def patch(
         self,
         kind: KindLike,
         name: str,
-        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]] | bytes,
+        patch: Patch,
         namespace: str = "",
         *,
         type: PatchType = PatchType.MERGE,
@@ -337,22 +267,9 @@ class Cluster:
         field_manager: str = "",
     ) -> Object:
         """Patch an object or its subresource: a merge patch by default, or a
-        JSON patch (a list of operations), a strategic merge patch or an apply."""
-        gvk = GVK.parse(kind)
-        resp = self._call(
-            f"patching {gvk.kind} {_key(namespace, name)}",
-            self._stub.Patch,
-            cluster_pb2.PatchRequest(
-                kind=gvk.to_proto(),
-                key=types_pb2.ObjectKey(namespace=namespace, name=name),
-                type=type.value,
-                patch=patch if isinstance(patch, bytes) else encode(patch),
-                subresource=subresource,
-                force=force,
-                options=self._write_options(dry_run, field_manager),
-            ),
-        )
-        return Object.from_json(resp.object)
+        JSON patch (a list of operations), a strategic merge patch or an
+        apply (``force`` takes fields other managers own, apply only)."""
+        return self._run(self._patch(kind, name, patch, namespace, type, subresource, force, dry_run, field_manager))
 
     def apply(
         self,
@@ -365,11 +282,7 @@ class Cluster:
     ) -> Object:
         """Server-side apply: obj is the applied configuration, with apiVersion,
         kind, metadata.name (and namespace) and the fields the manager owns."""
-        o = Object(obj)
-        return self.patch(
-            o.gvk, o.name, obj, o.namespace, type=PatchType.APPLY, subresource=subresource,
-            force=force, dry_run=dry_run, field_manager=field_manager,
-        )
+        return self._run(self._apply(obj, subresource, force, dry_run, field_manager))
 
     def delete(
         self,
@@ -383,19 +296,13 @@ class Cluster:
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
     ) -> None:
-        """Delete an object; raises NotFound when it does not exist."""
-        gvk = GVK.parse(kind)
-        req = cluster_pb2.DeleteRequest(
-            kind=gvk.to_proto(),
-            key=types_pb2.ObjectKey(namespace=namespace, name=name),
-            propagation=propagation.value if propagation is not None else cluster_pb2.DELETE_PROPAGATION_UNSPECIFIED,
-            precondition_uid=precondition_uid,
-            precondition_resource_version=precondition_resource_version,
-            options=cluster_pb2.WriteOptions(dry_run=dry_run),
+        """Delete an object; raises NotFoundError when it does not exist."""
+        self._run(
+            self._delete(
+                kind, name, namespace, propagation, precondition_uid, precondition_resource_version,
+                grace_period_seconds, dry_run,
+            )
         )
-        if grace_period_seconds is not None:
-            req.grace_period_seconds = grace_period_seconds
-        self._call(f"deleting {gvk.kind} {_key(namespace, name)}", self._stub.Delete, req)
 
     def record_event(
         self,
@@ -403,45 +310,187 @@ class Cluster:
         name: str,
         namespace: str = "",
         *,
+        type: EventType,
         reason: str,
         message: str,
-        type: EventType = "Normal",
         action: str = "",
     ) -> None:
         """Record a Kubernetes event on any object. (Inside a reconcile,
         ``ctx.event`` records on the reconciled object with no extra call.)"""
-        gvk = GVK.parse(kind)
-        event_type = reconcile_pb2.EVENT_TYPE_WARNING if type == "Warning" else reconcile_pb2.EVENT_TYPE_NORMAL
-        self._call(
-            f"recording an event on {gvk.kind} {_key(namespace, name)}",
-            self._stub.RecordEvent,
-            cluster_pb2.RecordEventRequest(
-                kind=gvk.to_proto(),
-                key=types_pb2.ObjectKey(namespace=namespace, name=name),
-                event=reconcile_pb2.Event(type=event_type, reason=reason, message=message, action=action),
-            ),
-        )
+        self._run(self._record_event(kind, name, namespace, type, reason, message, action))
 
     # Plumbing.
 
-    def _write_options(self, dry_run: bool, field_manager: str) -> cluster_pb2.WriteOptions:
-        return cluster_pb2.WriteOptions(dry_run=dry_run, field_manager=field_manager or self.field_manager)
+    def _run(self, call: _Call[_T]) -> _T:
+        return call.decode(self._invoke(call))
 
-    def _call(self, what: str, method: Callable[..., _T], request: Any) -> _T:
+    def _invoke(self, call: _Call[Any]) -> Any:
+        """Send one call; the in-memory FakeCluster of polyop.testing answers it itself."""
         try:
-            return method(request, timeout=self.timeout)
+            return getattr(self._stub, call.method)(call.request, timeout=self.timeout)
         except grpc.RpcError as err:
-            raise from_rpc_error(err, what) from err
+            raise from_rpc_error(err, call.what) from err
 
 
-def _key(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}" if namespace else name
+class AsyncCluster(_Requests):
+    """A client of the host's Cluster service for asyncio: the methods of
+    :class:`Cluster`, as coroutines, on a grpc.aio channel.
+
+    Make it on the event loop that uses it (``ctx.cluster`` of an ``async
+    def`` reconciler is one); the arguments are :class:`Cluster`'s.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        field_manager: str = "",
+        timeout: float | None = 30.0,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        channel: grpc.aio.Channel | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        super().__init__(field_manager)
+        self.timeout = timeout
+        self._owns_channel = channel is None
+        if channel is None:
+            target = _target(address)
+            credentials = credentials or tls_credentials_from_env()
+            if credentials is None:
+                channel = grpc.aio.insecure_channel(target, options=_channel_options(max_message_size))
+            else:
+                channel = grpc.aio.secure_channel(target, credentials, options=_channel_options(max_message_size))
+        self._channel = channel
+        self._stub = cluster_pb2_grpc.ClusterServiceStub(channel)
+
+    async def close(self) -> None:
+        """Close the channel the client dialed (a channel passed in stays open)."""
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def __aenter__(self) -> AsyncCluster:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def get(
+        self, kind: KindLike, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> Object:
+        """:meth:`Cluster.get`."""
+        return await self._run(self._get(kind, name, namespace, uncached, subresource))
+
+    async def list(
+        self,
+        kind: KindLike,
+        namespace: str = "",
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+        uncached: bool = False,
+    ) -> ObjectList:
+        """:meth:`Cluster.list`."""
+        return await self._run(self._list(kind, namespace, label_selector, field_selector, limit, continue_token, uncached))
+
+    async def resolve_kind(self, kind: KindLike) -> ResolvedKind:
+        """:meth:`Cluster.resolve_kind`."""
+        return await self._run(self._resolve_kind(kind))
+
+    async def create(self, obj: Mapping[str, Any], *, dry_run: bool = False, field_manager: str = "") -> Object:
+        """:meth:`Cluster.create`."""
+        return await self._run(self._create(obj, dry_run, field_manager))
+
+    async def create_subresource(
+        self,
+        kind: KindLike,
+        name: str,
+        namespace: str = "",
+        *,
+        subresource: str,
+        body: Mapping[str, Any],
+        dry_run: bool = False,
+        field_manager: str = "",
+    ) -> Object:
+        """:meth:`Cluster.create_subresource`."""
+        return await self._run(self._create_subresource(kind, name, namespace, subresource, body, dry_run, field_manager))
+
+    async def update(
+        self, obj: Mapping[str, Any], *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
+    ) -> Object:
+        """:meth:`Cluster.update`."""
+        return await self._run(self._update(obj, subresource, dry_run, field_manager))
+
+    async def patch(
+        self,
+        kind: KindLike,
+        name: str,
+        patch: Patch,
+        namespace: str = "",
+        *,
+        type: PatchType = PatchType.MERGE,
+        subresource: str = "",
+        force: bool = False,
+        dry_run: bool = False,
+        field_manager: str = "",
+    ) -> Object:
+        """:meth:`Cluster.patch`."""
+        return await self._run(self._patch(kind, name, patch, namespace, type, subresource, force, dry_run, field_manager))
+
+    async def apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        subresource: str = "",
+        force: bool = False,
+        dry_run: bool = False,
+        field_manager: str = "",
+    ) -> Object:
+        """:meth:`Cluster.apply`."""
+        return await self._run(self._apply(obj, subresource, force, dry_run, field_manager))
+
+    async def delete(
+        self,
+        kind: KindLike,
+        name: str,
+        namespace: str = "",
+        *,
+        propagation: Propagation | None = None,
+        precondition_uid: str = "",
+        precondition_resource_version: str = "",
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """:meth:`Cluster.delete`."""
+        await self._run(
+            self._delete(
+                kind, name, namespace, propagation, precondition_uid, precondition_resource_version,
+                grace_period_seconds, dry_run,
+            )
+        )
+
+    async def record_event(
+        self,
+        kind: KindLike,
+        name: str,
+        namespace: str = "",
+        *,
+        type: EventType,
+        reason: str,
+        message: str,
+        action: str = "",
+    ) -> None:
+        """:meth:`Cluster.record_event`."""
+        await self._run(self._record_event(kind, name, namespace, type, reason, message, action))
+
+    async def _run(self, call: _Call[_T]) -> _T:
+        return call.decode(await self._invoke(call))
+
+    async def _invoke(self, call: _Call[Any]) -> Any:
+        try:
+            return await getattr(self._stub, call.method)(call.request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            raise from_aio_error(err.code(), err.details() or "", err.trailing_metadata(), call.what) from err
 
 
-def _sub(subresource: str) -> str:
-    return f" ({subresource})" if subresource else ""
-
-
-def _describe(obj: Mapping[str, Any]) -> str:
-    o = Object(obj)
-    return f"{o.kind} {_key(o.namespace, o.name)}"

@@ -3,12 +3,15 @@
 A reconcile function takes the object and a :class:`Context` and returns a
 :class:`Result` (or None: done, nothing to requeue)::
 
-    @op.reconciler(kind="examples.polyop.dev/v1/Tenant", owns=["v1/ConfigMap"],
-                   update_filters=[UpdateFilter.GENERATION_CHANGED])
+    @sidecar.reconciler(kind="examples.polyop.dev/v1/Tenant", owns=["v1/ConfigMap"],
+                        update_filters=[UpdateFilter.GENERATION_CHANGED])
     def reconcile(tenant: Object, ctx: Context) -> Result:
         tenant.status["observedGeneration"] = tenant.meta.generation
-        ctx.event("Reconciled", "the tenant is ready")
-        return Result(children=[config_map(tenant)], children_complete=True)
+        ctx.event("Normal", "Reconciled", "the tenant is ready")
+        return Result(desired_children=[config_map(tenant)], children_complete=True)
+
+An ``async def`` function gets an :class:`AsyncContext`, whose ``cluster`` is
+an :class:`~polyop.AsyncCluster`.
 
 Changes to ``obj.status`` are sent back to the host, which writes the status
 through the status subresource when it changed, also when the function
@@ -20,19 +23,20 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from polyop.errors import ClusterError
 from polyop.objects import GVK, KindLike, Object
 from polyop.v1alpha1 import describe_pb2, reconcile_pb2
 
 if TYPE_CHECKING:
-    from polyop.cluster import Cluster
+    from polyop.cluster import AsyncCluster, Cluster
 
-__all__ = ["Context", "EventType", "Owns", "Request", "Result", "UpdateFilter", "Watch"]
+__all__ = ["AsyncContext", "Context", "EventType", "Owns", "Request", "Result", "UpdateFilter", "Watch"]
 
 
 class UpdateFilter(enum.IntEnum):
@@ -57,7 +61,8 @@ class Owns:
     A plain kind in ``owns=[...]`` is ``Owns(kind)``, every option off:
 
     - ``send_observed``: the host sends the children of this kind that point
-      at the reconciled object in :attr:`Context.children`.
+      at the reconciled object (``ReconcileRequest.observed_children``), read
+      with :meth:`Context.observed_children`.
     - ``adopt``: the host may adopt an existing object of this kind that a
       desired child names and that no object controls (for example a
       ConfigMap someone created by hand): it applies the child over it, which
@@ -122,20 +127,19 @@ class Result:
     """The outcome of a successful reconcile.
 
     - ``requeue_after``: reconcile again after this long (seconds, or a
-      timedelta), as controller-runtime's Result.RequeueAfter;
-    - ``requeue``: reconcile again after the controller's backoff;
-    - ``children``: the desired children, of the kinds the controller owns
-      (apiVersion, kind, metadata.name and what the controller manages; the
-      namespace defaults to the object's). The host applies them with
+      timedelta), as controller-runtime's Result.RequeueAfter (which is all
+      controller-runtime keeps: to be called again after the backoff, raise);
+    - ``desired_children``: the desired children, of the kinds the controller
+      owns (apiVersion, kind, metadata.name and what the controller manages;
+      the namespace defaults to the object's). The host applies them with
       server-side apply and makes the object their controller owner;
-    - ``children_complete``: ``children`` is the complete set, so the host
-      deletes the owned children that are not in it. Off by default, so that a
-      partial answer never removes a child.
+    - ``children_complete``: ``desired_children`` is the complete set, so the
+      host deletes the owned children that are not in it. Off by default, so
+      that a partial answer never removes a child.
     """
 
     requeue_after: float | timedelta | None = None
-    requeue: bool = False
-    children: Sequence[Mapping[str, Any]] | None = None
+    desired_children: Sequence[Mapping[str, Any]] | None = None
     children_complete: bool = False
 
     @property
@@ -158,32 +162,98 @@ class Request:
 
 
 EventType = Literal["Normal", "Warning"]
+"""An event's type."""
+
+_EVENT_TYPES = {"Normal": reconcile_pb2.EVENT_TYPE_NORMAL, "Warning": reconcile_pb2.EVENT_TYPE_WARNING}
+assert set(_EVENT_TYPES) == set(get_args(EventType))
 
 
-class Context:
-    """Everything a reconcile or finalize function gets beside the object.
+def event_proto(type: str, reason: str, message: str, action: str) -> reconcile_pb2.Event:
+    """The Event of ``Context.event``'s arguments; refuses a type that is neither Normal nor Warning."""
+    kind = _EVENT_TYPES.get(type)
+    if kind is None:
+        raise ValueError(f"event type {type!r}: want 'Normal' or 'Warning' (the arguments are type, reason, message)")
+    return reconcile_pb2.Event(type=kind, reason=reason, message=message, action=action)
+
+
+class _CallContext:
+    """What a reconcile, finalize or deleted function gets beside the object;
+    :class:`Context` and :class:`AsyncContext` differ only in their cluster."""
+
+    def __init__(
+        self,
+        request: Request,
+        observed_children: Sequence[Object] = (),
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> None:
+        self.request = request
+        self.log = log or logging.getLogger("polyop")
+        self._observed = list(observed_children)
+        self._deadline = deadline
+        self._events: list[reconcile_pb2.Event] = []
+        self._lock = threading.Lock()
+
+    def observed_children(self, kind: KindLike | None = None) -> list[Object]:
+        """The observed children (``ReconcileRequest.observed_children``): the
+        objects of the owned kinds declared with ``Owns(kind,
+        send_observed=True)`` whose controller is this object, from the host's
+        cache; only those of ``kind`` when given."""
+        if kind is None:
+            return list(self._observed)
+        gvk = GVK.parse(kind)
+        return [c for c in self._observed if c.gvk == gvk]
+
+    def event(self, type: EventType, reason: str, message: str, *, action: str = "") -> None:
+        """Record an event on the object, in controller-runtime's order:
+        ``type`` ("Normal" or "Warning"), ``reason`` a short CamelCase word,
+        ``message`` for people, ``action`` what was done (defaults to the
+        reason). The host records the events, in order, once the function
+        returns (also when it raises)."""
+        event = event_proto(type, reason, message, action)
+        with self._lock:
+            self._events.append(event)
+
+    @property
+    def events(self) -> list[reconcile_pb2.Event]:
+        """The events recorded so far."""
+        with self._lock:
+            return list(self._events)
+
+    def time_remaining(self) -> float | None:
+        """Seconds left before the host's deadline for this call, or None
+        without one. An ``async def`` function is cancelled
+        (``asyncio.CancelledError``) when the deadline passes or the host
+        cancels the call; a plain function should check this in long loops."""
+        if self._deadline is None:
+            return None
+        return max(self._deadline - time.monotonic(), 0.0)
+
+
+class Context(_CallContext):
+    """Everything a reconcile, finalize or deleted function gets beside the object.
 
     - :attr:`request`: the controller, kind, key and retry count;
-    - :attr:`children`: the observed children (owned kinds declared with
-      ``send_observed``);
+    - :meth:`observed_children`: the observed children (owned kinds declared
+      with ``send_observed``);
     - :attr:`log`: a logger whose records carry the controller and object;
     - :meth:`event`: record a Kubernetes event on the object;
-    - :attr:`cluster`: the host's Cluster service, for everything else.
+    - :attr:`cluster`: the host's Cluster service, for everything else;
+    - :meth:`time_remaining`: the time left before the host's deadline.
     """
 
     def __init__(
         self,
         request: Request,
-        children: Sequence[Object] = (),
+        observed_children: Sequence[Object] = (),
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
         cluster: Cluster | None = None,
+        *,
+        deadline: float | None = None,
     ) -> None:
-        self.request = request
-        self.children = list(children)
-        self.log = log or logging.getLogger("polyop")
+        super().__init__(request, observed_children, log, deadline=deadline)
         self._cluster = cluster
-        self._events: list[reconcile_pb2.Event] = []
-        self._lock = threading.Lock()
 
     @property
     def cluster(self) -> Cluster:
@@ -193,21 +263,27 @@ class Context:
             raise ClusterError("no Cluster service: the host announced none and POLYOP_CLUSTER_ADDRESS is not set")
         return self._cluster
 
-    def children_of(self, kind: KindLike) -> list[Object]:
-        """The observed children of one kind."""
-        gvk = GVK.parse(kind)
-        return [c for c in self.children if c.gvk == gvk]
 
-    def event(self, reason: str, message: str, *, type: EventType = "Normal", action: str = "") -> None:
-        """Record an event on the object: ``reason`` a short CamelCase word,
-        ``action`` what was done (defaults to the reason). The host records the
-        events, in order, once the function returns."""
-        kind = reconcile_pb2.EVENT_TYPE_WARNING if type == "Warning" else reconcile_pb2.EVENT_TYPE_NORMAL
-        with self._lock:
-            self._events.append(reconcile_pb2.Event(type=kind, reason=reason, message=message, action=action))
+class AsyncContext(_CallContext):
+    """The :class:`Context` of an ``async def`` function: the same, but
+    :attr:`cluster` is an :class:`~polyop.AsyncCluster`, whose methods are
+    coroutines."""
+
+    def __init__(
+        self,
+        request: Request,
+        observed_children: Sequence[Object] = (),
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+        cluster: AsyncCluster | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> None:
+        super().__init__(request, observed_children, log, deadline=deadline)
+        self._cluster = cluster
 
     @property
-    def events(self) -> list[reconcile_pb2.Event]:
-        """The events recorded so far."""
-        with self._lock:
-            return list(self._events)
+    def cluster(self) -> AsyncCluster:
+        """The asyncio Cluster client, on the serving event loop."""
+        if self._cluster is None:
+            raise ClusterError("no Cluster service: the host announced none and POLYOP_CLUSTER_ADDRESS is not set")
+        return self._cluster

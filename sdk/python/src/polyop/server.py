@@ -1,23 +1,28 @@
-"""Serving an Operator: a gRPC server with the SidecarService and health checking."""
+"""Serving a Sidecar: a gRPC server with the SidecarService and health checking,
+on threads (:class:`Server`) or on asyncio with grpc.aio (:class:`AsyncServer`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import signal
 import threading
 from concurrent import futures
+from typing import Any
 
 import grpc
+import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from polyop._address import parse_address, prepare_socket
-from polyop._servicer import Servicer
-from polyop.operator import PROTOCOL_VERSION, Operator
-from polyop.v1alpha1 import sidecar_pb2, sidecar_pb2_grpc
+from polyop._address import Address, parse_address, prepare_socket
+from polyop._servicer import AsyncServicer, Servicer
+from polyop._version import SDK_NAME, __version__
+from polyop.sidecar import Sidecar
+from polyop.v1alpha1 import describe_pb2, sidecar_pb2, sidecar_pb2_grpc
 
-__all__ = ["Server"]
+__all__ = ["AsyncServer", "Server"]
 
 SIDECAR_SERVICE = sidecar_pb2.DESCRIPTOR.services_by_name["SidecarService"].full_name
 
@@ -27,15 +32,17 @@ owner and group, nothing for others."""
 
 
 class Server:
-    """A running sidecar server, from :meth:`Operator.start`.
+    """A running sidecar server, from :meth:`Sidecar.start`.
 
     ``address`` is the address it serves on, with the port it bound for a TCP
     address with port 0. Use it as a context manager, or call :meth:`stop`.
     """
 
-    def __init__(self, op: Operator, address: str, grpc_server: grpc.Server, health: health.HealthServicer, socket: str) -> None:
+    def __init__(
+        self, sidecar: Sidecar, address: str, grpc_server: grpc.Server, health: health.HealthServicer, socket: str
+    ) -> None:
         self.address = address
-        self._op = op
+        self._sidecar = sidecar
         self._server = grpc_server
         self._health = health
         self._socket = socket
@@ -46,14 +53,13 @@ class Server:
         the calls in flight (None: do not wait), then close every connection."""
         if self._stopped.is_set():
             return
-        self._op.log.info("Stopping: waiting for the calls in flight (grace %ss)", grace)
+        self._sidecar.log.info("Stopping: waiting for the calls in flight (grace %ss)", grace)
         self._health.enter_graceful_shutdown()
         self._server.stop(grace).wait()
-        if self._socket:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self._socket)
+        _remove(self._socket)
+        self._sidecar._stopped_serving()
         self._stopped.set()
-        self._op.log.info("Stopped")
+        self._sidecar.log.info("Stopped")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the server has stopped; False when timeout passed first."""
@@ -66,30 +72,75 @@ class Server:
         self.stop(grace=None)
 
 
-def start(
-    op: Operator,
-    address: str,
-    *,
-    max_message_size: int,
-    max_workers: int | None,
-    credentials: grpc.ServerCredentials | None = None,
-) -> Server:
-    parsed = parse_address(address)
-    op._start_serving()
-    if max_workers is None:
-        concurrency = sum(max(c.description.max_concurrent_reconciles, 1) for c in op._controllers.values())
-        max_workers = concurrency + 2 * len(op._webhooks) + len(op._converters) + 4
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="polyop"),
-        options=[
-            ("grpc.max_send_message_length", max_message_size),
-            ("grpc.max_receive_message_length", max_message_size),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
-    sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(op), server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+class AsyncServer:
+    """A running sidecar server on grpc.aio, from :meth:`Sidecar.start_async`.
+
+    ``address`` is as :attr:`Server.address`. Use it as an async context
+    manager, or await :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        sidecar: Sidecar,
+        address: str,
+        grpc_server: grpc.aio.Server,
+        health: health.aio.HealthServicer,
+        socket: str,
+        executor: futures.ThreadPoolExecutor,
+    ) -> None:
+        self.address = address
+        self._sidecar = sidecar
+        self._server = grpc_server
+        self._health = health
+        self._socket = socket
+        self._executor = executor
+        self._stopped = asyncio.Event()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """As :meth:`Server.stop`: calls still running after ``grace`` are
+        cancelled."""
+        if self._stopped.is_set():
+            return
+        self._sidecar.log.info("Stopping: waiting for the calls in flight (grace %ss)", grace)
+        await self._health.enter_graceful_shutdown()
+        await self._server.stop(grace)
+        _remove(self._socket)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        cluster = self._sidecar._async_cluster
+        if cluster is not None and self._sidecar._async_cluster_loop is asyncio.get_running_loop():
+            await cluster.close()
+            self._sidecar._async_cluster = self._sidecar._async_cluster_loop = None
+        self._sidecar._stopped_serving()
+        self._stopped.set()
+        self._sidecar.log.info("Stopped")
+
+    async def wait(self) -> None:
+        """Wait until the server has stopped."""
+        await self._stopped.wait()
+
+    async def __aenter__(self) -> AsyncServer:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.stop(grace=None)
+
+
+def _max_workers(sidecar: Sidecar, max_workers: int | None) -> int:
+    if max_workers is not None:
+        return max_workers
+    concurrency = sum(max(c.description.max_concurrent_reconciles, 1) for c in sidecar._controllers.values())
+    return concurrency + 2 * len(sidecar._webhooks) + len(sidecar._converters) + 4
+
+
+def _options(max_message_size: int) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_send_message_length", max_message_size),
+        ("grpc.max_receive_message_length", max_message_size),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def _bind(server: grpc.Server | grpc.aio.Server, parsed: Address, credentials: grpc.ServerCredentials | None) -> str:
     if parsed.unix_path:
         prepare_socket(parsed.unix_path)
     if credentials is None:
@@ -100,23 +151,61 @@ def start(
         # Owner and group only, as the host makes its own socket: the host's
         # container needs the same user, or a group the pod's fsGroup gives both.
         os.chmod(parsed.unix_path, SOCKET_MODE)
-        served = "unix://" + parsed.unix_path
-    else:
-        host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
-        served = f"tcp://{host}:{port}"
-    server.start()
+        return "unix://" + parsed.unix_path
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    return f"tcp://{host}:{port}"
+
+
+def _log_serving(sidecar: Sidecar, served: str, how: str) -> None:
+    sidecar.log.info(
+        "Serving on %s (%s): protocol %s, %s %s, controllers %s, webhooks %s, conversions %s",
+        served, how, describe_pb2.ProtocolVersion.Name(describe_pb2.PROTOCOL_VERSION_V1ALPHA1), SDK_NAME, __version__,
+        list(sidecar._controllers), [str(k) for k in sidecar._webhooks], [f"{g}/{k}" for g, k in sidecar._converters],
+    )
+
+
+def _remove(socket: str) -> None:
+    if socket:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(socket)
+
+
+def start(
+    sidecar: Sidecar,
+    address: str,
+    *,
+    max_message_size: int,
+    max_workers: int | None,
+    credentials: grpc.ServerCredentials | None = None,
+) -> Server:
+    parsed = parse_address(address)
+    if sidecar.has_async_handlers():
+        raise RuntimeError(
+            f"sidecar {sidecar.name!r} registers async def functions, which need an event loop: "
+            "serve it with serve_async or start_async (serve uses serve_async by itself)"
+        )
+    sidecar._start_serving()
+    try:
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=_max_workers(sidecar, max_workers), thread_name_prefix="polyop"),
+            options=_options(max_message_size),
+        )
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(sidecar), server)
+        health_servicer = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        served = _bind(server, parsed, credentials)
+        server.start()
+    except BaseException:
+        sidecar._stopped_serving()
+        raise
     for service in ("", SIDECAR_SERVICE):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    op.log.info(
-        "Serving on %s: protocol %s, controllers %s, webhooks %s, conversions %s",
-        served, PROTOCOL_VERSION, list(op._controllers), [str(k) for k in op._webhooks],
-        [f"{g}/{k}" for g, k in op._converters],
-    )
-    return Server(op, served, server, health_servicer, parsed.unix_path)
+    _log_serving(sidecar, served, "threads")
+    return Server(sidecar, served, server, health_servicer, parsed.unix_path)
 
 
 def serve(
-    op: Operator,
+    sidecar: Sidecar,
     address: str,
     *,
     max_message_size: int,
@@ -124,9 +213,8 @@ def serve(
     credentials: grpc.ServerCredentials | None,
     grace: float,
 ) -> None:
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    server = start(op, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
+    _default_logging()
+    server = start(sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -136,3 +224,65 @@ def serve(
             pass
     finally:
         server.stop(grace)
+
+
+async def start_async(
+    sidecar: Sidecar,
+    address: str,
+    *,
+    max_message_size: int,
+    max_workers: int | None,
+    credentials: grpc.ServerCredentials | None = None,
+) -> AsyncServer:
+    parsed = parse_address(address)
+    sidecar._start_serving()
+    # Plain functions run here, never on the event loop.
+    executor = futures.ThreadPoolExecutor(max_workers=_max_workers(sidecar, max_workers), thread_name_prefix="polyop")
+    try:
+        server = grpc.aio.server(options=_options(max_message_size))
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(AsyncServicer(sidecar, executor), server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        served = _bind(server, parsed, credentials)
+        await server.start()
+    except BaseException:
+        executor.shutdown(wait=False)
+        sidecar._stopped_serving()
+        raise
+    for service in ("", SIDECAR_SERVICE):
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    _log_serving(sidecar, served, "asyncio")
+    return AsyncServer(sidecar, served, server, health_servicer, parsed.unix_path, executor)
+
+
+async def serve_async(
+    sidecar: Sidecar,
+    address: str,
+    *,
+    max_message_size: int,
+    max_workers: int | None,
+    credentials: grpc.ServerCredentials | None,
+    grace: float,
+) -> None:
+    _default_logging()
+    server = await start_async(sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handled: list[signal.Signals] = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+                handled.append(sig)
+    try:
+        await stop.wait()
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        # Also when cancelled: a shielded stop lets the calls in flight finish.
+        await asyncio.shield(server.stop(grace))
+
+
+def _default_logging() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

@@ -1,59 +1,83 @@
-"""The Operator: register functions with decorators, then serve them to the host.
+"""The Sidecar: register functions with decorators, then serve them to the host.
 
 Each decorator records what the function handles and how; the answer to the
 host's Describe is built from these registrations and nothing else. Every
 decorator returns the function unchanged, so it can still be called directly
 in a test.
+
+A function may be ``async def``: :meth:`Sidecar.serve_async` serves on
+grpc.aio and awaits it on the event loop, with an :class:`~polyop.AsyncContext`
+whose cluster is an :class:`~polyop.AsyncCluster`; plain functions run on a
+thread pool beside it, so that they never block the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
 from polyop._address import DEFAULT_SIDECAR_ADDRESS
+from polyop._version import SDK_NAME, __version__
 from polyop.admission import AdmissionRequest, FailurePolicy, Operation
-from polyop.cluster import ADDRESS_ENV, Cluster
+from polyop.cluster import ADDRESS_ENV, AsyncCluster, Cluster
 from polyop.objects import GVK, KindLike, Object
-from polyop.reconcile import Context, Owns, Result, UpdateFilter, Watch
-from polyop.v1alpha1 import admission_pb2, describe_pb2
+from polyop.reconcile import (
+    AsyncContext,
+    Context,
+    Owns,
+    Request,
+    Result,
+    UpdateFilter,
+    Watch,
+)
+from polyop.v1alpha1 import admission_pb2, describe_pb2, types_pb2
 
 if TYPE_CHECKING:
-    from polyop.server import Server
+    from polyop.server import AsyncServer, Server
 
 __all__ = [
     "PROTOCOL_VERSION",
     "ConvertFunc",
     "DefaultFunc",
+    "DeletedFunc",
     "FinalizeFunc",
-    "Operator",
     "ReconcileFunc",
+    "Sidecar",
     "ValidateFunc",
 ]
 
-PROTOCOL_VERSION = "v1alpha1"
-"""The polyop protocol version this SDK speaks."""
+PROTOCOL_VERSION = describe_pb2.PROTOCOL_VERSION_V1ALPHA1
+"""The polyop protocol version this SDK speaks, the proto's ProtocolVersion."""
 
-ReconcileFunc = Callable[[Object, Context], Result | None]
-"""``reconcile(obj, ctx) -> Result | None``."""
-FinalizeFunc = Callable[[Object, Context], Result | None]
-"""``finalize(obj, ctx) -> Result | None``: clean-up done unless it raises or
-asks for ``requeue_after``."""
-DefaultFunc = Callable[[Object, AdmissionRequest], Sequence[str] | None]
-"""``default(obj, req) -> warnings | None``: set the defaults on obj in place."""
-ValidateFunc = Callable[[AdmissionRequest], Sequence[str] | None]
-"""``validate(req) -> warnings | None``: raise Denied to refuse."""
-ConvertFunc = Callable[[Object, str], Mapping[str, Any]]
-"""``convert(obj, api_version) -> the object at api_version``."""
+ReconcileFunc = Callable[[Object, Context], Result | None] | Callable[[Object, AsyncContext], Awaitable[Result | None]]
+"""``reconcile(obj, ctx) -> Result | None``, or ``async def``."""
+FinalizeFunc = ReconcileFunc
+"""``finalize(obj, ctx) -> Result | None``, or ``async def``: clean-up done
+unless it raises or asks for ``requeue_after``."""
+DeletedFunc = Callable[[Request, Context], Result | None] | Callable[[Request, AsyncContext], Awaitable[Result | None]]
+"""``deleted(request, ctx) -> Result | None``, or ``async def``: the object
+``request`` names is gone."""
+DefaultFunc = (
+    Callable[[Object, AdmissionRequest], Sequence[str] | None]
+    | Callable[[Object, AdmissionRequest], Awaitable[Sequence[str] | None]]
+)
+"""``default(obj, req) -> warnings | None``, or ``async def``: set the defaults on obj in place."""
+ValidateFunc = Callable[[AdmissionRequest], Sequence[str] | None] | Callable[[AdmissionRequest], Awaitable[Sequence[str] | None]]
+"""``validate(req) -> warnings | None``, or ``async def``: raise DeniedError to refuse."""
+ConvertFunc = Callable[[Object, str], Mapping[str, Any]] | Callable[[Object, str], Awaitable[Mapping[str, Any]]]
+"""``convert(obj, api_version) -> the object at api_version``, or ``async def``."""
 
 _R = TypeVar("_R", bound=ReconcileFunc)
+_X = TypeVar("_X", bound=DeletedFunc)
 _D = TypeVar("_D", bound=DefaultFunc)
 _V = TypeVar("_V", bound=ValidateFunc)
 _C = TypeVar("_C", bound=ConvertFunc)
@@ -69,6 +93,7 @@ class _Controller:
     owns: frozenset[GVK]
     reconcile: ReconcileFunc
     finalize: FinalizeFunc | None = None
+    deleted: DeletedFunc | None = None
 
 
 @dataclass
@@ -102,25 +127,48 @@ class _Converter:
     description: admission_pb2.ConversionDescription = field(init=False)
 
     def __post_init__(self) -> None:
-        self.description = admission_pb2.ConversionDescription(group=self.group, kind=self.kind, versions=self.versions)
+        self.description = admission_pb2.ConversionDescription(
+            kind=types_pb2.GroupKind(group=self.group, kind=self.kind), versions=self.versions
+        )
 
 
-class Operator:
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether fn is an ``async def`` function (a partial of one, or an
+    object whose ``__call__`` is one), awaited on the event loop rather than
+    run on a thread."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call: Any = fn
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(call.__call__)
+
+
+class Sidecar:
     """A polyop sidecar: the functions it registers, served to the host.
 
     ``name`` is a short name for the sidecar (lower-case letters, digits and
     '-'), used in the host's logs, metrics and leader election lease.
-    ``cluster`` is the Cluster client handed to reconcile functions as
-    ``ctx.cluster``; by default one is made, on first use, for the address the
-    host sends in its DescribeRequest, or else POLYOP_CLUSTER_ADDRESS.
+    ``cluster`` is the Cluster client handed to plain functions as
+    ``ctx.cluster``, ``async_cluster`` the AsyncCluster handed to ``async def``
+    ones; by default they are made, on first use, for the address the host
+    sends in its DescribeRequest, or else POLYOP_CLUSTER_ADDRESS (the
+    AsyncCluster on the serving event loop).
     """
 
-    def __init__(self, name: str, *, cluster: Cluster | None = None, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster: Cluster | None = None,
+        async_cluster: AsyncCluster | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
         if not _DNS1123_LABEL.match(name) or len(name) > 63:
-            raise ValueError(f"operator name {name!r}: lower-case letters, digits and '-', at most 63")
+            raise ValueError(f"sidecar name {name!r}: lower-case letters, digits and '-', at most 63")
         self.name = name
         self.log = logger or logging.getLogger("polyop")
         self._cluster = cluster
+        self._async_cluster = async_cluster
+        self._async_cluster_loop: asyncio.AbstractEventLoop | None = None
         self._cluster_address = ""
         self._lock = threading.Lock()
         self._serving = False
@@ -146,10 +194,10 @@ class Operator:
         """Register a reconcile function for a kind, as
         ``ctrl.NewControllerManagedBy(mgr).For(kind)`` does in controller-runtime.
 
-        - ``name``: the controller's name, unique in the operator; defaults to
+        - ``name``: the controller's name, unique in the sidecar; defaults to
           the kind in lower case;
         - ``owns``: the kinds of its children (``Owns(kind, send_observed=True)``
-          to receive them in ``ctx.children``);
+          to receive them in ``ctx.observed_children(kind)``);
         - ``watches``: other kinds whose events enqueue reconciled objects;
         - ``update_filters``: update events reconcile only when one of these
           changed (every update does by default);
@@ -158,6 +206,9 @@ class Operator:
         - ``max_concurrent_reconciles``: objects reconciled at once (1 by default);
         - ``finalizer``: a finalizer the host adds to every object; register the
           clean-up with :meth:`finalizer`.
+
+        The function may be ``async def``; register what to do once an object
+        is gone with :meth:`deleted`.
         """
         gvk = GVK.parse(kind)
         controller_name = name or gvk.kind.lower()
@@ -203,20 +254,39 @@ class Operator:
         named by its ``kind`` (for the controller of the default name) or its
         ``controller`` name. The host calls it for an object being deleted and
         removes the finalizer once it returns without error or requeue."""
-        if (kind is None) == (not controller):
-            raise ValueError("finalizer: name the controller by kind or by controller=, not both")
-        controller_name = controller or GVK.parse(kind or "").kind.lower()
+        controller_name = self._controller_name("finalizer", kind, controller)
 
         def register(fn: _R) -> _R:
             with self._registering():
-                c = self._controllers.get(controller_name)
-                if c is None:
-                    raise ValueError(f"finalizer: no controller {controller_name!r}; register its reconciler first")
+                c = self._registered_controller("finalizer", controller_name)
                 if not c.description.finalizer:
                     raise ValueError(f"finalizer: controller {controller_name!r} declares no finalizer=")
                 if c.finalize is not None:
                     raise ValueError(f"finalizer: controller {controller_name!r} already has one")
                 c.finalize = fn
+            return fn
+
+        return register
+
+    def deleted(self, kind: KindLike | None = None, *, controller: str = "") -> Callable[[_X], _X]:
+        """Register what a controller does once an object is gone, named as
+        for :meth:`finalizer`: the host reconciles a key whose object no
+        longer exists, and the function gets the :class:`~polyop.Request`
+        (its key) and the context, ``deleted(request, ctx) -> Result | None``.
+        Without one, such a call answers that there is nothing to do.
+
+        Use it to forget what you keep outside the cluster about the object;
+        to act before the object goes, declare a ``finalizer``. Status and
+        events are ignored, since there is no object to write them to; a
+        failure is retried as a reconcile's is."""
+        controller_name = self._controller_name("deleted", kind, controller)
+
+        def register(fn: _X) -> _X:
+            with self._registering():
+                c = self._registered_controller("deleted", controller_name)
+                if c.deleted is not None:
+                    raise ValueError(f"deleted: controller {controller_name!r} already has one")
+                c.deleted = fn
             return fn
 
         return register
@@ -259,7 +329,7 @@ class Operator:
         timeout_seconds: int = 0,
     ) -> Callable[[_V], _V]:
         """Register a validating admission webhook for a kind at one version:
-        the function raises Denied to refuse a request and may return warnings.
+        the function raises DeniedError to refuse a request and may return warnings.
         The settings are those of :meth:`defaulter`."""
 
         def register(fn: _V) -> _V:
@@ -275,7 +345,8 @@ class Operator:
     def converter(self, group: str, kind: str, versions: Sequence[str]) -> Callable[[_C], _C]:
         """Register the conversion of a kind between its versions (a CRD
         conversion webhook): the function returns the object at the apiVersion
-        asked for, its metadata unchanged but for labels and annotations."""
+        asked for, its metadata unchanged but for labels and annotations. The
+        host calls it only with objects of the kind; it may be ``async def``."""
         if len(versions) < 2:
             raise ValueError(f"converter {group}/{kind}: name at least two versions")
 
@@ -300,6 +371,8 @@ class Operator:
                 controllers=[c.description for c in self._controllers.values()],
                 webhooks=[w.description() for w in self._webhooks.values()],
                 conversions=[c.description for c in self._converters.values()],
+                sdk_name=SDK_NAME,
+                sdk_version=__version__,
             )
 
     @property
@@ -307,10 +380,39 @@ class Operator:
         """The Cluster client, or None while no address is known."""
         with self._lock:
             if self._cluster is None:
-                address = self._cluster_address or os.environ.get(ADDRESS_ENV, "")
+                address = self._cluster_address_locked()
                 if address:
                     self._cluster = Cluster(address)
             return self._cluster
+
+    @property
+    def async_cluster(self) -> AsyncCluster | None:
+        """The AsyncCluster client of the running event loop, or None while no
+        address is known. One made here belongs to the loop it was first used
+        on; on another loop (a second ``serve_async``) a new one is made."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._async_cluster is not None and self._async_cluster_loop in (None, loop):
+                return self._async_cluster
+            address = self._cluster_address_locked()
+            if not address:
+                return None
+            self._async_cluster, self._async_cluster_loop = AsyncCluster(address), loop
+            return self._async_cluster
+
+    def _cluster_address_locked(self) -> str:
+        return self._cluster_address or os.environ.get(ADDRESS_ENV, "")
+
+    def has_async_handlers(self) -> bool:
+        """Whether any registered function is ``async def``."""
+        with self._lock:
+            fns: list[Callable[..., Any] | None] = []
+            for c in self._controllers.values():
+                fns += [c.reconcile, c.finalize, c.deleted]
+            for w in self._webhooks.values():
+                fns += [w.default, w.validate]
+            fns += [c.convert for c in self._converters.values()]
+        return any(fn is not None and is_async(fn) for fn in fns)
 
     # Serving.
 
@@ -322,8 +424,9 @@ class Operator:
         max_workers: int | None = None,
         credentials: grpc.ServerCredentials | None = None,
     ) -> Server:
-        """Serve on address in the background and return the running Server.
-        See :meth:`serve`."""
+        """Serve on address in the background, on threads, and return the
+        running Server. See :meth:`serve`. ``async def`` functions need an
+        event loop: use :meth:`start_async`."""
         from polyop.server import start
 
         return start(self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
@@ -345,15 +448,69 @@ class Operator:
         ``host:port``); it defaults to unix:///var/run/polyop/sidecar.sock, the
         host's default. Next to the SidecarService the server serves
         grpc.health.v1.Health. ``max_message_size`` should match the host's
-        --max-message-size; ``max_workers`` (the threads running calls)
-        defaults to the controllers' concurrency plus room for webhooks and
-        health checks. ``credentials`` (``grpc.ssl_server_credentials(...)``)
-        serve TLS or mTLS, for a sidecar on a TCP address; the default is
-        plaintext, as on the unix socket a pod's containers share.
+        --max-message-size; ``max_workers`` (the threads running plain
+        functions) defaults to the controllers' concurrency plus room for
+        webhooks and health checks. ``credentials``
+        (``grpc.ssl_server_credentials(...)``) serve TLS or mTLS, for a
+        sidecar on a TCP address; the default is plaintext, as on the unix
+        socket a pod's containers share.
+
+        When any registered function is ``async def``, this runs
+        :meth:`serve_async` in a new event loop (``asyncio.run``).
         """
+        if self.has_async_handlers():
+            asyncio.run(
+                self.serve_async(
+                    address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace
+                )
+            )
+            return
         from polyop.server import serve
 
         serve(
+            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace
+        )
+
+    async def start_async(
+        self,
+        address: str = DEFAULT_SIDECAR_ADDRESS,
+        *,
+        max_message_size: int = 64 << 20,
+        max_workers: int | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+    ) -> AsyncServer:
+        """Serve on address on grpc.aio, on the running event loop, and return
+        the running AsyncServer. See :meth:`serve_async`."""
+        from polyop.server import start_async
+
+        return await start_async(
+            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials
+        )
+
+    async def serve_async(
+        self,
+        address: str = DEFAULT_SIDECAR_ADDRESS,
+        *,
+        max_message_size: int = 64 << 20,
+        max_workers: int | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        grace: float = 30.0,
+    ) -> None:
+        """Serve on grpc.aio until SIGTERM or SIGINT (or until cancelled), then
+        stop as :meth:`serve` does::
+
+            asyncio.run(sidecar.serve_async())
+
+        ``async def`` functions are awaited on the event loop, so that one
+        waiting on the cluster or an external API holds no thread; they get
+        an :class:`~polyop.AsyncContext`, and are cancelled when the host's
+        deadline passes or the host cancels the call. Plain functions run on
+        a pool of ``max_workers`` threads, so they never block the loop. The
+        arguments are :meth:`serve`'s.
+        """
+        from polyop.server import serve_async
+
+        await serve_async(
             self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace
         )
 
@@ -386,23 +543,38 @@ class Operator:
                 setattr(webhook, attr, mine)
         return webhook
 
+    def _controller_name(self, decorator: str, kind: KindLike | None, controller: str) -> str:
+        if (kind is None) == (not controller):
+            raise ValueError(f"{decorator}: name the controller by kind or by controller=, not both")
+        return controller or GVK.parse(kind or "").kind.lower()
+
+    def _registered_controller(self, decorator: str, name: str) -> _Controller:
+        c = self._controllers.get(name)
+        if c is None:
+            raise ValueError(f"{decorator}: no controller {name!r}; register its reconciler first")
+        return c
+
     def _check(self) -> None:
         with self._lock:
             if not (self._controllers or self._webhooks or self._converters):
-                raise ValueError(f"operator {self.name!r} registers nothing: register a reconciler, a webhook or a converter")
+                raise ValueError(f"sidecar {self.name!r} registers nothing: register a reconciler, a webhook or a converter")
             for c in self._controllers.values():
                 if c.description.finalizer and c.finalize is None:
                     raise ValueError(
                         f"controller {c.description.name!r} declares finalizer {c.description.finalizer!r} "
-                        "but registers no clean-up: add one with @op.finalizer"
+                        "but registers no clean-up: add one with @sidecar.finalizer"
                     )
 
     def _start_serving(self) -> None:
         self._check()
         with self._lock:
             if self._serving:
-                raise RuntimeError(f"operator {self.name!r} is already serving")
+                raise RuntimeError(f"sidecar {self.name!r} is already serving")
             self._serving = True
+
+    def _stopped_serving(self) -> None:
+        with self._lock:
+            self._serving = False
 
     def _described_to(self, cluster_address: str) -> None:
         with self._lock:
@@ -411,16 +583,16 @@ class Operator:
 
 
 class _Registering:
-    """Holds the Operator's lock during a registration, which must happen before it serves."""
+    """Holds the Sidecar's lock during a registration, which must happen before it serves."""
 
-    def __init__(self, op: Operator) -> None:
-        self.op = op
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.sidecar = sidecar
 
     def __enter__(self) -> None:
-        self.op._lock.acquire()
-        if self.op._serving:
-            self.op._lock.release()
+        self.sidecar._lock.acquire()
+        if self.sidecar._serving:
+            self.sidecar._lock.release()
             raise RuntimeError("register every function before serving: the host reads them once, at start")
 
     def __exit__(self, *_: object) -> None:
-        self.op._lock.release()
+        self.sidecar._lock.release()

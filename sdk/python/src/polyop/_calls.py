@@ -1,0 +1,447 @@
+"""The SidecarService's calls, up to the user's function, for both servers.
+
+:class:`Calls` turns each request into an :class:`Invocation` (the user's
+function, its arguments, and how its outcome becomes the response), raising
+:class:`RPCError` for the calls the sidecar refuses (an unknown controller, a
+call it declared nothing for, an object that does not decode). Two runners
+call the function: :func:`run` on the calling thread, :func:`run_async` on the
+event loop for ``async def`` functions and on a thread pool for the others.
+Errors of the user's functions are not gRPC errors where the contract has a
+place for them: a reconcile's error travels in the response, so that the host
+still writes the status and records the events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import grpc
+
+from polyop.admission import AdmissionRequest, DeniedError
+from polyop.cluster import AsyncCluster, Cluster
+from polyop.errors import TemporaryError, TerminalError
+from polyop.objects import GVK, Object, encode
+from polyop.reconcile import AsyncContext, Context, Request, Result, _CallContext
+from polyop.sidecar import (
+    PROTOCOL_VERSION,
+    Sidecar,
+    _Controller,
+    _Converter,
+    _Webhook,
+    is_async,
+)
+from polyop.v1alpha1 import admission_pb2, describe_pb2, reconcile_pb2
+
+_Resp = TypeVar("_Resp")
+
+
+class RPCError(Exception):
+    """A call the sidecar refuses, answered with a gRPC status."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+if TYPE_CHECKING:
+    _LoggerAdapter = logging.LoggerAdapter[logging.Logger]
+else:  # LoggerAdapter is generic at run time from Python 3.11 on.
+    _LoggerAdapter = logging.LoggerAdapter
+
+
+class ObjectLog(_LoggerAdapter):
+    """A logger whose records name the controller and the object at the end of
+    the message, and as a dict in the record's ``polyop`` attribute."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        fields = self.extra or {}
+        kwargs["extra"] = {"polyop": dict(fields), **kwargs.get("extra", {})}
+        return f"{msg} " + " ".join(f"{k}={v}" for k, v in fields.items() if v != ""), kwargs
+
+
+@dataclass
+class CallInfo:
+    """What a reconcile, finalize or deleted function's context is made of."""
+
+    request: Request
+    observed_children: Sequence[Object]
+    log: ObjectLog
+    deadline: float | None
+
+
+@dataclass
+class Invocation(Generic[_Resp]):
+    """One call of a user's function: ``fn(*args)``, with the context made
+    from ``call`` appended when set; ``finish(value, error, ctx)`` makes the
+    response from what it returned or raised."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    call: CallInfo | None
+    finish: Callable[[Any, Exception | None, _CallContext | None], _Resp]
+
+
+ClusterSource = Callable[[], Cluster | None]
+AsyncClusterSource = Callable[[], AsyncCluster | None]
+
+
+def run(inv: Invocation[_Resp], cluster: Cluster | None) -> _Resp:
+    """Call a plain function on this thread."""
+    ctx = None
+    if inv.call is not None:
+        c = inv.call
+        ctx = Context(c.request, c.observed_children, c.log, cluster, deadline=c.deadline)
+    try:
+        value = inv.fn(*inv.args, ctx) if ctx is not None else inv.fn(*inv.args)
+    except Exception as err:
+        return inv.finish(None, err, ctx)
+    return inv.finish(value, None, ctx)
+
+
+async def run_async(
+    inv: Invocation[_Resp],
+    cluster: ClusterSource,
+    async_cluster: AsyncClusterSource,
+    executor: futures.Executor | None,
+) -> _Resp:
+    """Await an ``async def`` function on the running loop, or run a plain one
+    on the executor, so that it does not block the loop. Cancellation
+    (``asyncio.CancelledError``) reaches the awaited function and is not
+    caught."""
+    if not is_async(inv.fn):
+        return await asyncio.get_running_loop().run_in_executor(executor, lambda: run(inv, cluster()))
+    ctx = None
+    if inv.call is not None:
+        c = inv.call
+        ctx = AsyncContext(c.request, c.observed_children, c.log, async_cluster(), deadline=c.deadline)
+    try:
+        value = await (inv.fn(*inv.args, ctx) if ctx is not None else inv.fn(*inv.args))
+    except Exception as err:
+        return inv.finish(None, err, ctx)
+    return inv.finish(value, None, ctx)
+
+
+class Calls:
+    """The SidecarService's calls for a Sidecar's registrations, up to the
+    user's function: each method decodes a request into an Invocation (or
+    answers itself when there is nothing to call)."""
+
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.sidecar = sidecar
+        self.log = sidecar.log
+
+    def describe(self, req: describe_pb2.DescribeRequest) -> describe_pb2.DescribeResponse:
+        if req.protocol_version != PROTOCOL_VERSION:
+            self.log.warning(
+                "The host speaks protocol %s, this sidecar %s; answering anyway, the host decides",
+                _protocol_name(req.protocol_version), _protocol_name(PROTOCOL_VERSION),
+            )
+        self.sidecar._described_to(req.cluster_address)
+        return self.sidecar.describe()
+
+    def reconcile(
+        self, req: reconcile_pb2.ReconcileRequest, deadline: float | None = None
+    ) -> Invocation[reconcile_pb2.ReconcileResponse] | reconcile_pb2.ReconcileResponse:
+        c, request, log = self._controller(req.controller, req.kind, req.key.namespace, req.key.name, req.retries)
+        if not req.object:
+            if c.deleted is None:
+                log.debug("The object is gone and the controller has no deleted function; nothing to do")
+                return reconcile_pb2.ReconcileResponse()
+            return Invocation(
+                c.deleted, (request,), CallInfo(request, (), log, deadline),
+                lambda value, err, ctx: self._gone(c, log, value, err),
+            )
+        obj = self._object(c, request, req.object)
+        try:
+            observed = [Object.from_json(child) for child in req.observed_children]
+        except ValueError as err:
+            raise RPCError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"controller {c.description.name!r}: decoding an observed child: {err}"
+            ) from err
+        return Invocation(
+            c.reconcile, (obj,), CallInfo(request, observed, log, deadline),
+            lambda value, err, ctx: self._reconciled(c, log, obj, value, err, ctx),
+        )
+
+    def finalize(
+        self, req: reconcile_pb2.FinalizeRequest, deadline: float | None = None
+    ) -> Invocation[reconcile_pb2.FinalizeResponse]:
+        if not any(c.finalize is not None for c in self.sidecar._controllers.values()):
+            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.sidecar.name!r} declares no finalizer")
+        c, request, log = self._controller(req.controller, req.kind, req.key.namespace, req.key.name, req.retries)
+        if c.finalize is None:
+            raise RPCError(grpc.StatusCode.NOT_FOUND, f"controller {c.description.name!r} declares no finalizer")
+        obj = self._object(c, request, req.object)
+
+        def finish(value: Any, err: Exception | None, ctx: _CallContext | None) -> reconcile_pb2.FinalizeResponse:
+            resp = reconcile_pb2.FinalizeResponse()
+            result = _outcome(log, "Finalizer error", value, err, resp.error)
+            if result is not None:
+                if result.desired_children is not None:
+                    resp.error.message = "a finalizer declares no desired_children: the object is being deleted"
+                else:
+                    _requeue_after(result, resp)
+            if ctx is not None:
+                resp.events.extend(ctx.events)
+            return resp
+
+        return Invocation(c.finalize, (obj,), CallInfo(request, (), log, deadline), finish)
+
+    def default(self, req: admission_pb2.DefaultRequest) -> Invocation[admission_pb2.DefaultResponse]:
+        webhook, areq = self._admission(req.request, "default")
+        if areq.object is None:
+            raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"defaulting {areq.kind}: the request carries no object")
+        assert webhook.default is not None
+        obj = copy.deepcopy(areq.object)
+
+        def finish(value: Any, err: Exception | None, _: _CallContext | None) -> admission_pb2.DefaultResponse:
+            if isinstance(err, DeniedError):
+                return admission_pb2.DefaultResponse(denied=err.to_proto(), warnings=err.warnings)
+            if err is not None:
+                raise self._failed("defaulting", areq, err) from err
+            resp = admission_pb2.DefaultResponse(warnings=list(value or ()))
+            if obj != areq.object:
+                resp.object = encode(obj)
+            return resp
+
+        return Invocation(webhook.default, (obj, areq), None, finish)
+
+    def validate(self, req: admission_pb2.ValidateRequest) -> Invocation[admission_pb2.ValidateResponse]:
+        webhook, areq = self._admission(req.request, "validate")
+        assert webhook.validate is not None
+
+        def finish(value: Any, err: Exception | None, _: _CallContext | None) -> admission_pb2.ValidateResponse:
+            if isinstance(err, DeniedError):
+                return admission_pb2.ValidateResponse(denied=err.to_proto(), warnings=err.warnings)
+            if err is not None:
+                raise self._failed("validating", areq, err) from err
+            return admission_pb2.ValidateResponse(warnings=list(value or ()))
+
+        return Invocation(webhook.validate, (areq,), None, finish)
+
+    def convert(self, req: admission_pb2.ConvertRequest) -> list[Object | Invocation[Object]]:
+        """Each object: as it is when at the desired version already, else the
+        call of its kind's converter."""
+        if not self.sidecar._converters:
+            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.sidecar.name!r} declares no conversion")
+        desired = req.desired_api_version
+        steps: list[Object | Invocation[Object]] = []
+        for i, data in enumerate(req.objects):
+            try:
+                obj = Object.from_json(data)
+            except ValueError as err:
+                raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"converting object {i}: {err}") from err
+            converter = self.sidecar._converters.get((obj.gvk.group, obj.kind))
+            if converter is None:
+                raise RPCError(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"sidecar {self.sidecar.name!r} declares no conversion for {obj.kind}.{obj.gvk.group} (object {i})",
+                )
+            steps.append(obj if obj.api_version == desired else self._conversion(i, obj, desired, converter))
+        return steps
+
+    @staticmethod
+    def converted(req: admission_pb2.ConvertRequest, objects: Sequence[Object | Exception]) -> admission_pb2.ConvertResponse:
+        for i, got in enumerate(objects):
+            if isinstance(got, Exception):
+                return admission_pb2.ConvertResponse(error=f"converting object {i} to {req.desired_api_version}: {_message(got)}")
+        return admission_pb2.ConvertResponse(objects=[encode(o) for o in objects])
+
+    # Plumbing.
+
+    def _conversion(self, i: int, obj: Object, desired: str, converter: _Converter) -> Invocation[Object]:
+        def finish(value: Any, err: Exception | None, _: _CallContext | None) -> Object:
+            if err is None:
+                out = Object(value)
+                if out.api_version == desired:
+                    return out
+                err = ValueError(f"the converter returned apiVersion {out.api_version!r}")
+            self.log.error("Converting object %d (%s %s/%s) to %s failed: %s", i, obj.kind, obj.namespace, obj.name, desired, _message(err))
+            raise _ConversionFailed(err)
+
+        return Invocation(converter.convert, (obj, desired), None, finish)
+
+    def _reconciled(
+        self, c: _Controller, log: ObjectLog, obj: Object, value: Any, err: Exception | None, ctx: _CallContext | None
+    ) -> reconcile_pb2.ReconcileResponse:
+        resp = reconcile_pb2.ReconcileResponse()
+        result = _outcome(log, "Reconciler error", value, err, resp.error)
+        if result is not None:
+            _requeue_after(result, resp)
+            if result.desired_children is not None:
+                try:
+                    resp.desired_children.extend(_children(c, result.desired_children))
+                    resp.children_complete = result.children_complete
+                except ValueError as bad:
+                    log.error("Invalid desired children: %s", bad)
+                    resp.error.message = f"invalid desired children: {bad}"
+        status = obj.get("status")
+        if isinstance(status, dict) and status:
+            resp.status = encode(status)
+        if ctx is not None:
+            resp.events.extend(ctx.events)
+        return resp
+
+    def _gone(self, c: _Controller, log: ObjectLog, value: Any, err: Exception | None) -> reconcile_pb2.ReconcileResponse:
+        resp = reconcile_pb2.ReconcileResponse()
+        result = _outcome(log, "Deleted error", value, err, resp.error)
+        if result is not None:
+            if result.desired_children is not None:
+                resp.error.message = f"controller {c.description.name!r}: the object is gone; a deleted function declares no desired_children"
+            else:
+                _requeue_after(result, resp)
+        return resp
+
+    def _controller(self, name: str, kind: Any, namespace: str, obj_name: str, retries: int) -> tuple[_Controller, Request, ObjectLog]:
+        c = self.sidecar._controllers.get(name)
+        if c is None:
+            raise RPCError(
+                grpc.StatusCode.NOT_FOUND,
+                f"sidecar {self.sidecar.name!r} has no controller named {name!r}; it has {list(self.sidecar._controllers)}",
+            )
+        if not obj_name:
+            raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"controller {name!r}: the request has no object name")
+        gvk = GVK.from_proto(kind) if kind.kind else c.kind
+        request = Request(controller=name, kind=gvk, namespace=namespace, name=obj_name, retries=retries)
+        fields = {"controller": name, "kind": gvk.kind, "namespace": namespace, "name": obj_name}
+        if retries:
+            fields["retries"] = str(retries)
+        return c, request, ObjectLog(self.log, fields)
+
+    def _object(self, c: _Controller, request: Request, data: bytes) -> Object:
+        try:
+            obj = Object.from_json(data)
+        except ValueError as err:
+            raise RPCError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"controller {request.controller!r}: decoding {request.kind.kind} {request.namespace}/{request.name}: {err}",
+            ) from err
+        if obj.name != request.name or obj.namespace != request.namespace:
+            raise RPCError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"controller {request.controller!r}: the object is {obj.namespace}/{obj.name}, "
+                f"but the request is for {request.namespace}/{request.name}",
+            )
+        if not obj.api_version or not obj.kind:
+            obj["apiVersion"], obj["kind"] = c.kind.api_version, c.kind.kind
+        return obj
+
+    def _admission(self, req: admission_pb2.AdmissionRequest, call: str) -> tuple[_Webhook, AdmissionRequest]:
+        webhooks = self.sidecar._webhooks
+        if not any(getattr(w, call) is not None for w in webhooks.values()):
+            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.sidecar.name!r} declares no {call} webhook")
+        gvk = GVK.from_proto(req.kind)
+        webhook = webhooks.get(gvk)
+        if webhook is None or getattr(webhook, call) is None:
+            raise RPCError(grpc.StatusCode.NOT_FOUND, f"sidecar {self.sidecar.name!r} declares no {call} webhook for {gvk}")
+        try:
+            return webhook, AdmissionRequest.from_proto(req)
+        except ValueError as err:
+            raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"{call} {gvk}: {err}") from err
+
+    def _failed(self, what: str, req: AdmissionRequest, err: Exception) -> RPCError:
+        self.log.error("%s %s %s/%s failed", what.capitalize(), req.kind.kind, req.namespace, req.name, exc_info=err)
+        return RPCError(grpc.StatusCode.INTERNAL, f"{what} {req.kind.kind} {req.namespace}/{req.name}: {_message(err)}")
+
+
+class _ConversionFailed(Exception):
+    """A converter failed: the response's error, not a gRPC error."""
+
+    def __init__(self, err: Exception) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+def convert(calls: Calls, req: admission_pb2.ConvertRequest, cluster: Cluster | None = None) -> admission_pb2.ConvertResponse:
+    out: list[Object | Exception] = []
+    for step in calls.convert(req):
+        try:
+            out.append(step if isinstance(step, Object) else run(step, cluster))
+        except _ConversionFailed as failed:
+            out.append(failed.err)
+            break
+    return Calls.converted(req, out)
+
+
+async def convert_async(
+    calls: Calls, req: admission_pb2.ConvertRequest, executor: futures.Executor | None
+) -> admission_pb2.ConvertResponse:
+    out: list[Object | Exception] = []
+    for step in calls.convert(req):
+        try:
+            converted: Object = step if isinstance(step, Object) else await run_async(step, lambda: None, lambda: None, executor)
+            out.append(converted)
+        except _ConversionFailed as failed:
+            out.append(failed.err)
+            break
+    return Calls.converted(req, out)
+
+
+def _outcome(
+    log: logging.LoggerAdapter[logging.Logger],
+    what: str,
+    value: Any,
+    err: Exception | None,
+    failure: reconcile_pb2.Failure,
+) -> Result | None:
+    """What a reconcile, finalize or deleted function returned, or its
+    exception as the response's Failure.
+
+    The host logs the error it receives; the sidecar logs it (with its
+    traceback) at debug level only, so that it is not shown twice.
+    """
+    if isinstance(err, TerminalError):
+        log.debug("%s (terminal): %s", what, err)
+        failure.message, failure.terminal = str(err) or type(err).__name__, True
+        return None
+    if isinstance(err, TemporaryError):
+        log.debug("%s (retry after %ss): %s", what, err.retry_after, err)
+        failure.message = str(err) or type(err).__name__
+        failure.retry_after.FromNanoseconds(int(err.retry_after * 1e9))
+        return None
+    if err is not None:
+        log.debug(what, exc_info=err)
+        failure.message = _message(err)
+        return None
+    if value is not None and not isinstance(value, Result):
+        log.debug("%s: returned %r, not a polyop.Result or None", what, value)
+        failure.message = f"the function returned a {type(value).__name__}, not a polyop.Result or None"
+        return None
+    return value
+
+
+def _requeue_after(result: Result, resp: reconcile_pb2.ReconcileResponse | reconcile_pb2.FinalizeResponse) -> None:
+    seconds = result.requeue_after_seconds
+    if seconds > 0:
+        resp.requeue_after.FromNanoseconds(int(seconds * 1e9))
+
+
+def _children(c: _Controller, children: Sequence[Mapping[str, Any]]) -> list[bytes]:
+    out = []
+    for child in children:
+        obj = Object(child)
+        if not obj.api_version or not obj.kind or not obj.name:
+            raise ValueError("every child needs apiVersion, kind and metadata.name")
+        if obj.gvk not in c.owns:
+            raise ValueError(f"{obj.gvk} is not a kind controller {c.description.name!r} owns (owns={sorted(map(str, c.owns))})")
+        out.append(encode(child))
+    return out
+
+
+def _protocol_name(version: int) -> str:
+    try:
+        return describe_pb2.ProtocolVersion.Name(version)  # type: ignore[arg-type]
+    except ValueError:
+        return str(version)
+
+
+def _message(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+

@@ -1,0 +1,1 @@
+"""The SDK's tests (a package, so that they can share fixtures by import)."""
