@@ -10,10 +10,10 @@ import sys
 
 import polyop
 
-op = polyop.Operator("bench")
+sidecar = polyop.Sidecar("bench")
 
 
-@op.reconciler("examples.polyop.dev/v1/MaintenanceWindow", name="maintenancewindow")
+@sidecar.reconciler("examples.polyop.dev/v1/MaintenanceWindow", name="maintenancewindow")
 def reconcile(mw: polyop.Object, ctx: polyop.Context) -> polyop.Result:
     generation = mw.meta.generation
     mw.status["phase"] = "Active"
@@ -23,4 +23,4 @@ def reconcile(mw: polyop.Object, ctx: polyop.Context) -> polyop.Result:
 
 
 if __name__ == "__main__":
-    op.serve(sys.argv[1])
+    sidecar.serve(sys.argv[1])

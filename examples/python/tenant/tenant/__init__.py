@@ -8,6 +8,6 @@ the ones no longer declared. A validating webhook refuses quotas that are not
 positive Kubernetes quantities and any change of a tenant's owner.
 """
 
-from tenant.operator import op
+from tenant.operator import sidecar
 
-__all__ = ["op"]
+__all__ = ["sidecar"]

@@ -22,10 +22,10 @@ QUOTA_RESOURCES = {
 # spec.containerDefaults' keys: the default requests and limits of a container.
 DEFAULT_RESOURCES = ("cpu", "memory")
 
-op = polyop.Operator("tenant-operator")
+sidecar = polyop.Sidecar("tenant-operator")
 
 
-@op.reconciler(
+@sidecar.reconciler(
     TENANT,
     owns=[Owns("v1/ResourceQuota", send_observed=True), "v1/LimitRange", "v1/ConfigMap"],
     # Status writes do not reconcile again; events on the children still do.
@@ -40,7 +40,7 @@ def reconcile(tenant: Object, ctx: polyop.Context) -> polyop.Result:
         # The webhook refuses such a spec; without it, say so on the object.
         message = "; ".join(f"{e.field}: {e.detail}" for e in problems)
         polyop.set_condition(tenant.conditions, polyop.READY, False, "InvalidSpec", message, observed_generation=generation)
-        ctx.event("InvalidSpec", message, type="Warning")
+        ctx.event("Warning", "InvalidSpec", message)
         raise polyop.TerminalError(message)
 
     children = [resource_quota(tenant), config_map(tenant)]
@@ -48,23 +48,23 @@ def reconcile(tenant: Object, ctx: polyop.Context) -> polyop.Result:
         children.append(limit_range(tenant))
 
     # The quota's usage, as the API server's quota controller counts it.
-    for quota in ctx.children_of("v1/ResourceQuota"):
+    for quota in ctx.observed_children("v1/ResourceQuota"):
         used = quota.get("status", {}).get("used")
         if used:
             tenant.status["used"] = used
 
     if tenant.status.get("observedGeneration") != generation:
-        ctx.event("Reconciled", f"applied {', '.join(c['kind'] for c in children)}")
+        ctx.event("Normal", "Reconciled", f"applied {', '.join(c['kind'] for c in children)}")
     tenant.status["observedGeneration"] = generation
     tenant.status["children"] = [f"{c['kind']}/{c['metadata']['name']}" for c in children]
     polyop.set_condition(
         tenant.conditions, polyop.READY, True, "Reconciled", "the quota, limits and settings are applied",
         observed_generation=generation,
     )
-    return polyop.Result(children=children, children_complete=True)
+    return polyop.Result(desired_children=children, children_complete=True)
 
 
-@op.validator(TENANT)
+@sidecar.validator(TENANT)
 def validate(req: polyop.AdmissionRequest) -> list[str]:
     """Refuse quotas that are not positive quantities, and any change of owner."""
     assert req.object is not None  # create and update only
@@ -75,7 +75,7 @@ def validate(req: polyop.AdmissionRequest) -> list[str]:
         if spec.get("owner") != old_owner:
             errors.append(FieldError.forbidden("spec.owner", f"is immutable: the tenant belongs to {old_owner!r}"))
     if errors:
-        raise polyop.Denied(f"Tenant {req.name!r} is invalid", errors)
+        raise polyop.DeniedError(f"Tenant {req.name!r} is invalid", errors)
     warnings = []
     if "pods" not in spec.get("quota", {}):
         warnings.append("spec.quota.pods is not set: the tenant may create any number of pods")
@@ -125,7 +125,7 @@ def child(tenant: Object, api_version: str, kind: str) -> dict[str, Any]:
         "metadata": {
             "name": f"tenant-{tenant.name}",
             "namespace": tenant.namespace,
-            "labels": {"app.kubernetes.io/managed-by": op.name, "examples.polyop.dev/tenant": tenant.name},
+            "labels": {"app.kubernetes.io/managed-by": sidecar.name, "examples.polyop.dev/tenant": tenant.name},
         },
     }
 

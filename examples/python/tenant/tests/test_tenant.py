@@ -10,7 +10,7 @@ import pytest
 from polyop import FieldErrorType
 from polyop.testing import Harness
 
-from tenant import op
+from tenant import sidecar
 
 
 def tenant(**spec: Any) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def tenant(**spec: Any) -> dict[str, Any]:
 
 
 def test_the_description_declares_the_controller_and_the_validator() -> None:
-    desc = Harness(op).describe()
+    desc = Harness(sidecar).describe()
     (controller,) = desc.controllers
     assert controller.name == "tenant"
     assert [(o.kind.kind, o.send_observed) for o in controller.owns] == [("ResourceQuota", True), ("LimitRange", False), ("ConfigMap", False)]
@@ -34,13 +34,13 @@ def test_the_description_declares_the_controller_and_the_validator() -> None:
 
 
 def test_a_tenant_becomes_a_quota_limits_and_settings() -> None:
-    got = Harness(op).reconcile(tenant(containerDefaults={"cpu": "250m", "memory": "256Mi"}, settings={"billing-code": "4711"}))
+    got = Harness(sidecar).reconcile(tenant(containerDefaults={"cpu": "250m", "memory": "256Mi"}, settings={"billing-code": "4711"}))
 
     assert got.error == ""
     assert got.children_complete
-    by_kind = {c.kind: c for c in got.children}
+    by_kind = {c.kind: c for c in got.desired_children}
     assert sorted(by_kind) == ["ConfigMap", "LimitRange", "ResourceQuota"]
-    assert all(c.name == "tenant-payments" and c.namespace == "team-payments" for c in got.children)
+    assert all(c.name == "tenant-payments" and c.namespace == "team-payments" for c in got.desired_children)
     assert by_kind["ResourceQuota"]["spec"] == {"hard": {"requests.cpu": "8", "requests.memory": "16Gi", "pods": "50"}}
     assert by_kind["LimitRange"]["spec"]["limits"] == [
         {"type": "Container", "default": {"cpu": "250m", "memory": "256Mi"}, "defaultRequest": {"cpu": "250m", "memory": "256Mi"}}
@@ -55,15 +55,15 @@ def test_a_tenant_becomes_a_quota_limits_and_settings() -> None:
 
 
 def test_without_container_defaults_the_limit_range_is_not_declared_and_so_pruned() -> None:
-    got = Harness(op).reconcile(tenant())
-    assert sorted(c.kind for c in got.children) == ["ConfigMap", "ResourceQuota"]
+    got = Harness(sidecar).reconcile(tenant())
+    assert sorted(c.kind for c in got.desired_children) == ["ConfigMap", "ResourceQuota"]
     assert got.children_complete
 
 
 def test_an_unchanged_generation_records_no_event_again() -> None:
     t = tenant()
     t["status"] = {"observedGeneration": 3}
-    assert Harness(op).reconcile(t).events == []
+    assert Harness(sidecar).reconcile(t).events == []
 
 
 def test_the_quota_usage_is_reported_from_the_observed_quota() -> None:
@@ -73,14 +73,14 @@ def test_the_quota_usage_is_reported_from_the_observed_quota() -> None:
         "metadata": {"name": "tenant-payments", "namespace": "team-payments"},
         "status": {"used": {"pods": "3", "requests.cpu": "1500m"}},
     }
-    got = Harness(op).reconcile(tenant(), children=[quota])
+    got = Harness(sidecar).reconcile(tenant(), observed_children=[quota])
     assert got.status is not None and got.status["used"] == {"pods": "3", "requests.cpu": "1500m"}
 
 
 def test_an_invalid_spec_is_a_terminal_error_on_the_ready_condition() -> None:
-    got = Harness(op).reconcile(tenant(quota={"cpu": "-1"}))
+    got = Harness(sidecar).reconcile(tenant(quota={"cpu": "-1"}))
     assert got.terminal and "spec.quota.cpu: must be greater than zero" in got.error
-    assert got.children == []
+    assert got.desired_children == []
     assert got.status is not None and got.status["conditions"][0]["reason"] == "InvalidSpec"
     assert [(e.type, e.reason) for e in got.events] == [("Warning", "InvalidSpec")]
 
@@ -100,14 +100,14 @@ def test_an_invalid_spec_is_a_terminal_error_on_the_ready_condition() -> None:
     ],
 )
 def test_the_validator_denies_invalid_specs_field_by_field(spec: dict[str, Any], field_errors: list[tuple[str, FieldErrorType]]) -> None:
-    got = Harness(op).validate(tenant(**spec))
+    got = Harness(sidecar).validate(tenant(**spec))
     assert not got.allowed and got.message == "Tenant 'payments' is invalid"
     assert [(f, t) for f, t, _ in got.field_errors] == field_errors
 
 
 def test_the_validator_allows_a_valid_tenant_and_warns_without_a_pod_quota() -> None:
-    assert Harness(op).validate(tenant()).allowed
-    got = Harness(op).validate(tenant(quota={"cpu": "1"}))
+    assert Harness(sidecar).validate(tenant()).allowed
+    got = Harness(sidecar).validate(tenant(quota={"cpu": "1"}))
     assert got.allowed and got.warnings == ["spec.quota.pods is not set: the tenant may create any number of pods"]
 
 
@@ -115,8 +115,8 @@ def test_the_owner_is_immutable() -> None:
     old = tenant()
     new = copy.deepcopy(old)
     new["spec"]["owner"] = "someone-else@example.com"
-    got = Harness(op).validate(new, old=old)
+    got = Harness(sidecar).validate(new, old=old)
     assert [(f, t) for f, t, _ in got.field_errors] == [("spec.owner", FieldErrorType.FORBIDDEN)]
     new["spec"]["owner"] = old["spec"]["owner"]
     new["spec"]["quota"]["cpu"] = "16"
-    assert Harness(op).validate(new, old=old).allowed
+    assert Harness(sidecar).validate(new, old=old).allowed

@@ -22,11 +22,11 @@ WIDGET = "bench.polyop.dev/v1alpha1/Widget"
 WIDGET_LABEL = "bench.polyop.dev/widget"  # widget.WidgetLabel
 
 
-def build(max_concurrent_reconciles: int) -> polyop.Operator:
+def build(max_concurrent_reconciles: int) -> polyop.Sidecar:
     """Return the sidecar with the Widget controller registered."""
-    op = polyop.Operator("bench-widget")
+    sidecar = polyop.Sidecar("bench-widget")
 
-    @op.reconciler(
+    @sidecar.reconciler(
         WIDGET,
         name="widget",  # widget.ControllerName
         owns=["v1/ConfigMap"],
@@ -45,9 +45,9 @@ def build(max_concurrent_reconciles: int) -> polyop.Operator:
         w.status["configMapName"] = w.name
         polyop.set_condition(w.conditions, "Ready", True, "ConfigMapReady", "the ConfigMap holds the data",
                              observed_generation=generation)
-        return polyop.Result(children=[config_map], children_complete=True)
+        return polyop.Result(desired_children=[config_map], children_complete=True)
 
-    return op
+    return sidecar
 
 
 def main() -> None:

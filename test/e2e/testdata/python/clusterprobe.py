@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import polyop
 
-op = polyop.Operator("cluster-probe")
+sidecar = polyop.Sidecar("cluster-probe")
 
 
-@op.reconciler("v1/ConfigMap", label_selector="polyop.dev/probe=true", update_filters=[polyop.UpdateFilter.GENERATION_CHANGED])
+@sidecar.reconciler("v1/ConfigMap", label_selector="polyop.dev/probe=true", update_filters=[polyop.UpdateFilter.GENERATION_CHANGED])
 def probe(cm: polyop.Object, ctx: polyop.Context) -> None:
     cluster, ns, name = ctx.cluster, cm.namespace, cm.name
     report: dict[str, str] = {}
@@ -29,7 +29,9 @@ def probe(cm: polyop.Object, ctx: polyop.Context) -> None:
             report[key] = fn()
         except polyop.APIError as err:
             causes = ",".join(c.field for c in err.causes)
-            report[key] = f"{type(err).__name__} {err.http_code} {causes}".strip()
+            # The API server's reason names the error class: NotFound is polyop.NotFoundError.
+            assert type(err).__name__ == f"{err.reason}Error", f"{err.reason} raised as {type(err).__name__}"
+            report[key] = f"{err.reason} {err.http_code} {causes}".strip()
 
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-secret", "namespace": ns}, "stringData": {"k": "v"}}
     step("get", lambda: cluster.get("v1/ConfigMap", name, ns).meta.uid)
@@ -53,7 +55,7 @@ def probe(cm: polyop.Object, ctx: polyop.Context) -> None:
     step("delete", lambda: str(cluster.delete("v1/Secret", f"{name}-secret", ns)))
     step("delete-again", lambda: str(cluster.delete("v1/Secret", f"{name}-secret", ns)))
     step("resolve", lambda: cluster.resolve_kind("apps/v1/Deployment").resource)
-    cluster.record_event("v1/ConfigMap", name, ns, reason="Probed", message=f"{len(report)} steps")
+    cluster.record_event("v1/ConfigMap", name, ns, type="Normal", reason="Probed", message=f"{len(report)} steps")
     cluster.apply(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-report", "namespace": ns}, "data": report},
         field_manager="cluster-probe",
@@ -66,4 +68,4 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--address", required=True)
     logging.basicConfig(level=logging.INFO)
-    op.serve(parser.parse_args().address)
+    sidecar.serve(parser.parse_args().address)
