@@ -14,6 +14,7 @@ from polyop.v1alpha1 import cluster_pb2, types_pb2
 
 __all__ = ["ObjectList", "Patch", "PatchType", "Propagation", "ReadSource", "ResolvedKind"]
 
+
 class PatchType(enum.IntEnum):
     MERGE = cluster_pb2.PATCH_TYPE_MERGE
     """A JSON merge patch (RFC 7386)."""

@@ -51,10 +51,10 @@ from polyop.v1alpha1 import cluster_pb2_grpc
 __all__ = [
     "ADDRESS_ENV",
     "DEFAULT_MAX_MESSAGE_SIZE",
-    "AsyncCluster",
     "TLS_CA_FILE_ENV",
     "TLS_CERT_FILE_ENV",
     "TLS_KEY_FILE_ENV",
+    "AsyncCluster",
     "Cluster",
     "ObjectList",
     "Patch",

@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 import grpc
+from google.rpc import status_pb2
 from grpc_status import rpc_status
 
 from polyop.v1alpha1 import cluster_pb2
@@ -245,8 +246,6 @@ def from_aio_error(code: grpc.StatusCode, details: str, trailing_metadata: Any, 
     for key, value in trailing_metadata or ():
         if key != "grpc-status-details-bin" or not isinstance(value, bytes):
             continue
-        from google.rpc import status_pb2
-
         status = status_pb2.Status.FromString(value)
         for detail in status.details:
             decoded = _api_status(detail)
