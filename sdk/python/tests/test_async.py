@@ -333,3 +333,17 @@ def test_a_harness_timeout_cancels_an_async_function() -> None:
     with pytest.raises(TimeoutError):
         Harness(sidecar).reconcile(json.loads(widget()), timeout=0.1)
     assert cancelled.is_set()
+
+
+def test_the_async_cluster_has_the_clusters_methods_as_coroutines() -> None:
+    import inspect
+
+    def public(cls: type) -> dict[str, Any]:
+        return {name: fn for name, fn in vars(cls).items() if not name.startswith("_") and callable(fn)}
+
+    sync, aio = public(polyop.Cluster), public(polyop.AsyncCluster)
+    assert set(sync) == set(aio) and len(sync) >= 11
+    for name, fn in aio.items():
+        assert inspect.iscoroutinefunction(fn), f"AsyncCluster.{name} is not a coroutine function"
+        if name != "close":
+            assert inspect.signature(fn).parameters.keys() == inspect.signature(sync[name]).parameters.keys(), name

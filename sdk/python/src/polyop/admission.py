@@ -5,7 +5,7 @@ A validator returns nothing (or warnings) to allow a request, and raises
 Invalid with one cause per field, as its own validation does; without, 403
 Forbidden with the message::
 
-    @op.validator(kind="examples.polyop.dev/v1/Tenant")
+    @sidecar.validator(kind="examples.polyop.dev/v1/Tenant")
     def validate(req: polyop.AdmissionRequest) -> None:
         errors = []
         if not req.object.spec.get("owner"):

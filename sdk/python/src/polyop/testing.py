@@ -125,7 +125,10 @@ class Harness:
         timeout: float | None = None,
     ) -> Reconciled:
         """Reconcile obj, with the observed children the host would send.
-        ``timeout`` is the call's deadline in seconds (none by default)."""
+        ``timeout`` is the call's deadline in seconds (none by default), as
+        ``ctx.time_remaining()`` reports it; an ``async def`` function still
+        running then is cancelled and TimeoutError raised, as the host's
+        deadline would."""
         o = Object(obj)
         inv = self.calls.reconcile(
             reconcile_pb2.ReconcileRequest(
