@@ -24,11 +24,13 @@
  *
  * Inside a reconciler: change obj.status in place and it is sent back (also
  * when the reconciler throws); throw TerminalError for what retrying cannot
- * fix, anything else to be retried with backoff; ctx.event records events;
- * ctx.cluster reads and writes other objects through the host.
+ * fix, TemporaryError to say when to retry, anything else to be retried with
+ * backoff; ctx.event records events; ctx.observedChildren(kind) lists the
+ * children the host sent; ctx.cluster reads and writes other objects through
+ * the host.
  *
- * "@polyop/sidecar/testing" calls a sidecar's functions without a host, and
- * has an in-memory Cluster.
+ * "@polyop/sidecar/testing" has Harness, which calls a sidecar's functions
+ * without a host, and FakeCluster, an in-memory Cluster.
  */
 export { DEFAULT_ADDRESS, parseAddress } from "./address.js";
 export {
@@ -70,14 +72,18 @@ export {
 } from "./conditions.js";
 export {
   AlreadyExistsError,
+  BadRequestError,
   ClusterError,
   ConflictError,
   DeniedError,
   type DenialStatus,
   ForbiddenError,
+  GoneError,
   ignoreNotFound,
   InvalidError,
   NotFoundError,
+  ServerError,
+  TemporaryError,
   TerminalError,
   TooManyRequestsError,
   UnauthorizedError,
@@ -104,6 +110,8 @@ export {
   childrenComplete,
   PROTOCOL_VERSION,
   requeueAfter,
+  SDK_NAME,
+  SDK_VERSION,
   Sidecar,
   type AdmissionContext,
   type CallContext,

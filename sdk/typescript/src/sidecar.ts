@@ -1,9 +1,10 @@
 import { create } from "@bufbuild/protobuf";
+import type { Duration } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { DEFAULT_ADDRESS } from "./address.js";
 import { CLUSTER_ADDRESS_ENV, ClusterClient, type Cluster } from "./cluster.js";
-import { DeniedError, TerminalError } from "./errors.js";
+import { DeniedError, TemporaryError, TerminalError } from "./errors.js";
 import type { FieldError, FieldErrorType } from "./field.js";
 import {
   ConvertResponseSchema,
@@ -21,6 +22,7 @@ import {
 } from "./gen/polyop/v1alpha1/admission_pb.js";
 import {
   DescribeResponseSchema,
+  ProtocolVersion,
   UpdateFilter as UpdateFilterProto,
   type ControllerDescription,
   type DescribeRequest,
@@ -30,12 +32,14 @@ import {
   FinalizeResponseSchema,
   ReconcileResponseSchema,
   type Event,
+  type Failure,
   type FinalizeRequest,
   type ReconcileRequest,
   type ReconcileResponse,
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { jsonLogger, type Logger } from "./log.js";
 import {
+  apiVersionOf,
   decodeJSON,
   encodeJSON,
   gvkOf,
@@ -46,8 +50,17 @@ import {
 } from "./objects.js";
 import { listen, type RunningServer } from "./serve.js";
 
-/** The version of the polyop protocol this SDK speaks, answered in Describe. */
-export const PROTOCOL_VERSION = "v1alpha1";
+/**
+ * The version of the polyop protocol this SDK speaks, answered in Describe:
+ * ProtocolVersion.V1ALPHA1 of the generated code.
+ */
+export const PROTOCOL_VERSION = ProtocolVersion.V1ALPHA1;
+
+/** The SDK's name, answered in Describe (DescribeResponse.sdk_name) for the host's logs. */
+export const SDK_NAME = "polyop-typescript";
+
+/** The SDK's version, answered in Describe (DescribeResponse.sdk_version): the version of package.json. */
+export const SDK_VERSION = "0.1.0";
 
 /** Options of a Sidecar. */
 export interface SidecarOptions {
@@ -77,7 +90,7 @@ export type UpdateFilter = "GenerationChanged" | "LabelsChanged" | "AnnotationsC
 
 /** A kind of child a controller owns. Every option defaults to false. */
 export interface OwnedKind extends TypeMeta {
-  /** Send the observed children of this kind to each reconcile (ctx.children). */
+  /** Send the observed children of this kind to each reconcile (ctx.observedChildren(kind)). */
   sendObserved?: boolean;
   /**
    * Let the host adopt an existing object of this kind that a desired child names and that no object controls (for
@@ -100,15 +113,17 @@ export interface OwnedKind extends TypeMeta {
 /** Another kind whose events enqueue reconciled objects: in the same namespace, named by a label, an annotation or a field of the reconciled object. */
 export type WatchedKind = TypeMeta & ({ label: string } | { annotation: string } | { fieldPath: string });
 
-/** What a reconcile decides. Return nothing for "done, nothing to requeue". */
+/**
+ * What a reconcile decides. Return nothing for "done, nothing to requeue".
+ * A failure is thrown, not returned: TerminalError, TemporaryError, or any
+ * other error for the exponential backoff.
+ */
 export interface Result {
-  /** Reconcile again after this many milliseconds (and reset the backoff). */
+  /** Reconcile again after this many milliseconds (and reset the backoff), as controller-runtime's RequeueAfter. */
   requeueAfter?: number;
-  /** Reconcile again after the controller's rate-limited backoff. Ignored with requeueAfter. */
-  requeue?: boolean;
   /** The desired children, of the owned kinds: the host applies them with server-side apply and owns them. */
-  children?: KubeResource[];
-  /** children is the complete set: the host deletes the owned children not in it. */
+  desiredChildren?: KubeResource[];
+  /** desiredChildren is the complete set: the host deletes the owned children not in it. */
   childrenComplete?: boolean;
 }
 
@@ -135,9 +150,18 @@ export interface ReconcileContext extends CallContext {
   readonly key: ObjectKey;
   /** How many times in a row this object has failed; 0 on a first attempt. */
   readonly retries: number;
-  /** The observed children of the owned kinds declared with sendObserved. */
-  readonly children: KubeResource[];
-  /** Records a Kubernetes Event on the object, through the host, once the call returns. */
+  /**
+   * The observed children of an owned kind declared with sendObserved: the
+   * objects of that kind, from the host's cache, whose controller owner
+   * reference points at the reconciled object. Throws for a kind the
+   * controller does not own with sendObserved.
+   */
+  observedChildren<C extends KubeResource = KubeResource>(kind: TypeMeta): C[];
+  /**
+   * Records a Kubernetes Event on the object, through the host, once the call
+   * returns: type, reason (CamelCase), message, then action (what was done;
+   * defaults to the reason).
+   */
   event(type: "Normal" | "Warning", reason: string, message: string, action?: string): void;
 }
 
@@ -149,7 +173,8 @@ export interface AdmissionContext<T> extends CallContext {
   readonly uid: string;
   readonly kind: GroupVersionKind;
   readonly resource: string;
-  readonly subResource: string;
+  /** The subresource, for example "status"; "" for the object itself. */
+  readonly subresource: string;
   readonly key: ObjectKey;
   readonly operation: Operation;
   readonly userInfo: { username: string; uid: string; groups: string[]; extra: Record<string, string[]> };
@@ -223,6 +248,8 @@ interface ControllerEntry {
   finalize: Finalizer<KubeResource> | undefined;
   deleted: ((ctx: ReconcileContext) => MaybePromise<Result | void>) | undefined;
   owned: Set<string>;
+  /** The owned kinds declared with sendObserved. */
+  observed: Set<string>;
 }
 
 interface WebhookEntry {
@@ -368,6 +395,7 @@ export class Sidecar {
       finalize: options.finalize as Finalizer<KubeResource> | undefined,
       deleted: options.deleted,
       owned: new Set(owns.map((o) => kindKey(o.kind))),
+      observed: new Set(owns.filter((o) => o.sendObserved).map((o) => kindKey(o.kind))),
     });
     return this;
   }
@@ -437,7 +465,12 @@ export class Sidecar {
       name: this.name,
       controllers: [...this.controllers.values()].map((c) => c.desc),
       webhooks: [...this.webhooks.values()].map((w) => w.desc),
-      conversions: [...this.conversions.values()].map((c) => c.desc),
+      conversions: [...this.conversions.values()].map(({ desc }) => ({
+        kind: { group: desc.group, kind: desc.kind },
+        versions: desc.versions,
+      })),
+      sdkName: SDK_NAME,
+      sdkVersion: SDK_VERSION,
     });
   }
 
@@ -490,8 +523,8 @@ export class Sidecar {
     describe: (req: DescribeRequest) => {
       if (req.protocolVersion !== PROTOCOL_VERSION) {
         this.log.info("The host speaks another protocol version; answering anyway, the host decides", {
-          hostProtocolVersion: req.protocolVersion,
-          protocolVersion: PROTOCOL_VERSION,
+          hostProtocolVersion: ProtocolVersion[req.protocolVersion] ?? req.protocolVersion,
+          protocolVersion: ProtocolVersion[PROTOCOL_VERSION],
         });
       }
       this.hostClusterAddress = req.clusterAddress;
@@ -583,7 +616,7 @@ export class Sidecar {
     req: ReconcileRequest | FinalizeRequest,
     entry: ControllerEntry,
     signal: AbortSignal,
-    children: KubeResource[],
+    observed: KubeResource[],
   ): { ctx: ReconcileContext; events: Event[] } {
     const kind = req.kind?.kind ? { group: req.kind.group, version: req.kind.version, kind: req.kind.kind } : entry.gvk;
     const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
@@ -606,7 +639,15 @@ export class Sidecar {
       kind,
       key,
       retries: req.retries,
-      children,
+      observedChildren<C extends KubeResource = KubeResource>(type: TypeMeta): C[] {
+        const want = kindKey(checkKind(type, `controller ${JSON.stringify(req.controller)}: observedChildren`));
+        if (!entry.observed.has(want)) {
+          throw new Error(
+            `controller ${JSON.stringify(req.controller)} is sent no observed children of ${type.kind} (${type.apiVersion}): declare it in owns with sendObserved: true`,
+          );
+        }
+        return observed.filter((c) => kindKey(gvkOf({ apiVersion: c.apiVersion ?? "", kind: c.kind ?? "" })) === want) as C[];
+      },
       event(type, reason, message, action = "") {
         events.push({
           $typeName: "polyop.v1alpha1.Event",
@@ -620,7 +661,10 @@ export class Sidecar {
     return { ctx, events };
   }
 
-  private controller(req: { controller: string; key?: { name: string } }): ControllerEntry {
+  private controller(req: { controller: string; key?: { name: string } }, method: "Reconcile" | "Finalize"): ControllerEntry {
+    if (this.controllers.size === 0) {
+      throw new ConnectError(`sidecar ${JSON.stringify(this.name)} registers no controller: it serves no ${method}`, Code.Unimplemented);
+    }
     const entry = this.controllers.get(req.controller);
     if (!entry) {
       throw new ConnectError(
@@ -635,9 +679,9 @@ export class Sidecar {
   }
 
   private async reconcile(req: ReconcileRequest, signal: AbortSignal): Promise<ReconcileResponse> {
-    const entry = this.controller(req);
-    const children = req.children.map((c) => decode<KubeResource>(c, `controller ${req.controller}: a child`));
-    const { ctx, events } = this.reconcileContext(req, entry, signal, children);
+    const entry = this.controller(req, "Reconcile");
+    const observed = req.observedChildren.map((c) => decode<KubeResource>(c, `controller ${req.controller}: an observed child`));
+    const { ctx, events } = this.reconcileContext(req, entry, signal, observed);
     if (req.object.length === 0) {
       if (!entry.deleted) {
         ctx.log.debug("The object is gone and the controller has no deleted handler; nothing to do");
@@ -657,11 +701,10 @@ export class Sidecar {
     for (const child of resp.desiredChildren) {
       const { apiVersion, kind } = decodeJSON<TypeMeta>(child);
       if (!entry.owned.has(kindKey(gvkOf({ apiVersion: apiVersion ?? "", kind: kind ?? "" })))) {
-        resp.error ??= {
-          $typeName: "polyop.v1alpha1.ReconcileError",
-          message: `a desired child is a ${kind} (${apiVersion}), which controller ${JSON.stringify(req.controller)} does not declare in owns`,
-          terminal: true,
-        };
+        resp.error ??= failure(
+          `a desired child is a ${kind} (${apiVersion}), which controller ${JSON.stringify(req.controller)} does not declare in owns`,
+          { terminal: true },
+        );
         resp.desiredChildren = [];
         resp.childrenComplete = false;
         break;
@@ -671,9 +714,12 @@ export class Sidecar {
   }
 
   private async finalize(req: FinalizeRequest, signal: AbortSignal) {
-    const entry = this.controller(req);
+    const entry = this.controller(req, "Finalize");
     if (!entry.finalize) {
-      throw new ConnectError(`controller ${JSON.stringify(req.controller)} declares no finalizer`, Code.Unimplemented);
+      if (![...this.controllers.values()].some((c) => c.finalize)) {
+        throw new ConnectError(`sidecar ${JSON.stringify(this.name)} declares no finalizer: it serves no Finalize`, Code.Unimplemented);
+      }
+      throw new ConnectError(`controller ${JSON.stringify(req.controller)} declares no finalizer`, Code.NotFound);
     }
     const { ctx, events } = this.reconcileContext(req, entry, signal, []);
     const obj = decode<KubeResource>(req.object, `controller ${req.controller}: the object`);
@@ -683,10 +729,17 @@ export class Sidecar {
   }
 
   private admission(req: AdmissionRequest | undefined, role: "defaulter" | "validator", signal: AbortSignal) {
-    const gvk = { group: req?.kind?.group ?? "", version: req?.kind?.version ?? "", kind: req?.kind?.kind ?? "" };
+    if (!req) {
+      throw new ConnectError("the request carries no AdmissionRequest", Code.InvalidArgument);
+    }
+    const gvk = { group: req.kind?.group ?? "", version: req.kind?.version ?? "", kind: req.kind?.kind ?? "" };
     const entry = this.webhooks.get(kindKey(gvk));
-    if (!req || !entry?.[role]) {
-      throw new ConnectError(`sidecar ${JSON.stringify(this.name)} has no ${role} for ${kindKey(gvk)}`, Code.NotFound);
+    if (!entry?.[role]) {
+      const method = role === "defaulter" ? "Default" : "Validate";
+      if (![...this.webhooks.values()].some((w) => w[role])) {
+        throw new ConnectError(`sidecar ${JSON.stringify(this.name)} registers no ${role}: it serves no ${method}`, Code.Unimplemented);
+      }
+      throw new ConnectError(`sidecar ${JSON.stringify(this.name)} has no ${role} for ${gvk.kind} (${apiVersionOf(gvk)})`, Code.NotFound);
     }
     const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
     const operation = (Object.keys(operations) as Operation[]).find((op) => operations[op] === req.operation) ?? "CREATE";
@@ -703,7 +756,7 @@ export class Sidecar {
       uid: req.uid,
       kind: gvk,
       resource: req.resource,
-      subResource: req.subResource,
+      subresource: req.subresource,
       key,
       operation,
       userInfo: {
@@ -716,13 +769,13 @@ export class Sidecar {
       oldObject,
       warn: (message) => void warnings.push(message),
     };
-    return { entry, ctx, warnings, log };
+    return { entry, ctx, warnings, log, request: req };
   }
 
   private async default(req: DefaultRequest, signal: AbortSignal) {
-    const { entry, ctx, warnings, log } = this.admission(req.request, "defaulter", signal);
+    const { entry, ctx, warnings, log, request } = this.admission(req.request, "defaulter", signal);
     const fn = entry.defaulter!;
-    const sent = req.request!.object;
+    const sent = request.object;
     const obj = decode<KubeResource>(sent, "the object");
     try {
       const defaulted = (await fn(obj, ctx)) ?? obj;
@@ -736,9 +789,9 @@ export class Sidecar {
   }
 
   private async validate(req: ValidateRequest, signal: AbortSignal) {
-    const { entry, ctx, warnings, log } = this.admission(req.request, "validator", signal);
+    const { entry, ctx, warnings, log, request } = this.admission(req.request, "validator", signal);
     const fn = entry.validator!;
-    const obj = req.request!.object.length ? decode<KubeResource>(req.request!.object, "the object") : ctx.oldObject;
+    const obj = request.object.length ? decode<KubeResource>(request.object, "the object") : ctx.oldObject;
     if (!obj) {
       throw new ConnectError("the request carries no object", Code.InvalidArgument);
     }
@@ -755,28 +808,34 @@ export class Sidecar {
   }
 
   private async convert(req: ConvertRequest, signal: AbortSignal) {
+    if (this.conversions.size === 0) {
+      throw new ConnectError(`sidecar ${JSON.stringify(this.name)} registers no converter: it serves no Convert`, Code.Unimplemented);
+    }
     const log = this.log.child({ conversion: req.desiredApiVersion, uid: req.uid });
     const ctx = this.callContext(signal, log);
+    const objects = req.objects.map((data) => {
+      const obj = decode<KubeResource>(data, "an object");
+      const { group, kind } = gvkOf({ apiVersion: obj.apiVersion ?? "", kind: obj.kind ?? "" });
+      const conversion = this.conversions.get(`${group}/${kind}`);
+      if (!conversion) {
+        throw new ConnectError(`sidecar ${JSON.stringify(this.name)} has no converter for ${kind}${group ? `.${group}` : ""}`, Code.NotFound);
+      }
+      return { data, obj, conversion };
+    });
     try {
-      const objects = [];
-      for (const data of req.objects) {
-        const obj = decode<KubeResource>(data, "an object");
+      const converted = [];
+      for (const { data, obj, conversion } of objects) {
         if (obj.apiVersion === req.desiredApiVersion) {
-          objects.push(data);
+          converted.push(data);
           continue;
         }
-        const { group, kind } = gvkOf(obj);
-        const conversion = this.conversions.get(`${group}/${kind}`);
-        if (!conversion) {
-          throw new Error(`no conversion is registered for ${kind}.${group}`);
+        const out = await conversion.convert(obj, req.desiredApiVersion, ctx);
+        if (out.apiVersion !== req.desiredApiVersion) {
+          throw new Error(`converting ${obj.kind} ${obj.metadata.name} to ${req.desiredApiVersion} returned apiVersion ${out.apiVersion}`);
         }
-        const converted = await conversion.convert(obj, req.desiredApiVersion, ctx);
-        if (converted.apiVersion !== req.desiredApiVersion) {
-          throw new Error(`converting ${kind} ${obj.metadata.name} to ${req.desiredApiVersion} returned apiVersion ${converted.apiVersion}`);
-        }
-        objects.push(encodeJSON(converted));
+        converted.push(encodeJSON(out));
       }
-      return create(ConvertResponseSchema, { objects });
+      return create(ConvertResponseSchema, { objects: converted });
     } catch (err) {
       log.error("Conversion failed", { error: err });
       return create(ConvertResponseSchema, { error: err instanceof Error ? err.message : String(err) });
@@ -822,24 +881,35 @@ async function outcome(ctx: ReconcileContext, fn: () => MaybePromise<Result | Fi
     result = (await fn()) ?? {};
   } catch (err) {
     const terminal = err instanceof TerminalError;
+    const retryAfter = err instanceof TemporaryError ? err.retryAfter : undefined;
     // The host logs the error it receives; logging it here too would show it twice.
-    ctx.log.debug("Reconciler error", { error: err, terminal });
-    resp.error = { $typeName: "polyop.v1alpha1.ReconcileError", message: err instanceof Error ? err.message : String(err), terminal };
+    ctx.log.debug("Reconciler error", { error: err, terminal, ...(retryAfter ? { retryAfter } : {}) });
+    resp.error = failure(err instanceof Error ? err.message : String(err), { terminal, retryAfter });
     return resp;
   }
   const after = result.requeueAfter ?? 0;
   if (!Number.isFinite(after) || after < 0) {
-    resp.error = { $typeName: "polyop.v1alpha1.ReconcileError", message: `requeueAfter must be a duration ≥ 0 in milliseconds, got ${after}`, terminal: true };
+    resp.error = failure(`requeueAfter must be a duration ≥ 0 in milliseconds, got ${after}`, { terminal: true });
     return resp;
   }
-  if (after > 0) {
-    const ms = Math.ceil(after);
-    resp.requeueAfter = { $typeName: "google.protobuf.Duration", seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 };
-  }
-  resp.requeue = result.requeue ?? false;
-  resp.desiredChildren = (result.children ?? []).map((c) => encodeJSON(c));
+  resp.requeueAfter = duration(after);
+  resp.desiredChildren = (result.desiredChildren ?? []).map((c) => encodeJSON(c));
   resp.childrenComplete = result.childrenComplete ?? false;
   return resp;
+}
+
+/** A Failure: terminal, or retried after retryAfter milliseconds, or (neither) with the controller's backoff. */
+function failure(message: string, { terminal = false, retryAfter }: { terminal?: boolean; retryAfter?: number | undefined }): Failure {
+  return { $typeName: "polyop.v1alpha1.Failure", message, terminal, retryAfter: retryAfter ? duration(retryAfter) : undefined };
+}
+
+/** A Duration of ms milliseconds (rounded up to the millisecond); undefined for none. */
+function duration(ms: number): Duration | undefined {
+  if (!(ms > 0)) {
+    return undefined;
+  }
+  const whole = Math.ceil(ms);
+  return { $typeName: "google.protobuf.Duration", seconds: BigInt(Math.floor(whole / 1000)), nanos: (whole % 1000) * 1_000_000 };
 }
 
 /** The denial of a defaulter or validator that threw. */
@@ -884,6 +954,6 @@ export function requeueAfter(ms: number): Result {
  * A Result declaring children as the complete set of desired children: the
  * host applies them and deletes the owned children not among them.
  */
-export function childrenComplete(children: KubeResource[], result: Omit<Result, "children" | "childrenComplete"> = {}): Result {
-  return { ...result, children, childrenComplete: true };
+export function childrenComplete(children: KubeResource[], result: Omit<Result, "desiredChildren" | "childrenComplete"> = {}): Result {
+  return { ...result, desiredChildren: children, childrenComplete: true };
 }
