@@ -106,30 +106,26 @@ export {
   type TypeMeta,
 } from "./objects.js";
 export type { RunningServer } from "./serve.js";
+export { type AdmissionContext, type Defaulter, type Operation, type Validator } from "./admission.js";
+export type { CallContext } from "./context.js";
+export type { Converter } from "./conversion.js";
+export { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./describe.js";
 export {
   childrenComplete,
-  PROTOCOL_VERSION,
   requeueAfter,
-  SDK_NAME,
-  SDK_VERSION,
-  Sidecar,
-  type AdmissionContext,
-  type CallContext,
-  type ControllerOptions,
-  type ConversionOptions,
-  type Converter,
-  type Defaulter,
   type FinalizeResult,
   type Finalizer,
-  type Operation,
-  type OwnedKind,
   type ReconcileContext,
   type Reconciler,
   type Result,
-  type SidecarOptions,
+} from "./reconcile.js";
+export {
+  type ControllerOptions,
+  type ConversionOptions,
+  type OwnedKind,
   type UpdateFilter,
-  type Validator,
   type WatchedKind,
   type WebhookOptions,
-} from "./sidecar.js";
+} from "./registry.js";
+export { Sidecar, type SidecarOptions } from "./sidecar.js";
 export { shutdownSignal } from "./signals.js";

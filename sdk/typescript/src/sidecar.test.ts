@@ -1,18 +1,19 @@
 import assert from "node:assert/strict";
-import { describe, test } from "node:test";
-
 import { readFileSync } from "node:fs";
+import { describe, test } from "node:test";
 
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { setCondition, type Condition } from "./conditions.js";
+import { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./describe.js";
 import { DeniedError, TemporaryError, TerminalError } from "./errors.js";
 import { field } from "./field.js";
 import { FailurePolicy, Operation } from "./gen/polyop/v1alpha1/admission_pb.js";
 import { ProtocolVersion, UpdateFilter } from "./gen/polyop/v1alpha1/describe_pb.js";
 import { discardLogger, jsonLogger } from "./log.js";
 import type { KubeObject } from "./objects.js";
-import { childrenComplete, PROTOCOL_VERSION, SDK_NAME, SDK_VERSION, Sidecar } from "./sidecar.js";
+import { childrenComplete } from "./reconcile.js";
+import { Sidecar } from "./sidecar.js";
 import { FakeCluster, Harness } from "./testing.js";
 
 type Widget = KubeObject<{ size: number }, { phase?: string; conditions?: Condition[] }>;
@@ -91,7 +92,7 @@ describe("Describe", () => {
     assert.equal(SDK_NAME, "polyop-typescript");
     const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { name: string; version: string };
     assert.equal(pkg.name, "@polyop/sidecar");
-    assert.equal(SDK_VERSION, pkg.version, "SDK_VERSION (src/sidecar.ts) must be package.json's version");
+    assert.equal(SDK_VERSION, pkg.version, "SDK_VERSION (src/describe.ts) must be package.json's version");
   });
 
   test("records the host's Cluster service address for ctx.cluster", async () => {

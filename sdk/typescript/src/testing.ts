@@ -44,7 +44,8 @@ import {
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { APIErrorSchema, ClusterService, DeletePropagation, PatchType as PatchTypeProto, ReadSource } from "./gen/polyop/v1alpha1/cluster_pb.js";
 import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
-import type { Operation, Sidecar } from "./sidecar.js";
+import type { Operation } from "./admission.js";
+import type { Sidecar } from "./sidecar.js";
 
 /** The failure a reconcile or finalize reported (the wire's Failure), decoded. */
 export interface FailureOutcome {
