@@ -82,7 +82,7 @@ function admission(env: SidecarEnv, req: AdmissionRequest | undefined, role: "de
   const log = env.log.child({ webhook: role, kind: gvk.kind, namespace: key.namespace, name: key.name, operation, uid: req.uid });
   const oldObject = req.oldObject.length ? decode<KubeResource>(req.oldObject, "the old object") : undefined;
   const warnings: string[] = [];
-    const ctx: AdmissionContext<KubeResource> = {
+  const ctx: AdmissionContext<KubeResource> = {
     signal,
     log,
     get cluster() {
