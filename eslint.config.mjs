@@ -27,9 +27,6 @@ export default defineConfig(
       // rejected promise, which is what the SDK's interfaces (Cluster,
       // FakeCluster) promise their callers.
       "@typescript-eslint/require-await": "off",
-      // A getter in an object literal (the contexts' `get cluster()`) cannot
-      // be an arrow function, so it reaches the sidecar through this name.
-      "@typescript-eslint/no-this-alias": ["error", { allowedNames: ["sidecar"] }],
       // `const { metadata: _m, ...rest } = obj` is how TypeScript drops keys.
       "@typescript-eslint/no-unused-vars": ["error", { ignoreRestSiblings: true }],
     },

@@ -22,20 +22,27 @@ import {
 } from "./cluster.js";
 import {
   AlreadyExistsError,
+  BadRequestError,
   ClusterError,
+  clusterError,
   ConflictError,
   ForbiddenError,
+  GoneError,
   ignoreNotFound,
   InvalidError,
   NotFoundError,
+  ServerError,
+  TooManyRequestsError,
+  UnauthorizedError,
   type Status,
 } from "./errors.js";
 import { APIErrorSchema, ClusterService, DeletePropagation, PatchType, ReadSource } from "./gen/polyop/v1alpha1/cluster_pb.js";
+import { ProtocolVersion } from "./gen/polyop/v1alpha1/describe_pb.js";
 import { EventType } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { discardLogger } from "./log.js";
 import type { KubeResource } from "./objects.js";
 import { Sidecar } from "./sidecar.js";
-import { SidecarTester } from "./testing.js";
+import { Harness } from "./testing.js";
 
 const configMaps = { apiVersion: "v1", kind: "ConfigMap" };
 const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
@@ -171,21 +178,26 @@ describe("ClusterClient", () => {
     const patched = await cluster.patch<KubeResource & { patched: unknown }>(configMaps, { namespace: "default", name: "p" }, { data: { a: "1" } }, { type: "merge", subresource: "status" });
     assert.deepEqual(patched.patched, { data: { a: "1" } });
     await cluster.apply({ ...configMaps, metadata: { namespace: "default", name: "a" } }, { force: true, fieldManager: "owner" });
+    await cluster.update({ ...configMaps, metadata: { namespace: "default", name: "u" } }, { subresource: "status" }).catch(() => {});
     await cluster.recordEvent({ ...configMaps, metadata: { namespace: "default", name: "settings" } }, { type: "Warning", reason: "Odd", message: "odd" });
     const resolved = await cluster.resolveKind({ apiVersion: "v1", kind: "ConfigMap" });
     assert.deepEqual(resolved, { apiVersion: "v1", kind: "ConfigMap", resource: "configmaps", namespaced: true });
     await cluster.delete(configMaps, { namespace: "default", name: "x" }, { propagation: "Foreground", preconditions: { uid: "u" }, gracePeriodSeconds: 0 }).catch(() => {});
 
     const seen = Object.fromEntries(host.requests.map(([verb, req]) => [verb, req])) as Record<string, any>;
-    assert.equal(seen.get.uncached, true);
+    assert.equal(seen.get.options.uncached, true);
     assert.deepEqual(
-      [seen.list.namespace, seen.list.labelSelector, seen.list.fieldSelector, seen.list.limit, seen.list.continueToken, seen.list.kind.kind],
-      ["default", "a=b", "metadata.name=x", 5n, "tok", "ConfigMap"],
+      [seen.list.namespace, seen.list.labelSelector, seen.list.fieldSelector, seen.list.limit, seen.list.continueToken, seen.list.kind.kind, seen.list.options.uncached],
+      ["default", "a=b", "metadata.name=x", 5n, "tok", "ConfigMap", false],
     );
-    assert.deepEqual([seen.create.options.dryRun, seen.create.options.fieldManager], [true, "me"]);
+    assert.deepEqual(
+      [seen.create.kind.version, seen.create.kind.kind, seen.create.key.namespace, seen.create.key.name, seen.create.options.dryRun, seen.create.options.fieldManager],
+      ["v1", "ConfigMap", "default", "new", true, "me"],
+    );
+    assert.deepEqual([seen.update.kind.kind, seen.update.key.namespace, seen.update.key.name, seen.update.subresource], ["ConfigMap", "default", "u", "status"]);
     const apply = host.requests.filter(([v]) => v === "patch").map(([, r]) => r as any);
-    assert.deepEqual([apply[0].type, apply[0].subresource], [PatchType.MERGE, "status"]);
-    assert.deepEqual([apply[1].type, apply[1].force, apply[1].options.fieldManager, apply[1].key.name], [PatchType.APPLY, true, "owner", "a"]);
+    assert.deepEqual([apply[0].type, apply[0].subresource, apply[0].options.force], [PatchType.MERGE, "status", false]);
+    assert.deepEqual([apply[1].type, apply[1].options.force, apply[1].options.fieldManager, apply[1].key.name], [PatchType.APPLY, true, "owner", "a"]);
     assert.deepEqual([seen.recordEvent.event.type, seen.recordEvent.event.reason, seen.recordEvent.key.name], [EventType.WARNING, "Odd", "settings"]);
     assert.deepEqual(
       [seen.delete.propagation, seen.delete.preconditionUid, seen.delete.gracePeriodSeconds],
@@ -208,7 +220,7 @@ describe("ClusterClient", () => {
     const [get, create] = host.requests.map(([, req]) => req as any);
     assert.deepEqual([get.subresource, get.kind.kind, get.key.name], ["scale", "Deployment", "web"]);
     assert.deepEqual(
-      [create.subresource, create.parentKind.kind, create.parentKey.namespace, create.parentKey.name, create.options.dryRun, parse(create.object).kind],
+      [create.subresource, create.kind.kind, create.key.namespace, create.key.name, create.options.dryRun, parse(create.object).kind],
       ["eviction", "Pod", "default", "web-0", true, "Eviction"],
     );
   });
@@ -289,13 +301,41 @@ describe("ClusterClient", () => {
         obj.status = { found: settings !== undefined };
       },
     );
-    sidecar.service.describe({ $typeName: "polyop.v1alpha1.DescribeRequest", protocolVersion: "v1alpha1", hostVersion: "", clusterAddress: host.address });
+    sidecar.service.describe({ $typeName: "polyop.v1alpha1.DescribeRequest", protocolVersion: ProtocolVersion.V1ALPHA1, hostVersion: "", clusterAddress: host.address });
     t.after(() => (sidecar.cluster as ReturnType<typeof connectCluster>).close());
-    const out = await new SidecarTester(sidecar).reconcile({ ...configMaps, metadata: { namespace: "default", name: "x" } });
+    const out = await new Harness(sidecar).reconcile({ ...configMaps, metadata: { namespace: "default", name: "x" } });
     assert.equal(out.error, undefined);
     assert.deepEqual(out.status, { found: true });
     assert.deepEqual(host.requests.map(([v]) => v), ["get", "recordEvent"]);
   });
+});
+
+describe("clusterError", () => {
+  const cases: Record<string, [Status, typeof ClusterError]> = {
+    "reason NotFound is a NotFoundError": [{ reason: "NotFound", code: 404 }, NotFoundError],
+    "reason Unauthorized is an UnauthorizedError": [{ reason: "Unauthorized", code: 401 }, UnauthorizedError],
+    "reason TooManyRequests is a TooManyRequestsError": [{ reason: "TooManyRequests", code: 429 }, TooManyRequestsError],
+    "reason Gone is a GoneError": [{ reason: "Gone", code: 410 }, GoneError],
+    "reason Expired, a continue token too old, is a GoneError": [{ reason: "Expired", code: 410 }, GoneError],
+    "reason BadRequest is a BadRequestError": [{ reason: "BadRequest", code: 400 }, BadRequestError],
+    "reason InternalError is a ServerError": [{ reason: "InternalError", code: 500 }, ServerError],
+    "reason ServiceUnavailable is a ServerError": [{ reason: "ServiceUnavailable", code: 503 }, ServerError],
+    "reason ServerTimeout is a ServerError": [{ reason: "ServerTimeout", code: 500 }, ServerError],
+    "reason Timeout is a ServerError": [{ reason: "Timeout", code: 504 }, ServerError],
+    "without a reason, HTTP 410 is a GoneError": [{ code: 410 }, GoneError],
+    "without a reason, HTTP 400 is a BadRequestError": [{ code: 400 }, BadRequestError],
+    "without a reason, any HTTP 5xx is a ServerError": [{ code: 502 }, ServerError],
+    "without a reason, another HTTP code is a plain ClusterError": [{ code: 418 }, ClusterError],
+  };
+  for (const [name, [status, Class]] of Object.entries(cases)) {
+    test(name, () => {
+      const err = clusterError(apiError({ message: "m", ...status }, Code.Unknown), "getting ConfigMap default/x");
+      assert.equal(err.constructor, Class, `${err.name} is a ${Class.name}`);
+      assert.ok(err instanceof ClusterError);
+      assert.equal(err.name, Class.name);
+      assert.equal(err.status?.code, status.code);
+    });
+  }
 });
 
 /**

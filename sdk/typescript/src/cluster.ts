@@ -13,6 +13,7 @@ import {
   ClusterService,
   DeletePropagation,
   PatchType as PatchTypeProto,
+  ReadOptionsSchema,
   ReadSource as ReadSourceProto,
   WriteOptionsSchema,
 } from "./gen/polyop/v1alpha1/cluster_pb.js";
@@ -307,7 +308,7 @@ export class ClusterClient implements Cluster {
   async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T> {
     const subresource = options?.subresource ?? "";
     const resp = await this.run(`getting ${type.kind} ${describeKey(key)}${describeSub(subresource)}`, () =>
-      this.client.get({ kind: gvkOf(type), key: wireKey(key), uncached: options?.uncached ?? false, subresource }, this.call(options)),
+      this.client.get({ kind: gvkOf(type), key: wireKey(key), subresource, options: readOptions(options) }, this.call(options)),
     );
     const obj = decodeJSON<T>(resp.object);
     return subresource && subresource !== "status" ? obj : withType(obj, type);
@@ -319,11 +320,11 @@ export class ClusterClient implements Cluster {
         {
           kind: gvkOf(type),
           namespace: options?.namespace ?? "",
+          options: readOptions(options),
           labelSelector: options?.labelSelector ?? "",
           fieldSelector: options?.fieldSelector ?? "",
           limit: BigInt(options?.limit ?? 0),
           continueToken: options?.continue ?? "",
-          uncached: options?.uncached ?? false,
         },
         this.call(options),
       ),
@@ -338,7 +339,7 @@ export class ClusterClient implements Cluster {
 
   async create<T extends KubeResource>(obj: T, options?: WriteOptions): Promise<T> {
     const resp = await this.run(`creating ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
-      this.client.create({ object: encodeJSON(obj), options: writeOptions(options) }, this.call(options)),
+      this.client.create({ kind: gvkOf(obj), key: wireKey(keyOf(obj)), options: writeOptions(options), object: encodeJSON(obj) }, this.call(options)),
     );
     return decodeJSON<T>(resp.object);
   }
@@ -352,7 +353,7 @@ export class ClusterClient implements Cluster {
   ): Promise<T> {
     const resp = await this.run(`creating ${type.kind} ${describeKey(key)}${describeSub(subresource)}`, () =>
       this.client.create(
-        { object: encodeJSON(body), options: writeOptions(options), subresource, parentKind: gvkOf(type), parentKey: wireKey(key) },
+        { kind: gvkOf(type), key: wireKey(key), subresource, options: writeOptions(options), object: encodeJSON(body) },
         this.call(options),
       ),
     );
@@ -362,7 +363,13 @@ export class ClusterClient implements Cluster {
   async update<T extends KubeResource>(obj: T, options?: UpdateOptions): Promise<T> {
     const resp = await this.run(`updating ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
       this.client.update(
-        { object: encodeJSON(obj), subresource: options?.subresource ?? "", options: writeOptions(options) },
+        {
+          kind: gvkOf(obj),
+          key: wireKey(keyOf(obj)),
+          subresource: options?.subresource ?? "",
+          options: writeOptions(options),
+          object: encodeJSON(obj),
+        },
         this.call(options),
       ),
     );
@@ -376,11 +383,10 @@ export class ClusterClient implements Cluster {
         {
           kind: gvkOf(type),
           key: wireKey(key),
-          type: patchTypes[options.type],
-          patch: body,
           subresource: options.subresource ?? "",
-          force: options.force ?? false,
-          options: writeOptions(options),
+          options: writeOptions(options, options.force ?? false),
+          patch: body,
+          type: patchTypes[options.type],
         },
         this.call(options),
       ),
@@ -398,11 +404,11 @@ export class ClusterClient implements Cluster {
         {
           kind: gvkOf(type),
           key: wireKey(key),
+          options: writeOptions(options),
           propagation: options?.propagation ? propagations[options.propagation] : DeletePropagation.UNSPECIFIED,
           preconditionUid: options?.preconditions?.uid ?? "",
           preconditionResourceVersion: options?.preconditions?.resourceVersion ?? "",
           ...(options?.gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds: BigInt(options.gracePeriodSeconds) }),
-          options: writeOptions(options),
         },
         this.call(options),
       ),
@@ -451,8 +457,13 @@ function describeSub(subresource: string): string {
   return subresource ? ` (${subresource})` : "";
 }
 
-function writeOptions(options: WriteOptions | undefined) {
-  return create(WriteOptionsSchema, { dryRun: options?.dryRun ?? false, fieldManager: options?.fieldManager ?? "" });
+function readOptions(options: { uncached?: boolean } | undefined) {
+  return create(ReadOptionsSchema, { uncached: options?.uncached ?? false });
+}
+
+/** The wire's WriteOptions; force only for an apply (the host refuses it elsewhere). */
+function writeOptions(options: WriteOptions | undefined, force = false) {
+  return create(WriteOptionsSchema, { dryRun: options?.dryRun ?? false, fieldManager: options?.fieldManager ?? "", force });
 }
 
 /** Sets the apiVersion and kind a read object lacks (the cache may leave them out). */

@@ -12,7 +12,7 @@ import { decodeJSON } from "./objects.js";
  *     throw new TerminalError(`spec.size must not be negative, got ${size}`);
  *
  * Any other error thrown is transient: the host retries with exponential
- * backoff.
+ * backoff, or after the delay a TemporaryError names.
  */
 export class TerminalError extends Error {
   override name = "TerminalError";
@@ -20,6 +20,33 @@ export class TerminalError extends Error {
   /** Wraps an error (kept as the cause) or a message. */
   constructor(error: unknown) {
     super(error instanceof Error ? error.message : String(error), error instanceof Error ? { cause: error } : undefined);
+  }
+}
+
+/**
+ * A failure that says when to retry, as Kopf's TemporaryError(delay=...):
+ * throw it from a reconciler or a finalizer, and the host retries the object
+ * after retryAfter milliseconds instead of its exponential backoff:
+ *
+ *     throw new TemporaryError("the database is still starting", { retryAfter: 30_000 });
+ *
+ * The failure still counts as one: the next call's ctx.retries is one higher,
+ * and a later failure without a delay backs off as if every failure in the row
+ * had (see Failure in the protocol).
+ */
+export class TemporaryError extends Error {
+  override name = "TemporaryError";
+  /** When to retry, in milliseconds. */
+  readonly retryAfter: number;
+
+  /** Wraps an error (kept as the cause) or a message; options.retryAfter is in milliseconds, above 0. */
+  constructor(error: unknown, options: { retryAfter: number }) {
+    super(error instanceof Error ? error.message : String(error), error instanceof Error ? { cause: error } : undefined);
+    const after = options?.retryAfter;
+    if (typeof after !== "number" || !Number.isFinite(after) || after <= 0) {
+      throw new RangeError(`TemporaryError retryAfter must be a duration above 0 in milliseconds, got ${String(after)}`);
+    }
+    this.retryAfter = after;
   }
 }
 
@@ -144,6 +171,25 @@ export class UnauthorizedError extends ClusterError {
 export class TooManyRequestsError extends ClusterError {
   override name = "TooManyRequestsError";
 }
+/**
+ * What was asked for is gone: HTTP 410, reason Gone, or Expired for a list's
+ * continue token or a watch's resourceVersion too old to serve.
+ */
+export class GoneError extends ClusterError {
+  override name = "GoneError";
+}
+/** The request is malformed (a bad selector, a patch that does not apply): HTTP 400. */
+export class BadRequestError extends ClusterError {
+  override name = "BadRequestError";
+}
+/**
+ * The API server failed or did not answer in time: HTTP 5xx, reasons
+ * InternalError, ServiceUnavailable, ServerTimeout and Timeout. Retrying may
+ * help.
+ */
+export class ServerError extends ClusterError {
+  override name = "ServerError";
+}
 
 const byReason: Record<string, typeof ClusterError> = {
   NotFound: NotFoundError,
@@ -153,6 +199,13 @@ const byReason: Record<string, typeof ClusterError> = {
   Forbidden: ForbiddenError,
   Unauthorized: UnauthorizedError,
   TooManyRequests: TooManyRequestsError,
+  Gone: GoneError,
+  Expired: GoneError,
+  BadRequest: BadRequestError,
+  InternalError: ServerError,
+  ServiceUnavailable: ServerError,
+  ServerTimeout: ServerError,
+  Timeout: ServerError,
 };
 
 const byHTTPCode: Record<number, typeof ClusterError> = {
@@ -161,7 +214,9 @@ const byHTTPCode: Record<number, typeof ClusterError> = {
   404: NotFoundError,
   409: ConflictError,
   422: InvalidError,
+  410: GoneError,
   429: TooManyRequestsError,
+  400: BadRequestError,
 };
 
 /**
@@ -186,7 +241,8 @@ export function clusterError(err: unknown, what: string): ClusterError {
     const code = ce.code === Code.Internal && systemCode(ce) === "ENOENT" ? Code.Unavailable : ce.code;
     return new ClusterError(`polyop cluster: ${what}: ${ce.rawMessage || Code[ce.code]}`, code, undefined, { cause: err });
   }
-  const Class = byReason[status.reason ?? ""] ?? byHTTPCode[status.code ?? 0] ?? ClusterError;
+  const httpCode = status.code ?? 0;
+  const Class = byReason[status.reason ?? ""] ?? byHTTPCode[httpCode] ?? (httpCode >= 500 && httpCode <= 599 ? ServerError : ClusterError);
   return new Class(status.message || ce.rawMessage, ce.code, status, { cause: err });
 }
 

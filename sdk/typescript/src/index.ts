@@ -24,11 +24,13 @@
  *
  * Inside a reconciler: change obj.status in place and it is sent back (also
  * when the reconciler throws); throw TerminalError for what retrying cannot
- * fix, anything else to be retried with backoff; ctx.event records events;
- * ctx.cluster reads and writes other objects through the host.
+ * fix, TemporaryError to say when to retry, anything else to be retried with
+ * backoff; ctx.event records events; ctx.observedChildren(kind) lists the
+ * children the host sent; ctx.cluster reads and writes other objects through
+ * the host.
  *
- * "@polyop/sidecar/testing" calls a sidecar's functions without a host, and
- * has an in-memory Cluster.
+ * "@polyop/sidecar/testing" has Harness, which calls a sidecar's functions
+ * without a host, and FakeCluster, an in-memory Cluster.
  */
 export { DEFAULT_ADDRESS, parseAddress } from "./address.js";
 export {
@@ -70,14 +72,18 @@ export {
 } from "./conditions.js";
 export {
   AlreadyExistsError,
+  BadRequestError,
   ClusterError,
   ConflictError,
   DeniedError,
   type DenialStatus,
   ForbiddenError,
+  GoneError,
   ignoreNotFound,
   InvalidError,
   NotFoundError,
+  ServerError,
+  TemporaryError,
   TerminalError,
   TooManyRequestsError,
   UnauthorizedError,
@@ -100,28 +106,26 @@ export {
   type TypeMeta,
 } from "./objects.js";
 export type { RunningServer } from "./serve.js";
+export { type AdmissionContext, type Defaulter, type Operation, type Validator } from "./admission.js";
+export type { CallContext } from "./context.js";
+export type { Converter } from "./conversion.js";
+export { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./describe.js";
 export {
   childrenComplete,
-  PROTOCOL_VERSION,
   requeueAfter,
-  Sidecar,
-  type AdmissionContext,
-  type CallContext,
-  type ControllerOptions,
-  type ConversionOptions,
-  type Converter,
-  type Defaulter,
   type FinalizeResult,
   type Finalizer,
-  type Operation,
-  type OwnedKind,
   type ReconcileContext,
   type Reconciler,
   type Result,
-  type SidecarOptions,
+} from "./reconcile.js";
+export {
+  type ControllerOptions,
+  type ConversionOptions,
+  type OwnedKind,
   type UpdateFilter,
-  type Validator,
   type WatchedKind,
   type WebhookOptions,
-} from "./sidecar.js";
+} from "./registry.js";
+export { Sidecar, type SidecarOptions } from "./sidecar.js";
 export { shutdownSignal } from "./signals.js";

@@ -15,7 +15,7 @@ import {
   HealthListRequestSchema,
   HealthListResponseSchema,
 } from "./gen/grpc/health/v1/health_pb.js";
-import { DescribeRequestSchema, DescribeResponseSchema } from "./gen/polyop/v1alpha1/describe_pb.js";
+import { DescribeRequestSchema, DescribeResponseSchema, ProtocolVersion } from "./gen/polyop/v1alpha1/describe_pb.js";
 import { ReconcileRequestSchema, ReconcileResponseSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { GrpcClient, status, type ServiceError } from "./grpcjs.testutil.js";
@@ -104,7 +104,7 @@ describe("serving on a unix socket", () => {
     assert.deepEqual(Object.keys(list.statuses).sort(), ["", "polyop.v1alpha1.SidecarService"]);
 
     const description = await client.unary(SidecarService, "Describe", DescribeRequestSchema, DescribeResponseSchema, {
-      protocolVersion: "v1alpha1",
+      protocolVersion: ProtocolVersion.V1ALPHA1,
     });
     assert.equal(description.name, "widget-operator");
     assert.deepEqual(description.controllers.map((c) => c.name), ["widget"]);

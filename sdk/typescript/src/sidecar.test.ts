@@ -1,17 +1,20 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { setCondition, type Condition } from "./conditions.js";
-import { DeniedError, TerminalError } from "./errors.js";
+import { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./describe.js";
+import { DeniedError, TemporaryError, TerminalError } from "./errors.js";
 import { field } from "./field.js";
 import { FailurePolicy, Operation } from "./gen/polyop/v1alpha1/admission_pb.js";
-import { UpdateFilter } from "./gen/polyop/v1alpha1/describe_pb.js";
+import { ProtocolVersion, UpdateFilter } from "./gen/polyop/v1alpha1/describe_pb.js";
 import { discardLogger, jsonLogger } from "./log.js";
-import type { KubeObject, KubeResource } from "./objects.js";
-import { childrenComplete, Sidecar } from "./sidecar.js";
-import { FakeCluster, SidecarTester } from "./testing.js";
+import type { KubeObject } from "./objects.js";
+import { childrenComplete } from "./reconcile.js";
+import { Sidecar } from "./sidecar.js";
+import { FakeCluster, Harness } from "./testing.js";
 
 type Widget = KubeObject<{ size: number }, { phase?: string; conditions?: Condition[] }>;
 const widgets = { apiVersion: "example.com/v1", kind: "Widget" };
@@ -50,8 +53,9 @@ describe("Describe", () => {
       .validator<Widget>({ for: widgets, operations: ["CREATE", "UPDATE", "DELETE"], timeoutSeconds: 5 }, () => {})
       .converter({ group: "example.com", kind: "Widget", versions: ["v1", "v2"] }, (o) => o);
     const d = sidecar.describe();
-    assert.equal(d.protocolVersion, "v1alpha1");
+    assert.equal(d.protocolVersion, ProtocolVersion.V1ALPHA1);
     assert.equal(d.name, "widget-operator");
+    assert.deepEqual([d.sdkName, d.sdkVersion], ["polyop-typescript", SDK_VERSION]);
     assert.deepEqual(
       d.controllers.map((c) => c.name),
       ["widget", "configmaps"],
@@ -80,13 +84,21 @@ describe("Describe", () => {
     assert.equal(w.failurePolicy, FailurePolicy.IGNORE);
     assert.equal(w.timeoutSeconds, 5);
     assert.deepEqual(w.operations, [Operation.CREATE, Operation.UPDATE, Operation.DELETE]);
-    assert.deepEqual(d.conversions.map((c) => [c.group, c.kind, c.versions]), [["example.com", "Widget", ["v1", "v2"]]]);
+    assert.deepEqual(d.conversions.map((c) => [c.kind?.group, c.kind?.kind, c.versions]), [["example.com", "Widget", ["v1", "v2"]]]);
+  });
+
+  test("names the protocol version of the generated code, and the SDK as package.json does", () => {
+    assert.equal(PROTOCOL_VERSION, ProtocolVersion.V1ALPHA1);
+    assert.equal(SDK_NAME, "polyop-typescript");
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { name: string; version: string };
+    assert.equal(pkg.name, "@polyop/sidecar");
+    assert.equal(SDK_VERSION, pkg.version, "SDK_VERSION (src/describe.ts) must be package.json's version");
   });
 
   test("records the host's Cluster service address for ctx.cluster", async () => {
     const sidecar = newSidecar().reconciler<Widget>({ for: widgets }, () => {});
     assert.throws(() => sidecar.cluster, /address of the host's Cluster service is unknown/);
-    sidecar.service.describe({ $typeName: "polyop.v1alpha1.DescribeRequest", protocolVersion: "v1alpha1", hostVersion: "test", clusterAddress: "unix:///tmp/po-none.sock" });
+    sidecar.service.describe({ $typeName: "polyop.v1alpha1.DescribeRequest", protocolVersion: ProtocolVersion.V1ALPHA1, hostVersion: "test", clusterAddress: "unix:///tmp/po-none.sock" });
     assert.equal((sidecar.cluster as { address?: string }).address, "unix:///tmp/po-none.sock");
   });
 
@@ -137,7 +149,7 @@ describe("Reconcile", () => {
       assert.equal(ctx.kind.kind, "Widget");
       return { requeueAfter: 90_500 };
     });
-    const out = await new SidecarTester(sidecar).reconcile(widget(), { retries: 3 });
+    const out = await new Harness(sidecar).reconcile(widget(), { retries: 3 });
     assert.equal(out.error, undefined);
     assert.equal(out.status?.phase, "Ready");
     assert.equal(out.status?.conditions?.[0]?.observedGeneration, 2);
@@ -153,7 +165,7 @@ describe("Reconcile", () => {
       w.status = { phase: "Failed" };
       throw new Error("the backend is down");
     });
-    const out = await new SidecarTester(sidecar).reconcile(widget());
+    const out = await new Harness(sidecar).reconcile(widget());
     assert.deepEqual(out.error, { message: "the backend is down", terminal: false });
     assert.equal(out.status?.phase, "Failed");
   });
@@ -164,7 +176,7 @@ describe("Reconcile", () => {
     const sidecar = new Sidecar({ name: "widget-operator", logger }).reconciler<Widget>({ for: widgets }, () => {
       throw new Error("the backend is down");
     });
-    await new SidecarTester(sidecar).reconcile(widget());
+    await new Harness(sidecar).reconcile(widget());
     const errors = lines.filter((l) => l.msg === "Reconciler error");
     assert.deepEqual(
       errors.map((l) => l.level),
@@ -176,15 +188,33 @@ describe("Reconcile", () => {
     const sidecar = newSidecar().reconciler<Widget>({ for: widgets }, () => {
       throw new TerminalError(new Error("size must not be negative"));
     });
-    const out = await new SidecarTester(sidecar).reconcile(widget());
+    const out = await new Harness(sidecar).reconcile(widget());
     assert.deepEqual(out.error, { message: "size must not be negative", terminal: true });
   });
 
+  test("if the reconciler throws a TemporaryError, then the failure says when to retry", async () => {
+    const sidecar = newSidecar().reconciler<Widget>({ for: widgets }, (w) => {
+      w.status = { phase: "Waiting" };
+      throw new TemporaryError(new Error("the database is starting"), { retryAfter: 1500.2 });
+    });
+    const out = await new Harness(sidecar).reconcile(widget());
+    assert.deepEqual(out.error, { message: "the database is starting", terminal: false, retryAfter: 1501 });
+    assert.equal(out.status?.phase, "Waiting");
+    assert.equal(out.requeueAfter, undefined);
+  });
+
+  test("a TemporaryError needs a delay above zero", () => {
+    for (const retryAfter of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      assert.throws(() => new TemporaryError("x", { retryAfter }), RangeError, String(retryAfter));
+    }
+    assert.equal(new TemporaryError("x", { retryAfter: 10 }).retryAfter, 10);
+  });
+
   test("if the reconciler leaves no status, then none is sent", async () => {
-    const sidecar = newSidecar().reconciler<Widget>({ for: widgets }, () => ({ requeue: true }));
-    const out = await new SidecarTester(sidecar).reconcile(widget());
+    const sidecar = newSidecar().reconciler<Widget>({ for: widgets }, () => undefined);
+    const out = await new Harness(sidecar).reconcile(widget());
     assert.equal(out.status, undefined);
-    assert.equal(out.requeue, true);
+    assert.equal(out.error, undefined);
     assert.equal(out.requeueAfter, undefined);
   });
 
@@ -192,24 +222,39 @@ describe("Reconcile", () => {
     const child = { ...configMaps, metadata: { name: "w-config" }, data: { size: "1" } };
     const sidecar = newSidecar()
       .reconciler<Widget>({ for: widgets, owns: [configMaps] }, () => childrenComplete([child], { requeueAfter: 1000 }))
-      .reconciler<Widget>({ for: widgets, name: "wrong" }, () => ({ children: [child] }));
-    const tester = new SidecarTester(sidecar);
+      .reconciler<Widget>({ for: widgets, name: "wrong" }, () => ({ desiredChildren: [child] }));
+    const tester = new Harness(sidecar);
     const out = await tester.reconcile(widget(), { controller: "widget" });
-    assert.deepEqual(out.children, [child]);
+    assert.deepEqual(out.desiredChildren, [child]);
     assert.equal(out.childrenComplete, true);
     const wrong = await tester.reconcile(widget(), { controller: "wrong" });
     assert.equal(wrong.error?.terminal, true);
     assert.match(wrong.error?.message ?? "", /does not declare in owns/);
-    assert.deepEqual(wrong.children, []);
+    assert.deepEqual(wrong.desiredChildren, []);
   });
 
-  test("passes the observed children", async () => {
-    let seen: KubeResource[] = [];
-    const sidecar = newSidecar().reconciler<Widget>({ for: widgets, owns: [{ ...configMaps, sendObserved: true }] }, (_w, ctx) => {
-      seen = ctx.children;
+  test("passes the observed children of each kind declared with sendObserved, and refuses other kinds", async () => {
+    const secrets = { apiVersion: "v1", kind: "Secret" };
+    const jobs = { apiVersion: "batch/v1", kind: "Job" };
+    const seen: Record<string, unknown> = {};
+    const sidecar = newSidecar().reconciler<Widget>(
+      { for: widgets, owns: [{ ...configMaps, sendObserved: true }, { ...secrets, sendObserved: true }, jobs] },
+      (_w, ctx) => {
+        seen.configMaps = ctx.observedChildren(configMaps).map((c) => c.metadata.name);
+        seen.secrets = ctx.observedChildren(secrets).map((c) => c.metadata.name);
+        assert.throws(() => ctx.observedChildren(jobs), /sent no observed children of Job \(batch\/v1\): declare it in owns with sendObserved: true/);
+        assert.throws(() => ctx.observedChildren({ apiVersion: "v1", kind: "Pod" }), /sendObserved/);
+      },
+    );
+    const out = await new Harness(sidecar).reconcile(widget(), {
+      observedChildren: [
+        { ...configMaps, metadata: { name: "c1" } },
+        { ...secrets, metadata: { name: "s1" } },
+        { ...configMaps, metadata: { name: "c2" } },
+      ],
     });
-    await new SidecarTester(sidecar).reconcile(widget(), { children: [{ ...configMaps, metadata: { name: "c" } }] });
-    assert.deepEqual(seen.map((c) => c.metadata.name), ["c"]);
+    assert.equal(out.error, undefined, out.error?.message);
+    assert.deepEqual(seen, { configMaps: ["c1", "c2"], secrets: ["s1"] });
   });
 
   test("if the object is gone, then the deleted handler is called, or nothing", async () => {
@@ -217,7 +262,7 @@ describe("Reconcile", () => {
     const sidecar = newSidecar()
       .reconciler({ for: widgets, deleted: (ctx) => void gone.push(ctx.key.name) }, () => assert.fail("not for a gone object"))
       .reconciler({ for: configMaps }, () => assert.fail("not for a gone object"));
-    const tester = new SidecarTester(sidecar);
+    const tester = new Harness(sidecar);
     assert.equal((await tester.reconcileDeleted(widgets, { namespace: "default", name: "w" })).error, undefined);
     assert.equal((await tester.reconcileDeleted(configMaps, { namespace: "default", name: "c" })).error, undefined);
     assert.deepEqual(gone, ["w"]);
@@ -242,7 +287,7 @@ describe("Reconcile", () => {
         key: { $typeName: "polyop.v1alpha1.ObjectKey" as const, namespace: "default", name: "w" },
         object: new TextEncoder().encode(JSON.stringify(widget())),
         retries: 0,
-        children: [],
+        observedChildren: [],
         ...override,
       };
       await assert.rejects(Promise.resolve().then(() => sidecar.service.reconcile(req, { signal: new AbortController().signal })), (err: unknown) => {
@@ -262,7 +307,7 @@ describe("Reconcile", () => {
         const cm = await ctx.cluster.get(configMaps, { namespace: "default", name: "settings" });
         w.status = { phase: cm.metadata.uid ? "Found" : "Missing" };
       });
-    assert.equal((await new SidecarTester(sidecar).reconcile(widget())).status?.phase, "Found");
+    assert.equal((await new Harness(sidecar).reconcile(widget())).status?.phase, "Found");
   });
 });
 
@@ -279,7 +324,7 @@ describe("Finalize", () => {
       },
       () => {},
     );
-    const tester = new SidecarTester(sidecar);
+    const tester = new Harness(sidecar);
     const waiting = await tester.finalize(widget("big", 2));
     assert.equal(waiting.requeueAfter, 5000);
     assert.deepEqual(waiting.events, [{ type: "Normal", reason: "CleaningUp", message: "big" }]);
@@ -288,12 +333,16 @@ describe("Finalize", () => {
     assert.equal(done.error, undefined);
   });
 
-  test("if the finalizer throws, then the error is reported", async () => {
-    const sidecar = newSidecar().reconciler<Widget>(
-      { for: widgets, finalizer: "example.com/cleanup", finalize: () => Promise.reject(new TerminalError("cannot")) },
-      () => {},
-    );
-    assert.deepEqual((await new SidecarTester(sidecar).finalize(widget())).error, { message: "cannot", terminal: true });
+  test("if the finalizer throws, then the failure is reported, with its delay for a TemporaryError", async () => {
+    const sidecar = newSidecar()
+      .reconciler<Widget>({ for: widgets, finalizer: "example.com/cleanup", finalize: () => Promise.reject(new TerminalError("cannot")) }, () => {})
+      .reconciler<Widget>(
+        { for: widgets, name: "later", finalizer: "example.com/later", finalize: () => Promise.reject(new TemporaryError("busy", { retryAfter: 2000 })) },
+        () => {},
+      );
+    const harness = new Harness(sidecar);
+    assert.deepEqual((await harness.finalize(widget(), { controller: "widget" })).error, { message: "cannot", terminal: true });
+    assert.deepEqual((await harness.finalize(widget(), { controller: "later" })).error, { message: "busy", terminal: false, retryAfter: 2000 });
   });
 });
 
@@ -329,7 +378,7 @@ describe("Default and Validate", () => {
       });
 
   test("a defaulter's changes come back as the object, with warnings", async () => {
-    const out = await new SidecarTester(admission()).default(widget("w", 0));
+    const out = await new Harness(admission()).default(widget("w", 0));
     assert.equal(out.allowed, true);
     assert.equal(out.object.spec.size, 1);
     assert.deepEqual(out.warnings, ["size defaulted to 1"]);
@@ -344,7 +393,7 @@ describe("Default and Validate", () => {
           uid: "1",
           kind: { $typeName: "polyop.v1alpha1.GroupVersionKind", group: "example.com", version: "v1", kind: "Widget" },
           resource: "widgets",
-          subResource: "",
+          subresource: "",
           key: { $typeName: "polyop.v1alpha1.ObjectKey", namespace: "default", name: "w" },
           operation: Operation.CREATE,
           object: new TextEncoder().encode(JSON.stringify(widget("w", 5))),
@@ -372,7 +421,7 @@ describe("Default and Validate", () => {
       uid: "1",
       kind: { $typeName: "polyop.v1alpha1.GroupVersionKind" as const, group: "example.com", version: "v1", kind: "Widget" },
       resource: "widgets",
-      subResource: "",
+      subresource: "",
       key: { $typeName: "polyop.v1alpha1.ObjectKey" as const, namespace: "default", name: "w" },
       operation: Operation.CREATE,
       object: new TextEncoder().encode(JSON.stringify(widget("w", 5))),
@@ -396,7 +445,7 @@ describe("Default and Validate", () => {
   });
 
   test("a DeniedError from a defaulter denies", async () => {
-    const out = await new SidecarTester(admission()).default(widget("w", 13));
+    const out = await new Harness(admission()).default(widget("w", 13));
     assert.deepEqual(out.denied, { message: "13 is unlucky", fieldErrors: [] });
   });
 
@@ -404,7 +453,7 @@ describe("Default and Validate", () => {
     const sidecar = new Sidecar({ name: "ports", logger: discardLogger }).validator<Widget>({ for: widgets }, () => {
       throw new DeniedError("the port is taken by web-2", [], { code: 409, reason: "AlreadyExists" });
     });
-    const out = await new SidecarTester(sidecar).validate(widget("w", 1));
+    const out = await new Harness(sidecar).validate(widget("w", 1));
     assert.deepEqual(out.denied, { message: "the port is taken by web-2", fieldErrors: [], code: 409, reason: "AlreadyExists" });
     assert.equal(new DeniedError("x", [], { code: 409 }).reason, "");
     assert.throws(() => new DeniedError("fine", [], { code: 200 }), RangeError);
@@ -434,16 +483,51 @@ describe("Default and Validate", () => {
   };
   for (const [name, [obj, oldObject, operation, want]] of Object.entries(validations)) {
     test(name, async () => {
-      const out = await new SidecarTester(admission()).validate(obj, { ...(oldObject ? { oldObject } : {}), ...(operation ? { operation } : {}) });
+      const out = await new Harness(admission()).validate(obj, { ...(oldObject ? { old: oldObject } : {}), ...(operation ? { operation } : {}) });
       assert.deepEqual(out.denied, want);
       assert.equal(out.allowed, want === undefined);
     });
   }
 
-  test("if no webhook is registered for the kind, then NOT_FOUND", async () => {
-    const tester = new SidecarTester(newSidecar().reconciler({ for: widgets }, () => {}));
-    await assert.rejects(tester.validate(widget()), (err: unknown) => err instanceof ConnectError && err.code === Code.NotFound);
+  test("a harness call sets the operation, old object, dry run, subresource and requesting user", async () => {
+    let seen: unknown;
+    const sidecar = newSidecar().validator<Widget>({ for: widgets }, (w, ctx) => {
+      seen = {
+        size: w.spec.size,
+        operation: ctx.operation,
+        old: ctx.oldObject?.spec.size,
+        dryRun: ctx.dryRun,
+        subresource: ctx.subresource,
+        user: ctx.userInfo,
+      };
+    });
+    const harness = new Harness(sidecar);
+    await harness.validate(widget("w", 2), {
+      operation: "UPDATE",
+      old: widget("w", 1),
+      dryRun: true,
+      subresource: "status",
+      user: { username: "alice", uid: "u-1", groups: ["devs"], extra: { scopes: ["a", "b"] } },
+    });
+    assert.deepEqual(seen, {
+      size: 2,
+      operation: "UPDATE",
+      old: 1,
+      dryRun: true,
+      subresource: "status",
+      user: { username: "alice", uid: "u-1", groups: ["devs"], extra: { scopes: ["a", "b"] } },
+    });
+    await harness.validate(widget("w", 2));
+    assert.deepEqual(seen, {
+      size: 2,
+      operation: "CREATE",
+      old: undefined,
+      dryRun: false,
+      subresource: "",
+      user: { username: "tester", uid: "", groups: [], extra: {} },
+    });
   });
+
 });
 
 describe("Convert", () => {
@@ -461,12 +545,49 @@ describe("Convert", () => {
 
   test("converts each object, and passes those already at the version", async () => {
     const v2 = { apiVersion: "example.com/v2", kind: "Widget", metadata: { name: "b" }, spec: { replicas: 7 } };
-    const out = await new SidecarTester(sidecar()).convert([widget("a", 3), v2], "example.com/v2");
+    const out = await new Harness(sidecar()).convert([widget("a", 3), v2], "example.com/v2");
     assert.deepEqual(out, [{ apiVersion: "example.com/v2", kind: "Widget", metadata: { namespace: "default", name: "a", generation: 2 }, spec: { replicas: 3 } }, v2]);
   });
 
   test("if a conversion fails, then the whole request fails with its message", async () => {
     const broken = { apiVersion: "example.com/v2", kind: "Widget", metadata: { name: "b" }, spec: {} };
-    await assert.rejects(new SidecarTester(sidecar()).convert([broken], "example.com/v1"), /no replicas/);
+    await assert.rejects(new Harness(sidecar()).convert([broken], "example.com/v1"), /no replicas/);
+  });
+});
+
+describe("Calls the sidecar declares nothing for", () => {
+  const gadgets = { apiVersion: "example.com/v1", kind: "Gadget" };
+  const gadget = { ...gadgets, metadata: { namespace: "default", name: "g" }, spec: {} };
+  const code = (want: Code, message: RegExp) => (err: unknown) => {
+    assert.ok(err instanceof ConnectError, String(err));
+    assert.equal(Code[err.code], Code[want], err.rawMessage);
+    assert.match(err.rawMessage, message);
+    return true;
+  };
+  const full = () =>
+    newSidecar()
+      .reconciler<Widget>({ for: widgets, finalizer: "example.com/cleanup", finalize: () => {} }, () => {})
+      .reconciler({ for: gadgets }, () => {})
+      .defaulter<Widget>({ for: widgets }, () => {})
+      .validator<Widget>({ for: widgets }, () => {})
+      .converter({ group: "example.com", kind: "Widget", versions: ["v1", "v2"] }, (o) => o);
+
+  test("if the sidecar has none for the controller or kind, then NOT_FOUND names it", async () => {
+    const harness = new Harness(full());
+    await assert.rejects(harness.finalize(gadget, { controller: "gadget" }), code(Code.NotFound, /controller "gadget" declares no finalizer/));
+    await assert.rejects(harness.default(gadget), code(Code.NotFound, /has no defaulter for Gadget \(example.com\/v1\)/));
+    await assert.rejects(harness.validate(gadget), code(Code.NotFound, /has no validator for Gadget \(example.com\/v1\)/));
+    await assert.rejects(harness.convert([gadget], "example.com/v2"), code(Code.NotFound, /has no converter for Gadget.example.com/));
+    await assert.rejects(harness.reconcile(gadget, { controller: "nope" }), code(Code.NotFound, /has no controller named "nope"/));
+  });
+
+  test("if the sidecar serves the method for no kind at all, then UNIMPLEMENTED", async () => {
+    const reconcileOnly = new Harness(newSidecar().reconciler({ for: gadgets }, () => {}));
+    await assert.rejects(reconcileOnly.finalize(gadget), code(Code.Unimplemented, /declares no finalizer: it serves no Finalize/));
+    await assert.rejects(reconcileOnly.default(gadget), code(Code.Unimplemented, /registers no defaulter: it serves no Default/));
+    await assert.rejects(reconcileOnly.validate(gadget), code(Code.Unimplemented, /registers no validator: it serves no Validate/));
+    await assert.rejects(reconcileOnly.convert([gadget], "example.com/v2"), code(Code.Unimplemented, /registers no converter: it serves no Convert/));
+    const webhookOnly = new Harness(newSidecar().validator({ for: gadgets }, () => {}));
+    await assert.rejects(webhookOnly.reconcile(gadget, { controller: "gadget" }), code(Code.Unimplemented, /registers no controller: it serves no Reconcile/));
   });
 });

@@ -84,4 +84,27 @@ describe("FakeCluster", () => {
     await client.recordEvent(widget("a"), { type: "Warning", reason: "R", message: "m" });
     assert.deepEqual(fake.events.map((e) => [e.type, e.reason, e.object.name]), [["Warning", "R", "a"]]);
   });
+
+  test("served as a ClusterService, it takes writes addressed by kind and key, subresource creates included", async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), "po-"));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const address = `unix://${join(dir, "cluster.sock")}`;
+    const pods = { apiVersion: "v1", kind: "Pod" };
+    const fake = new FakeCluster([widget("a"), { ...pods, metadata: { namespace: "default", name: "web-0" } }]);
+    const server = await serveCluster(fake, address);
+    t.after(() => server.stop());
+    const client = connectCluster(address);
+    t.after(() => client.close());
+    const a = await client.get<Widget>(widgets, { namespace: "default", name: "a" }, { uncached: true });
+    const updated = await client.update<Widget>({ ...a, spec: { size: 3 } });
+    assert.equal(updated.spec.size, 3);
+    await client.update<Widget>({ ...updated, status: { seen: 3 } }, { subresource: "status" });
+    assert.equal(fake.all<Widget>(widgets)[0]?.status?.seen, 3);
+    await client.apply<Widget>({ ...widget("b"), spec: { size: 2 } }, { force: true });
+    assert.deepEqual(fake.all<Widget>(widgets).map((w) => [w.metadata.name, w.spec.size]), [["a", 3], ["b", 2]]);
+    const eviction = await client.createSubresource(pods, { namespace: "default", name: "web-0" }, "eviction", { apiVersion: "policy/v1", kind: "Eviction" });
+    assert.equal(eviction.kind, "Status");
+    assert.deepEqual(fake.subresources.map((s) => [s.kind, s.namespace, s.name, s.subresource]), [["Pod", "default", "web-0", "eviction"]]);
+    assert.deepEqual(fake.all(pods), [], "the evicted pod is gone");
+  });
 });

@@ -1,18 +1,19 @@
 /**
- * Test a sidecar without a host: SidecarTester calls its reconcilers,
- * finalizers, defaulters, validators and converters through the same code
- * path the host's gRPC calls take (requests and responses go through protobuf
+ * Test a sidecar without a host: Harness calls its reconcilers, finalizers,
+ * defaulters, validators and converters through the same code path the
+ * host's gRPC calls take (requests and responses go through protobuf
  * encoding too), and FakeCluster is an in-memory Cluster.
  *
  *     const cluster = new FakeCluster([sourceConfigMap]);
- *     const tester = new SidecarTester(newSidecar().useCluster(cluster));
- *     const out = await tester.reconcile(sync);
+ *     const harness = new Harness(newSidecar().useCluster(cluster));
+ *     const out = await harness.reconcile(sync);
  *     assert.equal(out.status?.conditions?.[0]?.status, "True");
  */
 import { randomUUID } from "node:crypto";
 import { createServer, type ServerHttp2Session } from "node:http2";
 
 import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import type { Duration } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 
@@ -39,10 +40,21 @@ import {
   ReconcileRequestSchema,
   ReconcileResponseSchema,
   type Event,
+  type Failure,
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { APIErrorSchema, ClusterService, DeletePropagation, PatchType as PatchTypeProto, ReadSource } from "./gen/polyop/v1alpha1/cluster_pb.js";
 import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
-import type { Operation, Sidecar } from "./sidecar.js";
+import type { Operation } from "./admission.js";
+import type { Sidecar } from "./sidecar.js";
+
+/** The failure a reconcile or finalize reported (the wire's Failure), decoded. */
+export interface FailureOutcome {
+  message: string;
+  /** A TerminalError: not retried. */
+  terminal: boolean;
+  /** A TemporaryError's retryAfter, in milliseconds; present only when set. */
+  retryAfter?: number;
+}
 
 /** What one reconcile answered, decoded. */
 export interface ReconcileOutcome<Status> {
@@ -50,11 +62,10 @@ export interface ReconcileOutcome<Status> {
   status: Status | undefined;
   /** The requeue delay in milliseconds; undefined for none. */
   requeueAfter: number | undefined;
-  requeue: boolean;
-  /** The error the sidecar reported; undefined on success. */
-  error: { message: string; terminal: boolean } | undefined;
+  /** The failure the sidecar reported; undefined on success. */
+  error: FailureOutcome | undefined;
   events: EventSpec[];
-  children: KubeResource[];
+  desiredChildren: KubeResource[];
   childrenComplete: boolean;
 }
 
@@ -68,38 +79,58 @@ export interface AdmissionOutcome<T> {
   warnings: string[];
 }
 
-/** Options of an admission call. */
+/**
+ * Options of an admission call: what the API server's AdmissionReview says
+ * beside the object. Everything defaults as for a plain create by "tester".
+ */
 export interface AdmissionCallOptions<T> {
+  /** Defaults to "UPDATE" with old, "CREATE" without. */
   operation?: Operation;
-  oldObject?: T;
+  /** The object before the request (AdmissionRequest.old_object), for an update; on delete, the object deleted. */
+  old?: T;
+  /** A dry run (kubectl --dry-run=server). Defaults to false. */
   dryRun?: boolean;
-  userInfo?: { username?: string; groups?: string[] };
+  /** The subresource written, for example "status". Defaults to "", the object itself. */
+  subresource?: string;
+  /** The requesting user. Defaults to { username: "tester" }. */
+  user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+}
+
+/** Options of a reconcile or finalize call. */
+export interface ReconcileCallOptions {
+  /** The controller's name. Defaults to the one controller registered for the object's kind. */
+  controller?: string;
+  /** How many times in a row the object has failed (ctx.retries). Defaults to 0. */
+  retries?: number;
+  /** The observed children sent with the request (ctx.observedChildren). Defaults to none. */
+  observedChildren?: KubeResource[];
+  /** Aborts the call as the host's deadline would. */
+  signal?: AbortSignal;
 }
 
 /** Calls a Sidecar's functions as the host would, in process. */
-export class SidecarTester {
+export class Harness {
   constructor(readonly sidecar: Sidecar) {}
 
   /** Reconciles obj with the controller registered for its kind (or options.controller). */
   async reconcile<T extends KubeResource & { status?: unknown }>(
     obj: T,
-    options: { controller?: string; retries?: number; children?: KubeResource[]; signal?: AbortSignal } = {},
+    options: ReconcileCallOptions = {},
   ): Promise<ReconcileOutcome<NonNullable<T["status"]>>> {
     const resp = await roundTrip(ReconcileRequestSchema, ReconcileResponseSchema, this.request(obj, options), (req) =>
       this.sidecar.service.reconcile(req, { signal: options.signal ?? new AbortController().signal }),
     );
     return {
       status: resp.status.length ? decodeJSON(resp.status) : undefined,
-      requeueAfter: resp.requeueAfter ? Number(resp.requeueAfter.seconds) * 1000 + resp.requeueAfter.nanos / 1e6 : undefined,
-      requeue: resp.requeue,
-      error: resp.error ? { message: resp.error.message, terminal: resp.error.terminal } : undefined,
+      requeueAfter: milliseconds(resp.requeueAfter),
+      error: failure(resp.error),
       events: resp.events.map(eventSpec),
-      children: resp.desiredChildren.map((c) => decodeJSON<KubeResource>(c)),
+      desiredChildren: resp.desiredChildren.map((c) => decodeJSON<KubeResource>(c)),
       childrenComplete: resp.childrenComplete,
     };
   }
 
-  /** Tells the controller that the object at key is gone. */
+  /** Tells the controller that the object at key is gone (its deleted handler runs, if it has one). */
   async reconcileDeleted(type: TypeMeta, key: ObjectKey, options: { controller?: string } = {}) {
     const gvk = gvkOf(type);
     const resp = await roundTrip(
@@ -108,19 +139,15 @@ export class SidecarTester {
       { controller: options.controller ?? this.controllerFor(type), kind: gvk, key: { namespace: key.namespace ?? "", name: key.name } },
       (req) => this.sidecar.service.reconcile(req, { signal: new AbortController().signal }),
     );
-    return { error: resp.error ? { message: resp.error.message, terminal: resp.error.terminal } : undefined, requeue: resp.requeue };
+    return { error: failure(resp.error), requeueAfter: milliseconds(resp.requeueAfter) };
   }
 
   /** Finalizes obj, which should carry a deletionTimestamp, as the host does for an object being deleted. */
-  async finalize(obj: KubeResource, options: { controller?: string; retries?: number } = {}) {
+  async finalize(obj: KubeResource, options: Omit<ReconcileCallOptions, "observedChildren"> = {}) {
     const resp = await roundTrip(FinalizeRequestSchema, FinalizeResponseSchema, this.request(obj, options), (req) =>
-      this.sidecar.service.finalize(req, { signal: new AbortController().signal }),
+      this.sidecar.service.finalize(req, { signal: options.signal ?? new AbortController().signal }),
     );
-    return {
-      requeueAfter: resp.requeueAfter ? Number(resp.requeueAfter.seconds) * 1000 + resp.requeueAfter.nanos / 1e6 : undefined,
-      error: resp.error ? { message: resp.error.message, terminal: resp.error.terminal } : undefined,
-      events: resp.events.map(eventSpec),
-    };
+    return { requeueAfter: milliseconds(resp.requeueAfter), error: failure(resp.error), events: resp.events.map(eventSpec) };
   }
 
   /** Calls the defaulter of obj's kind; the outcome's object is obj with the defaults. */
@@ -158,14 +185,14 @@ export class SidecarTester {
     return resp.objects.map((o) => decodeJSON<KubeResource>(o));
   }
 
-  private request(obj: KubeResource, options: { controller?: string; retries?: number; children?: KubeResource[] }) {
+  private request(obj: KubeResource, options: ReconcileCallOptions) {
     return {
       controller: options.controller ?? this.controllerFor(obj),
       kind: gvkOf(obj),
       key: keyOf(obj),
       object: encodeJSON(obj),
       retries: options.retries ?? 0,
-      children: (options.children ?? []).map((c) => encodeJSON(c)),
+      observedChildren: (options.observedChildren ?? []).map((c) => encodeJSON(c)),
     };
   }
 
@@ -191,6 +218,18 @@ async function roundTrip<I extends DescMessage, O extends DescMessage>(
 ): Promise<MessageShape<O>> {
   const req = fromBinary(input, toBinary(input, create(input, init)));
   return fromBinary(output, toBinary(output, await fn(req)));
+}
+
+function milliseconds(d: Duration | undefined): number | undefined {
+  return d ? Number(d.seconds) * 1000 + d.nanos / 1e6 : undefined;
+}
+
+function failure(f: Failure | undefined): FailureOutcome | undefined {
+  if (!f) {
+    return undefined;
+  }
+  const retryAfter = milliseconds(f.retryAfter);
+  return { message: f.message, terminal: f.terminal, ...(retryAfter ? { retryAfter } : {}) };
 }
 
 function eventSpec(e: Event): EventSpec {
@@ -221,16 +260,23 @@ function denied(d: Denial | undefined) {
 }
 
 function admissionRequest<T extends KubeResource>(obj: T, options: AdmissionCallOptions<T>) {
-  const operation = options.operation ?? (options.oldObject ? "UPDATE" : "CREATE");
+  const operation = options.operation ?? (options.old ? "UPDATE" : "CREATE");
+  const user = options.user ?? { username: "tester" };
   return {
     uid: randomUUID(),
     kind: gvkOf(obj),
     resource: `${obj.kind.toLowerCase()}s`,
+    subresource: options.subresource ?? "",
     key: keyOf(obj),
     operation: OperationProto[operation],
-    userInfo: { username: options.userInfo?.username ?? "tester", groups: options.userInfo?.groups ?? [] },
+    userInfo: {
+      username: user.username ?? "",
+      uid: user.uid ?? "",
+      groups: user.groups ?? [],
+      extra: Object.fromEntries(Object.entries(user.extra ?? {}).map(([k, values]) => [k, { values }])),
+    },
     object: operation === "DELETE" ? new Uint8Array() : encodeJSON(obj),
-    oldObject: options.oldObject ? encodeJSON(options.oldObject) : operation === "DELETE" ? encodeJSON(obj) : new Uint8Array(),
+    oldObject: options.old ? encodeJSON(options.old) : operation === "DELETE" ? encodeJSON(obj) : new Uint8Array(),
     dryRun: options.dryRun ?? false,
   };
 }
@@ -518,6 +564,19 @@ export async function serveCluster(cluster: Cluster, address: string): Promise<{
     kind: kind?.kind ?? "",
   });
   const key = (k: { namespace: string; name: string } | undefined): ObjectKey => ({ namespace: k?.namespace ?? "", name: k?.name ?? "" });
+  // The object of a create or update, its apiVersion, kind, namespace and
+  // name defaulted to the request's kind and key, as the host does.
+  const addressed = (data: Uint8Array, kind: Parameters<typeof type>[0], k: Parameters<typeof key>[0]): KubeResource => {
+    const obj = decodeJSON<KubeResource>(data);
+    const t = type(kind);
+    const want = key(k);
+    obj.apiVersion ||= t.apiVersion;
+    obj.kind ||= t.kind;
+    obj.metadata ??= {};
+    obj.metadata.namespace ||= want.namespace;
+    obj.metadata.name ||= want.name;
+    return obj;
+  };
   const wrap =
     <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
     async (...args: A): Promise<R> => {
@@ -538,22 +597,30 @@ export async function serveCluster(cluster: Cluster, address: string): Promise<{
     routes: (router) =>
       router.service(ClusterService, {
         get: wrap(async (req) => ({
-          object: encodeJSON(await cluster.get(type(req.kind), key(req.key), { uncached: req.uncached })),
+          object: encodeJSON(
+            await cluster.get(type(req.kind), key(req.key), { subresource: req.subresource, uncached: req.options?.uncached ?? false }),
+          ),
           source: ReadSource.CACHE,
         })),
         list: wrap(async (req) => {
           const list = await cluster.list(type(req.kind), {
             ...(req.namespace ? { namespace: req.namespace } : {}),
             ...(req.labelSelector ? { labelSelector: req.labelSelector } : {}),
+            uncached: req.options?.uncached ?? false,
           });
           return { items: list.items.map((i) => encodeJSON(i)), continueToken: list.continue, resourceVersion: list.resourceVersion, source: ReadSource.CACHE };
         }),
-        create: wrap(async (req) => ({
-          object: encodeJSON(await cluster.create(decodeJSON<KubeResource>(req.object), { dryRun: req.options?.dryRun ?? false })),
-        })),
+        create: wrap(async (req) => {
+          const options = { dryRun: req.options?.dryRun ?? false };
+          if (req.subresource) {
+            const body = decodeJSON<object>(req.object);
+            return { object: encodeJSON(await cluster.createSubresource(type(req.kind), key(req.key), req.subresource, body, options)) };
+          }
+          return { object: encodeJSON(await cluster.create(addressed(req.object, req.kind, req.key), options)) };
+        }),
         update: wrap(async (req) => ({
           object: encodeJSON(
-            await cluster.update(decodeJSON<KubeResource>(req.object), { subresource: req.subresource, dryRun: req.options?.dryRun ?? false }),
+            await cluster.update(addressed(req.object, req.kind, req.key), { subresource: req.subresource, dryRun: req.options?.dryRun ?? false }),
           ),
         })),
         patch: wrap(async (req) => ({
@@ -561,7 +628,8 @@ export async function serveCluster(cluster: Cluster, address: string): Promise<{
             await cluster.patch(type(req.kind), key(req.key), decodeJSON(req.patch), {
               type: patchTypes[req.type] ?? "merge",
               subresource: req.subresource,
-              force: req.force,
+              force: req.options?.force ?? false,
+              dryRun: req.options?.dryRun ?? false,
             }),
           ),
         })),
@@ -570,6 +638,7 @@ export async function serveCluster(cluster: Cluster, address: string): Promise<{
           await cluster.delete(type(req.kind), key(req.key), {
             ...(req.propagation ? { propagation: propagation[req.propagation as 1 | 2 | 3] } : {}),
             preconditions: { uid: req.preconditionUid, resourceVersion: req.preconditionResourceVersion },
+            dryRun: req.options?.dryRun ?? false,
           });
           return {};
         }),

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { ClusterError, discardLogger, findCondition, NotFoundError, type KubeResource } from "@polyop/sidecar";
-import { FakeCluster, SidecarTester } from "@polyop/sidecar/testing";
+import { FakeCluster, Harness } from "@polyop/sidecar/testing";
 
 import { resyncMs, retryFailedMs } from "./controller.js";
 import { newSidecar } from "./sidecar.js";
@@ -29,14 +29,14 @@ const source = () => configMap("ops", "ca-bundle", { "ca.crt": "CERT-1" });
 
 function setup(...objects: KubeResource[]) {
   const cluster = new FakeCluster(objects);
-  const tester = new SidecarTester(newSidecar({ logger: discardLogger }).useCluster(cluster));
-  return { cluster, tester };
+  const harness = new Harness(newSidecar({ logger: discardLogger }).useCluster(cluster));
+  return { cluster, harness };
 }
 
 describe("reconcile", () => {
   test("copies the source into every target namespace and reports Ready", async () => {
-    const { cluster, tester } = setup(source());
-    const out = await tester.reconcile(sync());
+    const { cluster, harness } = setup(source());
+    const out = await harness.reconcile(sync());
     assert.equal(out.error, undefined);
     const copies = cluster.all<ConfigMap>(configMaps).filter((c) => c.metadata.namespace !== "ops");
     assert.deepEqual(
@@ -57,28 +57,28 @@ describe("reconcile", () => {
   });
 
   test("if nothing changed, then it writes nothing and records no event", async () => {
-    const { cluster, tester } = setup(source());
-    await tester.reconcile(sync());
+    const { cluster, harness } = setup(source());
+    await harness.reconcile(sync());
     const writes: string[] = [];
     cluster.interceptors.push((verb) => void (verb === "get" || verb === "list" || writes.push(verb)));
-    const out = await tester.reconcile(sync());
+    const out = await harness.reconcile(sync());
     assert.deepEqual(writes, []);
     assert.deepEqual(out.events, []);
   });
 
   test("if the source changes, then the copies follow", async () => {
-    const { cluster, tester } = setup(source());
-    await tester.reconcile(sync());
+    const { cluster, harness } = setup(source());
+    await harness.reconcile(sync());
     await cluster.update({ ...(await cluster.get<ConfigMap>(configMaps, { namespace: "ops", name: "ca-bundle" })), data: { "ca.crt": "CERT-2" } });
-    const out = await tester.reconcile(sync());
+    const out = await harness.reconcile(sync());
     const copy = await cluster.get<ConfigMap>(configMaps, { namespace: "team-b", name: "ca-bundle" });
     assert.deepEqual(copy.data, { "ca.crt": "CERT-2" });
     assert.match(out.events[0]?.message ?? "", /updated 2/);
   });
 
   test("if the source is missing, then Ready is False with SourceNotFound", async () => {
-    const { cluster, tester } = setup();
-    const out = await tester.reconcile(sync());
+    const { cluster, harness } = setup();
+    const out = await harness.reconcile(sync());
     assert.equal(out.error, undefined);
     assert.deepEqual([findCondition(out.status, "Ready")?.status, findCondition(out.status, "Ready")?.reason], ["False", "SourceNotFound"]);
     assert.deepEqual(out.events.map((e) => [e.type, e.reason]), [["Warning", "SourceNotFound"]]);
@@ -86,8 +86,8 @@ describe("reconcile", () => {
   });
 
   test("if a target holds a ConfigMap it does not manage, then it leaves it and reports the target failed", async () => {
-    const { cluster, tester } = setup(source(), configMap("team-b", "ca-bundle", { mine: "yes" }));
-    const out = await tester.reconcile(sync());
+    const { cluster, harness } = setup(source(), configMap("team-b", "ca-bundle", { mine: "yes" }));
+    const out = await harness.reconcile(sync());
     assert.deepEqual(out.status?.syncedNamespaces, ["team-a"]);
     assert.deepEqual(out.status?.failedTargets?.map((f) => [f.namespace, f.reason]), [["team-b", "TargetExists"]]);
     assert.deepEqual([findCondition(out.status, "Ready")?.status, findCondition(out.status, "Ready")?.reason], ["False", "SyncFailed"]);
@@ -96,53 +96,53 @@ describe("reconcile", () => {
   });
 
   test("if a target namespace does not exist, then that target fails and the others sync", async () => {
-    const { cluster, tester } = setup(source());
+    const { cluster, harness } = setup(source());
     cluster.interceptors.push((verb, _type, key) => {
       if (verb === "create" && key?.namespace === "team-a") {
         throw new NotFoundError('namespaces "team-a" not found', 5, { reason: "NotFound", code: 404 });
       }
     });
-    const out = await tester.reconcile(sync());
+    const out = await harness.reconcile(sync());
     assert.deepEqual(out.status?.syncedNamespaces, ["team-b"]);
     assert.deepEqual(out.status?.failedTargets?.map((f) => [f.namespace, f.reason]), [["team-a", "NamespaceNotFound"]]);
     assert.deepEqual(out.events.map((e) => e.reason), ["Synced", "SyncFailed"]);
   });
 
   test("prunes the copies of namespaces no longer targeted, and those of an old target name", async () => {
-    const { cluster, tester } = setup(source());
-    await tester.reconcile(sync());
-    const out = await tester.reconcile(sync({ targetNamespaces: ["team-a"] }));
+    const { cluster, harness } = setup(source());
+    await harness.reconcile(sync());
+    const out = await harness.reconcile(sync({ targetNamespaces: ["team-a"] }));
     assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
     assert.match(out.events[0]?.message ?? "", /pruned 1/);
-    await tester.reconcile(sync({ targetNamespaces: ["team-a"], targetName: "ca" }));
+    await harness.reconcile(sync({ targetNamespaces: ["team-a"], targetName: "ca" }));
     assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca"]);
   });
 
   test("adds the namespaces the selector matches, and never copies onto its own source", async () => {
-    const { cluster, tester } = setup(source(), namespace("ops", { ca: "yes" }), namespace("team-c", { ca: "yes" }), namespace("team-d"));
-    const out = await tester.reconcile(sync({ targetNamespaces: ["ops"], namespaceSelector: "ca=yes" }));
+    const { cluster, harness } = setup(source(), namespace("ops", { ca: "yes" }), namespace("team-c", { ca: "yes" }), namespace("team-d"));
+    const out = await harness.reconcile(sync({ targetNamespaces: ["ops"], namespaceSelector: "ca=yes" }));
     assert.deepEqual(out.status?.syncedNamespaces, ["team-c"]);
     assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => c.metadata.namespace), ["ops", "team-c"]);
     assert.deepEqual((await cluster.get<ConfigMap>(configMaps, { namespace: "ops", name: "ca-bundle" })).data, { "ca.crt": "CERT-1" });
   });
 
   test("if the cluster cannot be reached, then the error is transient and the status so far is kept", async () => {
-    const { cluster, tester } = setup(source());
+    const { cluster, harness } = setup(source());
     cluster.interceptors.push((verb) => {
       if (verb === "list") {
         throw new ClusterError("polyop cluster: listing ConfigMap: connection refused", 14);
       }
     });
-    const out = await tester.reconcile(sync());
+    const out = await harness.reconcile(sync());
     assert.deepEqual(out.error, { message: "polyop cluster: listing ConfigMap: connection refused", terminal: false });
     assert.equal(out.status?.sourceResourceVersion !== undefined, true);
   });
 });
 
 test("finalize deletes every copy", async () => {
-  const { cluster, tester } = setup(source(), configMap("team-z", "other", {}, { [labels.owner]: "uid-other" }));
-  await tester.reconcile(sync());
-  const out = await tester.finalize({ ...sync(), metadata: { ...sync().metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
+  const { cluster, harness } = setup(source(), configMap("team-z", "other", {}, { [labels.owner]: "uid-other" }));
+  await harness.reconcile(sync());
+  const out = await harness.finalize({ ...sync(), metadata: { ...sync().metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
   assert.equal(out.error, undefined);
   assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-z/other"]);
   assert.deepEqual(out.events.map((e) => e.message), ["deleted 2 copies of ca-bundle"]);

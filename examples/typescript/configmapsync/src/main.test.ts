@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { PROTOCOL_VERSION } from "@polyop/sidecar";
 import { FakeCluster, serveCluster } from "@polyop/sidecar/testing";
 import { Health, HealthCheckResponse_ServingStatus } from "@polyop/sidecar/gen/grpc/health/v1/health_pb";
 import { SidecarService } from "@polyop/sidecar/gen/polyop/v1alpha1/sidecar_pb";
@@ -50,8 +51,9 @@ test("the sidecar process serves Describe, Default and Reconcile, and stops on S
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 
-  const description = await sidecar.describe({ protocolVersion: "v1alpha1" });
+  const description = await sidecar.describe({ protocolVersion: PROTOCOL_VERSION });
   assert.equal(description.name, "configmapsync-operator");
+  assert.deepEqual([description.protocolVersion, description.sdkName], [PROTOCOL_VERSION, "polyop-typescript"]);
   const controller = description.controllers[0]!;
   assert.equal(controller.finalizer, "configmapsync.examples.polyop.dev/cleanup");
   assert.deepEqual(controller.watches[0]?.mapping, { case: "fieldPath", value: "spec.source" });

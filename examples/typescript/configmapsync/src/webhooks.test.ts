@@ -2,12 +2,12 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { discardLogger } from "@polyop/sidecar";
-import { SidecarTester } from "@polyop/sidecar/testing";
+import { Harness } from "@polyop/sidecar/testing";
 
 import { newSidecar } from "./sidecar.js";
 import { configMapSyncs, labels, type ConfigMapSync, type ConfigMapSyncSpec } from "./types.js";
 
-const tester = new SidecarTester(newSidecar({ logger: discardLogger }));
+const harness = new Harness(newSidecar({ logger: discardLogger }));
 
 function sync(spec: Partial<ConfigMapSyncSpec>): ConfigMapSync {
   return { ...configMapSyncs, metadata: { namespace: "ops", name: "ca" }, spec: { source: "ca-bundle", ...spec } };
@@ -15,7 +15,7 @@ function sync(spec: Partial<ConfigMapSyncSpec>): ConfigMapSync {
 
 describe("the defaulter", () => {
   test("fills in the target name and the source label, and sorts the targets", async () => {
-    const out = await tester.default(sync({ targetNamespaces: ["b", "a", "b"] }));
+    const out = await harness.default(sync({ targetNamespaces: ["b", "a", "b"] }));
     assert.equal(out.allowed, true);
     assert.equal(out.object.spec.targetName, "ca-bundle");
     assert.deepEqual(out.object.spec.targetNamespaces, ["a", "b"]);
@@ -24,7 +24,7 @@ describe("the defaulter", () => {
   });
 
   test("keeps a target name that is set", async () => {
-    const out = await tester.default(sync({ targetName: "ca", targetNamespaces: ["a"] }));
+    const out = await harness.default(sync({ targetName: "ca", targetNamespaces: ["a"] }));
     assert.equal(out.object.spec.targetName, "ca");
     assert.deepEqual(out.warnings, []);
   });
@@ -41,7 +41,7 @@ describe("the validator", () => {
   };
   for (const [name, [spec, want]] of Object.entries(cases)) {
     test(name, async () => {
-      const out = await tester.validate(sync(spec));
+      const out = await harness.validate(sync(spec));
       assert.deepEqual(
         (out.denied?.fieldErrors ?? []).map((e) => `${e.field}: ${e.type === "Required" ? "Required value" : "Invalid value"}`),
         want,
@@ -51,6 +51,6 @@ describe("the validator", () => {
   }
 
   test("deletes are always allowed", async () => {
-    assert.equal((await tester.validate(sync({}), { operation: "DELETE" })).allowed, true);
+    assert.equal((await harness.validate(sync({}), { operation: "DELETE" })).allowed, true);
   });
 });

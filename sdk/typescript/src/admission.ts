@@ -1,0 +1,178 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import { decode, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import { DeniedError } from "./errors.js";
+import type { FieldError, FieldErrorType } from "./field.js";
+import {
+  DefaultResponseSchema,
+  FieldErrorType as FieldErrorTypeProto,
+  ValidateResponseSchema,
+  type AdmissionRequest,
+  type DefaultRequest,
+  type DefaultResponse,
+  type Denial,
+  type ValidateRequest,
+  type ValidateResponse,
+} from "./gen/polyop/v1alpha1/admission_pb.js";
+import type { Logger } from "./log.js";
+import { apiVersionOf, encodeJSON, type GroupVersionKind, type KubeResource, type ObjectKey } from "./objects.js";
+import { kindKey, operations } from "./registry.js";
+
+// Default and Validate: the context of a defaulter or validator, and how what
+// it returns or throws becomes the answer to the API server.
+
+/** An admission operation. */
+export type Operation = "CREATE" | "UPDATE" | "DELETE" | "CONNECT";
+
+/** What a defaulter or validator gets beside its object. */
+export interface AdmissionContext<T> extends CallContext {
+  readonly uid: string;
+  readonly kind: GroupVersionKind;
+  readonly resource: string;
+  /** The subresource, for example "status"; "" for the object itself. */
+  readonly subresource: string;
+  readonly key: ObjectKey;
+  readonly operation: Operation;
+  readonly userInfo: { username: string; uid: string; groups: string[]; extra: Record<string, string[]> };
+  /** The request is a dry run: change nothing outside the answer. */
+  readonly dryRun: boolean;
+  /** The object before the request, on update and delete. */
+  readonly oldObject: T | undefined;
+  /** Returns a warning to the client (kubectl prints it). */
+  warn(message: string): void;
+}
+
+/** Sets defaults on obj in place (or returns a new object). Throw DeniedError to refuse. */
+export type Defaulter<T> = (obj: T, ctx: AdmissionContext<T>) => MaybePromise<T | void>;
+/** Returns the field errors (none: allowed). Throw DeniedError to refuse with a message. On delete, obj is the old object. */
+export type Validator<T> = (obj: T, ctx: AdmissionContext<T>) => MaybePromise<FieldError[] | void>;
+
+const fieldErrorTypes: Record<FieldErrorType, FieldErrorTypeProto> = {
+  Invalid: FieldErrorTypeProto.INVALID,
+  Required: FieldErrorTypeProto.REQUIRED,
+  NotSupported: FieldErrorTypeProto.NOT_SUPPORTED,
+  Forbidden: FieldErrorTypeProto.FORBIDDEN,
+  Duplicate: FieldErrorTypeProto.DUPLICATE,
+  TooLong: FieldErrorTypeProto.TOO_LONG,
+  TooShort: FieldErrorTypeProto.TOO_SHORT,
+  TooMany: FieldErrorTypeProto.TOO_MANY,
+  TooFew: FieldErrorTypeProto.TOO_FEW,
+  NotFound: FieldErrorTypeProto.NOT_FOUND,
+  TypeInvalid: FieldErrorTypeProto.TYPE_INVALID,
+  Internal: FieldErrorTypeProto.INTERNAL,
+};
+
+/** The webhook entry for a request, the context of its handler, and what the handler adds to the answer. */
+function admission(env: SidecarEnv, req: AdmissionRequest | undefined, role: "defaulter" | "validator", signal: AbortSignal) {
+  if (!req) {
+    throw new ConnectError("the request carries no AdmissionRequest", Code.InvalidArgument);
+  }
+  const gvk = { group: req.kind?.group ?? "", version: req.kind?.version ?? "", kind: req.kind?.kind ?? "" };
+  const entry = env.registry.webhooks.get(kindKey(gvk));
+  if (!entry?.[role]) {
+    const method = role === "defaulter" ? "Default" : "Validate";
+    if (![...env.registry.webhooks.values()].some((w) => w[role])) {
+      throw new ConnectError(`sidecar ${JSON.stringify(env.name)} registers no ${role}: it serves no ${method}`, Code.Unimplemented);
+    }
+    throw new ConnectError(`sidecar ${JSON.stringify(env.name)} has no ${role} for ${gvk.kind} (${apiVersionOf(gvk)})`, Code.NotFound);
+  }
+  const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
+  const operation = (Object.keys(operations) as Operation[]).find((op) => operations[op] === req.operation) ?? "CREATE";
+  const log = env.log.child({ webhook: role, kind: gvk.kind, namespace: key.namespace, name: key.name, operation, uid: req.uid });
+  const oldObject = req.oldObject.length ? decode<KubeResource>(req.oldObject, "the old object") : undefined;
+  const warnings: string[] = [];
+  const ctx: AdmissionContext<KubeResource> = {
+    signal,
+    log,
+    get cluster() {
+      return env.clusterFor(signal);
+    },
+    uid: req.uid,
+    kind: gvk,
+    resource: req.resource,
+    subresource: req.subresource,
+    key,
+    operation,
+    userInfo: {
+      username: req.userInfo?.username ?? "",
+      uid: req.userInfo?.uid ?? "",
+      groups: req.userInfo?.groups ?? [],
+      extra: Object.fromEntries(Object.entries(req.userInfo?.extra ?? {}).map(([k, v]) => [k, v.values])),
+    },
+    dryRun: req.dryRun,
+    oldObject,
+    warn: (message) => void warnings.push(message),
+  };
+  return { entry, ctx, warnings, log, request: req };
+}
+
+/** Answers a DefaultRequest with the kind's defaulter: the defaulted object, or a denial. */
+export async function defaultObject(env: SidecarEnv, req: DefaultRequest, signal: AbortSignal): Promise<DefaultResponse> {
+  const { entry, ctx, warnings, log, request } = admission(env, req.request, "defaulter", signal);
+  const fn = entry.defaulter!;
+  const sent = request.object;
+  const obj = decode<KubeResource>(sent, "the object");
+  try {
+    const defaulted = (await fn(obj, ctx)) ?? obj;
+    const data = encodeJSON(defaulted);
+    const unchanged = data.length === sent.length && data.every((b, i) => b === sent[i]);
+    return create(DefaultResponseSchema, { object: unchanged ? new Uint8Array() : data, warnings });
+  } catch (err) {
+    throwIfCutOff(signal);
+    return create(DefaultResponseSchema, { denied: denial(err, log), warnings });
+  }
+}
+
+/** Answers a ValidateRequest with the kind's validator: allowed, or a denial. */
+export async function validate(env: SidecarEnv, req: ValidateRequest, signal: AbortSignal): Promise<ValidateResponse> {
+  const { entry, ctx, warnings, log, request } = admission(env, req.request, "validator", signal);
+  const fn = entry.validator!;
+  const obj = request.object.length ? decode<KubeResource>(request.object, "the object") : ctx.oldObject;
+  if (!obj) {
+    throw new ConnectError("the request carries no object", Code.InvalidArgument);
+  }
+  try {
+    const errors = (await fn(obj, ctx)) ?? [];
+    if (errors.length) {
+      throw new DeniedError("", errors);
+    }
+    return create(ValidateResponseSchema, { warnings });
+  } catch (err) {
+    throwIfCutOff(signal);
+    return create(ValidateResponseSchema, { denied: denial(err, log), warnings });
+  }
+}
+
+/**
+ * Throws the call's own end once signal has aborted (the host's deadline
+ * passed: DEADLINE_EXCEEDED; the host cancelled: CANCELLED). A handler that
+ * fails after that was cut off: its error is no denial, and the host reports
+ * the sidecar as not answering in time.
+ */
+function throwIfCutOff(signal: AbortSignal): void {
+  if (signal.aborted) {
+    throw signal.reason instanceof ConnectError ? signal.reason : new ConnectError("the call was cancelled", Code.Canceled);
+  }
+}
+
+/** The denial of a defaulter or validator that threw. */
+function denial(err: unknown, log: Logger): Denial {
+  if (!(err instanceof DeniedError)) {
+    log.error("Admission handler error; denying", { error: err });
+  }
+  const fieldErrors = err instanceof DeniedError ? err.fieldErrors : [];
+  return {
+    $typeName: "polyop.v1alpha1.Denial",
+    message: err instanceof Error ? err.message : String(err),
+    code: err instanceof DeniedError ? err.code : 0,
+    reason: err instanceof DeniedError ? err.reason : "",
+    fieldErrors: fieldErrors.map((e) => ({
+      $typeName: "polyop.v1alpha1.FieldError",
+      field: e.field,
+      type: fieldErrorTypes[e.type] ?? FieldErrorTypeProto.INVALID,
+      badValue: e.badValue === undefined ? new Uint8Array() : encodeJSON(e.badValue),
+      detail: e.detail ?? "",
+    })),
+  };
+}

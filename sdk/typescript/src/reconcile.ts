@@ -1,0 +1,254 @@
+import { create } from "@bufbuild/protobuf";
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import { decode, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import { TemporaryError, TerminalError } from "./errors.js";
+import {
+  EventType,
+  FinalizeResponseSchema,
+  ReconcileResponseSchema,
+  type Event,
+  type Failure,
+  type FinalizeRequest,
+  type FinalizeResponse,
+  type ReconcileRequest,
+  type ReconcileResponse,
+} from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import { decodeJSON, encodeJSON, gvkOf, type GroupVersionKind, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
+import { checkKind, kindKey, type ControllerEntry } from "./registry.js";
+
+// Reconcile and Finalize: the context a reconciler gets, what it answers, and
+// how its outcome (a Result, or a thrown error) becomes the response.
+
+/**
+ * What a reconcile decides. Return nothing for "done, nothing to requeue".
+ * A failure is thrown, not returned: TerminalError, TemporaryError, or any
+ * other error for the exponential backoff.
+ */
+export interface Result {
+  /** Reconcile again after this many milliseconds (and reset the backoff), as controller-runtime's RequeueAfter. */
+  requeueAfter?: number;
+  /** The desired children, of the owned kinds: the host applies them with server-side apply and owns them. */
+  desiredChildren?: KubeResource[];
+  /** desiredChildren is the complete set: the host deletes the owned children not in it. */
+  childrenComplete?: boolean;
+}
+
+/** What a finalize decides. Return nothing when clean-up is done and the finalizer may go. */
+export interface FinalizeResult {
+  /** Clean-up waits on something: call finalize again after this many milliseconds, keeping the finalizer. */
+  requeueAfter?: number;
+}
+
+/** What a reconciler (and a finalizer) gets beside its object. */
+export interface ReconcileContext extends CallContext {
+  readonly controller: string;
+  readonly kind: GroupVersionKind;
+  readonly key: ObjectKey;
+  /** How many times in a row this object has failed; 0 on a first attempt. */
+  readonly retries: number;
+  /**
+   * The observed children of an owned kind declared with sendObserved: the
+   * objects of that kind, from the host's cache, whose controller owner
+   * reference points at the reconciled object. Throws for a kind the
+   * controller does not own with sendObserved.
+   */
+  observedChildren<C extends KubeResource = KubeResource>(kind: TypeMeta): C[];
+  /**
+   * Records a Kubernetes Event on the object, through the host, once the call
+   * returns: type, reason (CamelCase), message, then action (what was done;
+   * defaults to the reason).
+   */
+  event(type: "Normal" | "Warning", reason: string, message: string, action?: string): void;
+}
+
+export type Reconciler<T> = (obj: T, ctx: ReconcileContext) => MaybePromise<Result | void>;
+export type Finalizer<T> = (obj: T, ctx: ReconcileContext) => MaybePromise<FinalizeResult | void>;
+
+/** The context of a Reconcile or Finalize call, and the events its handler records through it. */
+function reconcileContext(
+  env: SidecarEnv,
+  req: ReconcileRequest | FinalizeRequest,
+  entry: ControllerEntry,
+  signal: AbortSignal,
+  observed: KubeResource[],
+): { ctx: ReconcileContext; events: Event[] } {
+  const kind = req.kind?.kind ? { group: req.kind.group, version: req.kind.version, kind: req.kind.kind } : entry.gvk;
+  const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
+  const log = env.log.child({
+    controller: req.controller,
+    kind: kind.kind,
+    namespace: key.namespace,
+    name: key.name,
+    ...(req.retries ? { retries: req.retries } : {}),
+  });
+  const events: Event[] = [];
+  const ctx: ReconcileContext = {
+    signal,
+    log,
+    get cluster() {
+      return env.clusterFor(signal);
+    },
+    controller: req.controller,
+    kind,
+    key,
+    retries: req.retries,
+    observedChildren<C extends KubeResource = KubeResource>(type: TypeMeta): C[] {
+      const want = kindKey(checkKind(type, `controller ${JSON.stringify(req.controller)}: observedChildren`));
+      if (!entry.observed.has(want)) {
+        throw new Error(
+          `controller ${JSON.stringify(req.controller)} is sent no observed children of ${type.kind} (${type.apiVersion}): declare it in owns with sendObserved: true`,
+        );
+      }
+      return observed.filter((c) => kindKey(gvkOf({ apiVersion: c.apiVersion ?? "", kind: c.kind ?? "" })) === want) as C[];
+    },
+    event(type, reason, message, action = "") {
+      events.push({
+        $typeName: "polyop.v1alpha1.Event",
+        type: type === "Warning" ? EventType.WARNING : type === "Normal" ? EventType.NORMAL : EventType.UNSPECIFIED,
+        reason,
+        message,
+        action,
+      });
+    },
+  };
+  return { ctx, events };
+}
+
+/** The controller a request names, or the gRPC error the contract asks for. */
+function controller(env: SidecarEnv, req: { controller: string; key?: { name: string } }, method: "Reconcile" | "Finalize"): ControllerEntry {
+  if (env.registry.controllers.size === 0) {
+    throw new ConnectError(`sidecar ${JSON.stringify(env.name)} registers no controller: it serves no ${method}`, Code.Unimplemented);
+  }
+  const entry = env.registry.controllers.get(req.controller);
+  if (!entry) {
+    throw new ConnectError(
+      `sidecar ${JSON.stringify(env.name)} has no controller named ${JSON.stringify(req.controller)}; it has ${JSON.stringify([...env.registry.controllers.keys()])}`,
+      Code.NotFound,
+    );
+  }
+  if (!req.key?.name) {
+    throw new ConnectError(`controller ${JSON.stringify(req.controller)}: the request has no object name`, Code.InvalidArgument);
+  }
+  return entry;
+}
+
+/**
+ * Answers a ReconcileRequest: the reconciler with the object, or the deleted
+ * handler when the object is gone; the status it left on the object, its
+ * events and its desired children (of the owned kinds only) go back.
+ */
+export async function reconcile(env: SidecarEnv, req: ReconcileRequest, signal: AbortSignal): Promise<ReconcileResponse> {
+  const entry = controller(env, req, "Reconcile");
+  const observed = req.observedChildren.map((c) => decode<KubeResource>(c, `controller ${req.controller}: an observed child`));
+  const { ctx, events } = reconcileContext(env, req, entry, signal, observed);
+  if (req.object.length === 0) {
+    if (!entry.deleted) {
+      ctx.log.debug("The object is gone and the controller has no deleted handler; nothing to do");
+      return create(ReconcileResponseSchema);
+    }
+    const resp = await outcome(ctx, () => entry.deleted!(ctx));
+    return resp; // status, events and children of a gone object are ignored by the host
+  }
+  const obj = decode<KubeResource>(req.object, `controller ${req.controller}: the object`);
+  checkKey(obj, ctx.key, req.controller);
+  const resp = await outcome(ctx, () => entry.reconcile(obj, ctx));
+  const status = (obj as { status?: unknown }).status;
+  if (status !== undefined && status !== null) {
+    resp.status = encodeJSON(status);
+  }
+  resp.events = events;
+  for (const child of resp.desiredChildren) {
+    const { apiVersion, kind } = decodeJSON<TypeMeta>(child);
+    if (!entry.owned.has(kindKey(gvkOf({ apiVersion: apiVersion ?? "", kind: kind ?? "" })))) {
+      resp.error ??= failure(
+        `a desired child is a ${kind} (${apiVersion}), which controller ${JSON.stringify(req.controller)} does not declare in owns`,
+        { terminal: true },
+      );
+      resp.desiredChildren = [];
+      resp.childrenComplete = false;
+      break;
+    }
+  }
+  return resp;
+}
+
+/** Answers a FinalizeRequest with the controller's finalize function. */
+export async function finalize(env: SidecarEnv, req: FinalizeRequest, signal: AbortSignal): Promise<FinalizeResponse> {
+  const entry = controller(env, req, "Finalize");
+  if (!entry.finalize) {
+    if (![...env.registry.controllers.values()].some((c) => c.finalize)) {
+      throw new ConnectError(`sidecar ${JSON.stringify(env.name)} declares no finalizer: it serves no Finalize`, Code.Unimplemented);
+    }
+    throw new ConnectError(`controller ${JSON.stringify(req.controller)} declares no finalizer`, Code.NotFound);
+  }
+  const { ctx, events } = reconcileContext(env, req, entry, signal, []);
+  const obj = decode<KubeResource>(req.object, `controller ${req.controller}: the object`);
+  checkKey(obj, ctx.key, req.controller);
+  const resp = await outcome(ctx, () => entry.finalize!(obj, ctx));
+  return create(FinalizeResponseSchema, { requeueAfter: resp.requeueAfter, error: resp.error, events });
+}
+
+/** Refuses an object that is not the one the request's key names. */
+function checkKey(obj: KubeResource, key: ObjectKey, controller: string) {
+  obj.metadata ??= {};
+  if ((obj.metadata.name ?? "") !== key.name || (obj.metadata.namespace ?? "") !== (key.namespace ?? "")) {
+    throw new ConnectError(
+      `controller ${JSON.stringify(controller)}: the object is ${obj.metadata.namespace ?? ""}/${obj.metadata.name ?? ""}, but the request is for ${key.namespace}/${key.name}`,
+      Code.InvalidArgument,
+    );
+  }
+}
+
+/** Runs a reconciler, finalizer or deleted handler and turns its outcome into a response. */
+async function outcome(ctx: ReconcileContext, fn: () => MaybePromise<Result | FinalizeResult | void>): Promise<ReconcileResponse> {
+  const resp = create(ReconcileResponseSchema);
+  let result: Result;
+  try {
+    result = (await fn()) ?? {};
+  } catch (err) {
+    const terminal = err instanceof TerminalError;
+    const retryAfter = err instanceof TemporaryError ? err.retryAfter : undefined;
+    // The host logs the error it receives; logging it here too would show it twice.
+    ctx.log.debug("Reconciler error", { error: err, terminal, ...(retryAfter ? { retryAfter } : {}) });
+    resp.error = failure(err instanceof Error ? err.message : String(err), { terminal, retryAfter });
+    return resp;
+  }
+  const after = result.requeueAfter ?? 0;
+  if (!Number.isFinite(after) || after < 0) {
+    resp.error = failure(`requeueAfter must be a duration ≥ 0 in milliseconds, got ${after}`, { terminal: true });
+    return resp;
+  }
+  resp.requeueAfter = duration(after);
+  resp.desiredChildren = (result.desiredChildren ?? []).map((c) => encodeJSON(c));
+  resp.childrenComplete = result.childrenComplete ?? false;
+  return resp;
+}
+
+/** A Failure: terminal, or retried after retryAfter milliseconds, or (neither) with the controller's backoff. */
+function failure(message: string, { terminal = false, retryAfter }: { terminal?: boolean; retryAfter?: number | undefined }): Failure {
+  return { $typeName: "polyop.v1alpha1.Failure", message, terminal, retryAfter: retryAfter ? duration(retryAfter) : undefined };
+}
+
+/** A Duration of ms milliseconds (rounded up to the millisecond); undefined for none. */
+function duration(ms: number): Duration | undefined {
+  if (!(ms > 0)) {
+    return undefined;
+  }
+  const whole = Math.ceil(ms);
+  return { $typeName: "google.protobuf.Duration", seconds: BigInt(Math.floor(whole / 1000)), nanos: (whole % 1000) * 1_000_000 };
+}
+
+/** A Result that reconciles again after ms milliseconds. */
+export function requeueAfter(ms: number): Result {
+  return { requeueAfter: ms };
+}
+
+/**
+ * A Result declaring children as the complete set of desired children: the
+ * host applies them and deletes the owned children not among them.
+ */
+export function childrenComplete(children: KubeResource[], result: Omit<Result, "desiredChildren" | "childrenComplete"> = {}): Result {
+  return { ...result, desiredChildren: children, childrenComplete: true };
+}
