@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	sigsjson "sigs.k8s.io/json"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/rawjson"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // Defaulter sets defaults on an object of type T before the API server stores
@@ -143,7 +143,7 @@ func admissionRequestOf(in *polyopv1alpha1.AdmissionRequest) admission.Request {
 		UID:         types.UID(in.GetUid()),
 		Kind:        metav1.GroupVersionKind{Group: in.GetKind().GetGroup(), Version: in.GetKind().GetVersion(), Kind: in.GetKind().GetKind()},
 		Resource:    metav1.GroupVersionResource{Group: in.GetKind().GetGroup(), Version: in.GetKind().GetVersion(), Resource: in.GetResource()},
-		SubResource: in.GetSubResource(),
+		SubResource: in.GetSubresource(),
 		Name:        in.GetKey().GetName(),
 		Namespace:   in.GetKey().GetNamespace(),
 		Operation:   admissionOperations[in.GetOperation()],
