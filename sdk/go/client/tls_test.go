@@ -15,10 +15,10 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	clusterservice "github.com/polyop/polyop/internal/cluster"
 	"github.com/polyop/polyop/internal/testenv"
 	"github.com/polyop/polyop/sdk/go/client"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // serveMutualTLS serves a fakeCluster holding a ConfigMap default/settings on
