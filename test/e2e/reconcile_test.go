@@ -300,8 +300,12 @@ func TestHostRefusesToStart(t *testing.T) {
 		want        []string
 	}{
 		"if the sidecar speaks another protocol version, the host names both": {
-			sidecarArgs: []string{"--protocol-version", "v9"},
-			want:        []string{"protocol version mismatch", "the sidecar speaks v9", "this host speaks v1alpha1"},
+			sidecarArgs: []string{"--protocol-version", "9"},
+			want:        []string{"protocol version mismatch", "the sidecar speaks 9", "this host speaks PROTOCOL_VERSION_V1ALPHA1"},
+		},
+		"if the sidecar sets no protocol version, the host says so": {
+			sidecarArgs: []string{"--protocol-version", "PROTOCOL_VERSION_UNSPECIFIED"},
+			want:        []string{"protocol version mismatch", "the sidecar speaks PROTOCOL_VERSION_UNSPECIFIED (it set no protocol_version)", "this host speaks PROTOCOL_VERSION_V1ALPHA1"},
 		},
 		"if the sidecar declares a kind the API server does not serve, the host names it": {
 			sidecarArgs: []string{"--kind-override", "examples.polyop.dev/v1/Nonexistent"},
