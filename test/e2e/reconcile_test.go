@@ -17,10 +17,13 @@ func TestCreateWritesStatusAndRecordsEvent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.startTestSidecar()
-	f.startHost()
+	host := f.startHost()
 
 	f.create(f.window("first", nil))
 	u := f.waitPhase("first", "Reconciled", time.Minute)
+	if out := host.Output(); !contains(out, `"msg":"sidecar described itself"`, `"sdk":"polyop-go"`, `"sdkVersion":"`) {
+		t.Errorf("the host does not log the sidecar's SDK and its version at start")
+	}
 	if got := condition(u, "Ready"); got != "True" {
 		t.Errorf("Ready condition = %q, want True", got)
 	}
