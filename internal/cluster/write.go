@@ -128,6 +128,9 @@ var propagations = map[polyopv1alpha1.DeletePropagation]metav1.DeletionPropagati
 
 // Delete implements polyopv1alpha1.ClusterServiceServer.
 func (s *Server) Delete(ctx context.Context, req *polyopv1alpha1.DeleteRequest) (*polyopv1alpha1.DeleteResponse, error) {
+	if err := noForce("a Delete", req.GetOptions()); err != nil {
+		return nil, err
+	}
 	m, err := s.mapping(req.GetKind())
 	if err != nil {
 		return nil, err
@@ -137,9 +140,6 @@ func (s *Server) Delete(ctx context.Context, req *polyopv1alpha1.DeleteRequest) 
 		return nil, err
 	}
 	if err := s.allowWrite("delete", m, key.Namespace, key.Name); err != nil {
-		return nil, err
-	}
-	if err := noForce("a Delete", req.GetOptions()); err != nil {
 		return nil, err
 	}
 	opts := metav1.DeleteOptions{

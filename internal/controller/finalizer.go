@@ -21,8 +21,8 @@ import (
 // Finalize is called, and the finalizer is removed once it reports success.
 // A failure keeps the finalizer and is retried as Reconcile's are (after
 // retry_after, or with backoff, or on the next event for a terminal one);
-// requeue_after calls Finalize again after that long. An object without the finalizer is left to whoever else holds
-// it: the sidecar is not called.
+// requeue_after calls Finalize again after that long. An object without the
+// finalizer is left to whoever else holds it: the sidecar is not called.
 func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *object.Object) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
