@@ -27,7 +27,7 @@ func TestParseFlags(t *testing.T) {
 	}{
 		"if no flag is given, then the defaults apply": {
 			check: func(t *testing.T, cfg config) {
-				if cfg.address != "unix:///var/run/polyop/sidecar.sock" || cfg.sidecar.Name != "testsidecar" ||
+				if cfg.address != sidecar.DefaultAddress || cfg.sidecar.Name != "testsidecar" ||
 					cfg.controllerName != "maintenancewindow" || cfg.kindOverride != nil || cfg.updateFilters != nil ||
 					cfg.sidecar.MaxMessageSize != sidecar.DefaultMaxMessageSize {
 					t.Errorf("config = %+v", cfg)

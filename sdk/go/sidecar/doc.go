@@ -21,7 +21,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	return srv.Serve(ctx, "unix:///var/run/polyop/sidecar.sock")
+//	return srv.Serve(ctx, sidecar.DefaultAddress)
 //
 // The builder's type parameter is the reconciled type, as in controller-runtime's
 // builder.TypedControllerManagedBy: Go methods cannot take type parameters, so
