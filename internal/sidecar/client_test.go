@@ -117,8 +117,10 @@ func TestDescribeSendsTheHostsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.GetProtocolVersion() != ProtocolVersion || got.GetHostVersion() != "1.2.3" {
-		t.Errorf("the sidecar got %v", got)
+	// A client without a ClusterAddress, as the offline commands (host
+	// describe, webhooks, rbac) build it, announces none.
+	if got.GetProtocolVersion() != polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_V1ALPHA1 || got.GetHostVersion() != "1.2.3" || got.GetClusterAddress() != "" {
+		t.Errorf("the sidecar got %v, want PROTOCOL_VERSION_V1ALPHA1, host version 1.2.3 and no cluster address", got)
 	}
 	if d.Name != "s" || len(d.Controllers) != 1 {
 		t.Errorf("description = %+v", d)
