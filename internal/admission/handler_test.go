@@ -406,13 +406,11 @@ func TestADenialsMessageBesideFieldErrorsGoesToTheLogNotTheClient(t *testing.T) 
 	t.Parallel()
 	var mu sync.Mutex
 	var logged []string
-	h := admission.NewValidating(&fakeSidecar{validateFn: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
-		return &polyopv1alpha1.ValidateResponse{Denied: &polyopv1alpha1.Denial{
-			Message: "the widget is wrong in several ways",
-			FieldErrors: []*polyopv1alpha1.FieldError{
-				{Field: "spec.size", Type: polyopv1alpha1.FieldErrorType_FIELD_ERROR_TYPE_INVALID, BadValue: []byte(`0`), Detail: "must be positive"},
-			},
-		}}, nil
+	h := admission.NewValidating(denyingSidecar{&polyopv1alpha1.Denial{
+		Message: "the widget is wrong in several ways",
+		FieldErrors: []*polyopv1alpha1.FieldError{
+			{Field: "spec.size", Type: polyopv1alpha1.FieldErrorType_FIELD_ERROR_TYPE_INVALID, BadValue: []byte(`0`), Detail: "must be positive"},
+		},
 	}}, widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL), opts)
 	h.LogConstructor = func(logr.Logger, *ctrladmission.Request) logr.Logger {
 		return funcr.New(func(prefix, args string) {
@@ -434,4 +432,15 @@ func TestADenialsMessageBesideFieldErrorsGoesToTheLogNotTheClient(t *testing.T) 
 	if !found {
 		t.Errorf("logged %q, want a line with the denial's message naming the object", logged)
 	}
+}
+
+// denyingSidecar denies every Default and Validate with its Denial.
+type denyingSidecar struct{ denial *polyopv1alpha1.Denial }
+
+func (s denyingSidecar) Default(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	return &polyopv1alpha1.DefaultResponse{Denied: s.denial}, nil
+}
+
+func (s denyingSidecar) Validate(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	return &polyopv1alpha1.ValidateResponse{Denied: s.denial}, nil
 }

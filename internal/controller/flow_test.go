@@ -73,7 +73,7 @@ func (w *writes) take() map[string]int {
 	return c
 }
 
-func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
+func newFlow(t *testing.T, finalizer string, sc Sidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
 	t.Helper()
 	w := &writes{counts: map[string]int{}}
 	// The host's cache and client know every kind as object.Object.

@@ -32,23 +32,31 @@ type timedCall struct {
 	retries int32
 }
 
-// scriptedSidecar answers Reconcile with answers in turn, then with success.
+// scriptedSidecar is a Sidecar that answers Reconcile with answers in turn,
+// then with success, and Finalize with finalize.
 type scriptedSidecar struct {
-	mu      sync.Mutex
-	answers []*polyopv1alpha1.ReconcileResponse
-	calls   []timedCall
+	mu       sync.Mutex
+	answers  []*polyopv1alpha1.ReconcileResponse
+	finalize *polyopv1alpha1.FinalizeResponse
+	calls    []timedCall
 }
 
-func (s *scriptedSidecar) reconcile(req *polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+func (s *scriptedSidecar) Reconcile(_ context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.calls)
 	s.calls = append(s.calls, timedCall{at: time.Now(), retries: req.GetRetries()})
 	if n < len(s.answers) {
-		return s.answers[n]
+		return s.answers[n], nil
 	}
-	return &polyopv1alpha1.ReconcileResponse{}
+	return &polyopv1alpha1.ReconcileResponse{}, nil
 }
+
+func (s *scriptedSidecar) Finalize(context.Context, *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
+	return s.finalize, nil
+}
+
+func (s *scriptedSidecar) Address() string { return "fake" }
 
 // waitForCalls waits until the sidecar saw n calls and returns them.
 func (s *scriptedSidecar) waitForCalls(t *testing.T, n int) []timedCall {
@@ -110,7 +118,7 @@ func TestAFailureWithRetryAfterIsRetriedThenAndStillCounts(t *testing.T) {
 	const name = "retry-after-2s"
 	const retryAfter = 2 * time.Second
 	s := &scriptedSidecar{answers: []*polyopv1alpha1.ReconcileResponse{failure("busy", retryAfter)}}
-	r, _, _ := newFlow(t, "", &fakeSidecar{reconcile: s.reconcile}, ownerMap())
+	r, _, _ := newFlow(t, "", s, ownerMap())
 	rec := events.NewFakeRecorder(10)
 	r.Recorder = rec
 	runController(t, name, r)
@@ -146,7 +154,7 @@ func TestAFailureWithoutRetryAfterBacksOffAsIfTheWholeRowHad(t *testing.T) {
 		failure("busy", retryAfter), failure("busy", retryAfter), failure("busy", retryAfter), failure("busy", retryAfter),
 		failure("broken", 0),
 	}}
-	r, _, _ := newFlow(t, "", &fakeSidecar{reconcile: s.reconcile}, ownerMap())
+	r, _, _ := newFlow(t, "", s, ownerMap())
 	runController(t, "retry-after-row", r)
 
 	calls := s.waitForCalls(t, 6)
@@ -209,14 +217,7 @@ func TestFinalizeFailuresAreHandledAsReconcileFailures(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &fakeSidecar{
-				reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
-					return &polyopv1alpha1.ReconcileResponse{}
-				},
-				finalize: func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse {
-					return &polyopv1alpha1.FinalizeResponse{Error: tc.failure}
-				},
-			}
+			sc := &scriptedSidecar{finalize: &polyopv1alpha1.FinalizeResponse{Error: tc.failure}}
 			owner := ownerMap()
 			owner.Finalizers = []string{finalizer}
 			now := metav1.Now()

@@ -1,9 +1,11 @@
 package e2e
 
 import (
-	"fmt"
+	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestAFailureWithRetryAfterIsRetriedThen has test/childsidecar answer every
@@ -19,10 +21,13 @@ func TestAFailureWithRetryAfterIsRetriedThen(t *testing.T) {
 
 	f.createWidget("w", map[string]any{"value": "v", "fail": "the database is busy", "failRetryAfter": retryAfter.String()})
 	var calls []widgetCall
-	f.eventually(2*time.Minute, "four Reconcile calls", func() (bool, string) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		calls = f.widgetCalls("w", "Reconcile")
-		return len(calls) >= 4, fmt.Sprintf("%d calls", len(calls))
+		return len(calls) >= 4, nil
 	})
+	if err != nil {
+		t.Fatalf("%d Reconcile calls, want 4: %v", len(calls), err)
+	}
 	// The first calls may follow the host's own writes (the finalizer, the
 	// status) at once; from then on only the failures requeue the object.
 	last, before := calls[len(calls)-1], calls[len(calls)-2]
