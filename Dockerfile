@@ -15,15 +15,17 @@ ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=dev
 WORKDIR /workspace
-# The modules first: a source change then reuses the download layer.
+# The modules first: a source change then reuses the download layer. The
+# host's module requires the Go SDK's (sdk/go) through a replace, so the SDK's
+# go.mod is needed to download.
 COPY go.mod go.sum ./
+COPY sdk/go/go.mod sdk/go/go.sum sdk/go/
 RUN go mod download
 # Only the packages the binaries are built from (test/deploy checks this list
 # against `go list -deps`).
 COPY cmd/ cmd/
-COPY gen/ gen/
 COPY internal/ internal/
-COPY sdk/ sdk/
+COPY sdk/go/ sdk/go/
 # Static binaries for the target platform (cross-compiled under buildx).
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
 	go build -trimpath -ldflags "-s -w -X github.com/polyop/polyop/internal/host.Version=${VERSION}" \

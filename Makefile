@@ -81,7 +81,7 @@ KUBECTL_LDFLAGS := -X k8s.io/client-go/pkg/version.gitVersion=v$(K8S_VERSION) \
 # (git pathspecs, relative to the repository root).
 EXAMPLE_DIR ?= examples/go/maintenancewindow
 EXAMPLE_PKG ?= ./$(EXAMPLE_DIR)
-GENERATED_PATHS ?= gen \
+GENERATED_PATHS ?= sdk/go/gen \
 	':(glob)$(PYTHON_GEN_DIR)/*_pb2*' \
 	':(glob)examples/**/zz_generated.*.go' \
 	':(glob)examples/**/config/crd/**' \
@@ -91,9 +91,15 @@ GENERATED_PATHS ?= gen \
 	':(glob)config/overlays/*/generated/**' \
 	$(TS_GEN_DIR)
 
+# The Go modules: the host's (the repository root) and the Go SDK's (sdk/go),
+# which go.work puts in one workspace. A pattern such as ./... at the root
+# does not reach into the SDK's module: the Go targets name both.
+GO_MODULES := . sdk/go
+GO_PKGS := ./... ./sdk/go/...
+
 # go test settings. Packages that start an API server are heavy: two at a time
 # suits a machine with two cores. Add flags such as -run or -v with GO_TEST_FLAGS.
-GO_TEST_PKGS ?= ./...
+GO_TEST_PKGS ?= $(GO_PKGS)
 GO_TEST_PARALLEL ?= 2
 GO_TEST_TIMEOUT ?= 30m
 GO_TEST_FLAGS ?=
@@ -179,24 +185,32 @@ proto-baseline: $(BUF) ## Record proto/ as the accepted contract that check-brea
 
 .PHONY: fmt
 fmt: ## Run go fmt.
-	go fmt ./...
+	go fmt $(GO_PKGS)
 
 .PHONY: vet
 vet: ## Run go vet.
-	go vet ./...
+	go vet $(GO_PKGS)
 
-# lint-go runs golangci-lint with .golangci.yml over the Go module (the
+# lint-go runs golangci-lint with .golangci.yml over both Go modules (the
 # generated code excluded there).
 .PHONY: lint-go
 lint-go: $(GOLANGCI_LINT) ## Lint the Go code with golangci-lint (.golangci.yml).
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run $(GO_PKGS)
+
+# check-tidy fails when a module's go.mod or go.sum is not what go mod tidy
+# makes of it, each module on its own (GOWORK=off), as its users build it.
+.PHONY: check-tidy
+check-tidy: ## Fail if go mod tidy would change the go.mod or go.sum of a Go module (the host's, the SDK's).
+	@for m in $(GO_MODULES); do \
+		(cd $$m && GOWORK=off go mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run go mod tidy in $$m"; exit 1; }; \
+	done
 
 ##@ Test
 
 # `test` runs every check, then the tests of each language; add a test-<lang>
 # target and list it here.
 .PHONY: test
-test: tools envtest lint-proto check-breaking check-generated vet lint-go test-go test-python test-typescript ## Run all checks and tests.
+test: tools envtest lint-proto check-breaking check-generated check-tidy vet lint-go test-go test-python test-typescript ## Run all checks and tests.
 
 .PHONY: test-go
 test-go: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Run the Go tests (against a real API server, see KUBEBUILDER_ASSETS; the end-to-end tests run the Python example from .venv and the TypeScript example with node).

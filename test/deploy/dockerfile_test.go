@@ -241,18 +241,34 @@ func checkGoBuild(t *testing.T, d *dockerfile, copied map[string]string) {
 			t.Errorf("the builder does not copy %s", f)
 		}
 	}
+	root := repo() + string(os.PathSeparator)
 	for _, pkg := range builds {
-		cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", pkg)
+		// The packages of the repository's modules (the workspace's: the
+		// host's and the Go SDK's), with the directory of their module.
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}} {{.Module.Dir}}{{end}}{{end}}", pkg)
 		cmd.Dir = repo()
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, stderrOf(err))
 		}
-		root := repo() + string(os.PathSeparator)
-		for _, dir := range strings.Fields(string(out)) {
+		modules := map[string]bool{}
+		for line := range strings.Lines(string(out)) {
+			dir, module, _ := strings.Cut(strings.TrimSpace(line), " ")
 			rel := strings.TrimPrefix(dir, root) + "/"
 			if !slices.ContainsFunc(copiedDirs, func(c string) bool { return strings.HasPrefix(rel, strings.TrimSuffix(c, "/")+"/") }) {
 				t.Errorf("%s imports %s, which the builder does not copy", pkg, strings.TrimSuffix(rel, "/"))
+			}
+			modules[module] = true
+		}
+		// go mod download needs the go.mod and go.sum of every module the
+		// build uses, the Go SDK's too (the host's module requires it
+		// through a replace).
+		for module := range modules {
+			rel := strings.TrimPrefix(strings.TrimPrefix(module, strings.TrimSuffix(root, string(os.PathSeparator))), string(os.PathSeparator))
+			for _, f := range []string{"go.mod", "go.sum"} {
+				if f := path.Join(rel, f); !slices.Contains(copiedDirs, f) {
+					t.Errorf("%s is built from the module in %q, whose %s the builder does not copy", pkg, "/"+rel, f)
+				}
 			}
 		}
 	}

@@ -23,7 +23,8 @@
 //	--address                     where to serve (default unix:///var/run/polyop/sidecar.sock)
 //	--name                        the sidecar's name (default testsidecar)
 //	--controller-name             the controller's name (default maintenancewindow)
-//	--protocol-version            the protocol version Describe answers, to test a mismatch
+//	--protocol-version            the protocol version Describe answers (a ProtocolVersion name
+//	                              or number), to test a mismatch
 //	--kind-override               the kind Describe declares, as group/version/Kind, to test
 //	                              a kind the API server does not serve
 //	--update-filters              comma-separated: generation, labels, annotations, deletion

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ func main() {
 type config struct {
 	address                 string
 	controllerName          string
-	protocolVersion         string
+	protocolVersion         *polyopv1alpha1.ProtocolVersion
 	kindOverride            *polyopv1alpha1.GroupVersionKind
 	updateFilters           []sidecar.UpdateFilter
 	labelSelector           string
@@ -65,7 +66,12 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.StringVar(&cfg.address, "address", sidecar.DefaultAddress, "Where to serve the sidecar API.")
 	fs.StringVar(&cfg.sidecar.Name, "name", cfg.sidecar.Name, "The sidecar's name.")
 	fs.StringVar(&cfg.controllerName, "controller-name", "maintenancewindow", "The controller's name.")
-	fs.StringVar(&cfg.protocolVersion, "protocol-version", "", "The protocol version Describe answers. Empty: the SDK's.")
+	fs.Func("protocol-version", "The protocol version Describe answers: a ProtocolVersion name or number, for example PROTOCOL_VERSION_UNSPECIFIED or 9. Unset: the SDK's.",
+		func(s string) error {
+			v, err := parseProtocolVersion(s)
+			cfg.protocolVersion = &v
+			return err
+		})
 	fs.StringVar(&kindOverride, "kind-override", "", "The kind Describe declares, as group/version/Kind. Empty: MaintenanceWindow.")
 	fs.StringVar(&updateFilters, "update-filters", "", "Comma-separated update filters: generation, labels, annotations, deletion.")
 	fs.StringVar(&cfg.labelSelector, "label-selector", "", "The controller's label selector.")
@@ -161,7 +167,7 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 	opts := cfg.sidecar
 	opts.Scheme = scheme
 	opts.ServerOptions = append(opts.ServerOptions, grpc.ChainUnaryInterceptor(garbleStatus, garbleDefault))
-	if cfg.protocolVersion != "" || cfg.kindOverride != nil {
+	if cfg.protocolVersion != nil || cfg.kindOverride != nil {
 		opts.ServerOptions = append(opts.ServerOptions,
 			grpc.ChainUnaryInterceptor(overrideDescribe(cfg.protocolVersion, cfg.kindOverride)))
 	}
@@ -242,17 +248,30 @@ func paddedObject(size int) []byte {
 	return append(b, tail...)
 }
 
+// parseProtocolVersion reads a ProtocolVersion by its name in the proto or
+// its number, so that a test can answer a version the SDK does not know.
+func parseProtocolVersion(s string) (polyopv1alpha1.ProtocolVersion, error) {
+	if v, ok := polyopv1alpha1.ProtocolVersion_value[s]; ok {
+		return polyopv1alpha1.ProtocolVersion(v), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither a ProtocolVersion name nor a number", s)
+	}
+	return polyopv1alpha1.ProtocolVersion(n), nil
+}
+
 // overrideDescribe wraps the Server's Describe: it changes the protocol
 // version and the controllers' kind in the answer, when they are set.
-func overrideDescribe(protocolVersion string, kind *polyopv1alpha1.GroupVersionKind) grpc.UnaryServerInterceptor {
+func overrideDescribe(protocolVersion *polyopv1alpha1.ProtocolVersion, kind *polyopv1alpha1.GroupVersionKind) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		resp, err := handler(ctx, req)
 		described, ok := resp.(*polyopv1alpha1.DescribeResponse)
 		if err != nil || !ok || info.FullMethod != polyopv1alpha1.SidecarService_Describe_FullMethodName {
 			return resp, err
 		}
-		if protocolVersion != "" {
-			described.ProtocolVersion = protocolVersion
+		if protocolVersion != nil {
+			described.ProtocolVersion = *protocolVersion
 		}
 		if kind != nil {
 			for _, c := range described.GetControllers() {

@@ -27,7 +27,7 @@ func TestParseFlags(t *testing.T) {
 	}{
 		"if no flag is given, then the defaults apply": {
 			check: func(t *testing.T, cfg config) {
-				if cfg.address != "unix:///var/run/polyop/sidecar.sock" || cfg.sidecar.Name != "testsidecar" ||
+				if cfg.address != sidecar.DefaultAddress || cfg.sidecar.Name != "testsidecar" ||
 					cfg.controllerName != "maintenancewindow" || cfg.kindOverride != nil || cfg.updateFilters != nil ||
 					cfg.sidecar.MaxMessageSize != sidecar.DefaultMaxMessageSize {
 					t.Errorf("config = %+v", cfg)
@@ -107,7 +107,7 @@ func TestRunServesWhatTheFlagsDeclare(t *testing.T) {
 		"--address", address,
 		"--name", "e2e",
 		"--controller-name", "windows",
-		"--protocol-version", "v0",
+		"--protocol-version", "9",
 		"--kind-override", "examples.polyop.dev/v1/Nonexistent",
 		"--update-filters", "generation",
 		"--label-selector", "e2e=true",
@@ -141,7 +141,7 @@ func TestRunServesWhatTheFlagsDeclare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetProtocolVersion() != "v0" || resp.GetName() != "e2e" || len(resp.GetControllers()) != 1 {
+	if resp.GetProtocolVersion() != 9 || resp.GetName() != "e2e" || len(resp.GetControllers()) != 1 {
 		t.Fatalf("Describe = %v", resp)
 	}
 	c := resp.GetControllers()[0]

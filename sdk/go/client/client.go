@@ -18,7 +18,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 
-	"github.com/polyop/polyop/internal/address"
+	"github.com/polyop/polyop/sdk/go/address"
 )
 
 // AddressEnv is the environment variable that holds the address of the host's

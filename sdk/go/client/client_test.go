@@ -26,8 +26,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/client"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 var deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
@@ -78,7 +78,7 @@ func TestGetDecodesIntoTheCallersType(t *testing.T) {
 		if k := req.GetKind(); k.GetGroup() != "apps" || k.GetVersion() != "v1" || k.GetKind() != "Deployment" {
 			t.Errorf("request kind = %v", k)
 		}
-		if req.GetKey().GetNamespace() != "default" || req.GetKey().GetName() != "web" || req.GetUncached() {
+		if req.GetKey().GetNamespace() != "default" || req.GetKey().GetName() != "web" || req.GetOptions().GetUncached() {
 			t.Errorf("request = %v", req)
 		}
 	})
@@ -127,13 +127,13 @@ func TestReadOptions(t *testing.T) {
 	if err := c.Get(ctx, key, &appsv1.Deployment{}, client.Uncached, client.RecordSource(&source)); err != nil {
 		t.Fatal(err)
 	}
-	if !last[*polyopv1alpha1.GetRequest](t, f).GetUncached() || source != client.SourceAPIServer {
+	if !last[*polyopv1alpha1.GetRequest](t, f).GetOptions().GetUncached() || source != client.SourceAPIServer {
 		t.Errorf("an uncached Get was sent as %v and reported source %q", last[*polyopv1alpha1.GetRequest](t, f), source)
 	}
 	if err := c.List(ctx, &appsv1.DeploymentList{}, client.Uncached, client.RecordSource(&source)); err != nil {
 		t.Fatal(err)
 	}
-	if !last[*polyopv1alpha1.ListRequest](t, f).GetUncached() || source != client.SourceAPIServer {
+	if !last[*polyopv1alpha1.ListRequest](t, f).GetOptions().GetUncached() || source != client.SourceAPIServer {
 		t.Error("an uncached List was not sent as uncached")
 	}
 }
@@ -377,6 +377,10 @@ func TestCreateAndUpdate(t *testing.T) {
 	if req.GetOptions().GetFieldManager() != "memcached" || req.GetOptions().GetDryRun() {
 		t.Errorf("options = %v", req.GetOptions())
 	}
+	if k := req.GetKind(); k.GetGroup() != "apps" || k.GetVersion() != "v1" || k.GetKind() != "Deployment" ||
+		req.GetKey().GetNamespace() != "default" || req.GetKey().GetName() != "web" {
+		t.Errorf("create addressed %v %v, want apps/v1 Deployment default/web", req.GetKind(), req.GetKey())
+	}
 	var sent map[string]any
 	if err := json.Unmarshal(req.GetObject(), &sent); err != nil {
 		t.Fatal(err)
@@ -388,6 +392,10 @@ func TestCreateAndUpdate(t *testing.T) {
 	d.Spec.Replicas = new(int32(5))
 	if err := c.Update(ctx, d); err != nil {
 		t.Fatal(err)
+	}
+	if ureq := last[*polyopv1alpha1.UpdateRequest](t, f); ureq.GetKind().GetKind() != "Deployment" || ureq.GetKey().GetName() != "web" ||
+		ureq.GetKey().GetNamespace() != "default" {
+		t.Errorf("update addressed %v %v, want apps/v1 Deployment default/web", ureq.GetKind(), ureq.GetKey())
 	}
 	got := &appsv1.Deployment{}
 	if err := c.Get(ctx, ctrlclient.ObjectKeyFromObject(d), got); err != nil || *got.Spec.Replicas != 5 {
@@ -493,8 +501,8 @@ func TestPatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := last[*polyopv1alpha1.PatchRequest](t, f)
-			if req.GetType() != tc.wantType || req.GetForce() != tc.wantForce || !strings.Contains(string(req.GetPatch()), tc.wantPatch) {
-				t.Errorf("request = %v %s, force %v", req.GetType(), req.GetPatch(), req.GetForce())
+			if req.GetType() != tc.wantType || req.GetOptions().GetForce() != tc.wantForce || !strings.Contains(string(req.GetPatch()), tc.wantPatch) {
+				t.Errorf("request = %v %s, force %v", req.GetType(), req.GetPatch(), req.GetOptions().GetForce())
 			}
 			if req.GetKind().GetKind() != "Deployment" || req.GetKey().GetName() != "web" || req.GetSubresource() != "" {
 				t.Errorf("request = %v", req)
@@ -514,7 +522,7 @@ func TestApplyConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := last[*polyopv1alpha1.PatchRequest](t, f)
-	if req.GetType() != polyopv1alpha1.PatchType_PATCH_TYPE_APPLY || !req.GetForce() || req.GetOptions().GetFieldManager() != "website" {
+	if req.GetType() != polyopv1alpha1.PatchType_PATCH_TYPE_APPLY || !req.GetOptions().GetForce() || req.GetOptions().GetFieldManager() != "website" {
 		t.Errorf("request = %v", req)
 	}
 	if req.GetKind().GetKind() != "ConfigMap" || req.GetKey().GetNamespace() != "default" || req.GetKey().GetName() != "settings" {
@@ -598,8 +606,8 @@ func TestSubResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	creq := last[*polyopv1alpha1.CreateRequest](t, f)
-	if creq.GetSubresource() != "eviction" || creq.GetParentKind().GetKind() != "Pod" || creq.GetParentKey().GetName() != "p" ||
-		creq.GetParentKey().GetNamespace() != "default" || creq.GetOptions().GetFieldManager() != "evictor" ||
+	if creq.GetSubresource() != "eviction" || creq.GetKind().GetKind() != "Pod" || creq.GetKey().GetName() != "p" ||
+		creq.GetKey().GetNamespace() != "default" || creq.GetOptions().GetFieldManager() != "evictor" ||
 		!strings.Contains(string(creq.GetObject()), `"kind":"Eviction"`) {
 		t.Errorf("eviction sent as %v %s", creq, creq.GetObject())
 	}
@@ -667,7 +675,7 @@ func TestDeleteAllOf(t *testing.T) {
 	for _, r := range f.requests {
 		if l, ok := r.(*polyopv1alpha1.ListRequest); ok && l.GetLabelSelector() == "tier=web" {
 			lists++
-			if !l.GetUncached() || l.GetNamespace() != "default" || l.GetLimit() == 0 {
+			if !l.GetOptions().GetUncached() || l.GetNamespace() != "default" || l.GetLimit() == 0 {
 				t.Errorf("DeleteAllOf listed with %v, want an uncached, paged list", l)
 			}
 		}

@@ -30,8 +30,8 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/client"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // fakeCluster is a Cluster service over controller-runtime's fake client: it
@@ -205,7 +205,7 @@ func (f *fakeCluster) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	source := f.source
-	if req.GetUncached() {
+	if req.GetOptions().GetUncached() {
 		source = polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER
 	}
 	return &polyopv1alpha1.GetResponse{Object: data, Source: source}, nil
@@ -243,7 +243,7 @@ func (f *fakeCluster) List(ctx context.Context, req *polyopv1alpha1.ListRequest)
 	}
 	// The fake client gives lists no resource version; the API server does.
 	resp := &polyopv1alpha1.ListResponse{ResourceVersion: "1000", Source: f.source}
-	if req.GetUncached() {
+	if req.GetOptions().GetUncached() {
 		resp.Source = polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER
 	}
 	for i := range ul.Items {
@@ -268,6 +268,9 @@ func (f *fakeCluster) Create(ctx context.Context, req *polyopv1alpha1.CreateRequ
 	if err := u.UnmarshalJSON(req.GetObject()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := addressed(req.GetKind(), req.GetKey(), u); err != nil {
+		return nil, err
+	}
 	dryRun, manager := writeOpts(req.GetOptions())
 	if err := f.store.Create(ctx, u, &ctrlclient.CreateOptions{DryRun: dryRun, FieldManager: manager}); err != nil {
 		return nil, apiError(err)
@@ -279,10 +282,10 @@ func (f *fakeCluster) Create(ctx context.Context, req *polyopv1alpha1.CreateRequ
 // createSubresource evicts a pod as the API server does, deleting it and
 // answering a Status; the fake has no other subresource.
 func (f *fakeCluster) createSubresource(ctx context.Context, req *polyopv1alpha1.CreateRequest) (*polyopv1alpha1.CreateResponse, error) {
-	if req.GetSubresource() != "eviction" || req.GetParentKind().GetKind() != "Pod" {
-		return nil, status.Errorf(codes.Unimplemented, "the fake cannot create the %s of a %s", req.GetSubresource(), req.GetParentKind().GetKind())
+	if req.GetSubresource() != "eviction" || req.GetKind().GetKind() != "Pod" {
+		return nil, status.Errorf(codes.Unimplemented, "the fake cannot create the %s of a %s", req.GetSubresource(), req.GetKind().GetKind())
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: req.GetParentKey().GetNamespace(), Name: req.GetParentKey().GetName()}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: req.GetKey().GetNamespace(), Name: req.GetKey().GetName()}}
 	if err := f.store.Delete(ctx, pod); err != nil {
 		return nil, apiError(err)
 	}
@@ -296,6 +299,9 @@ func (f *fakeCluster) Update(ctx context.Context, req *polyopv1alpha1.UpdateRequ
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(req.GetObject()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := addressed(req.GetKind(), req.GetKey(), u); err != nil {
+		return nil, err
 	}
 	dryRun, manager := writeOpts(req.GetOptions())
 	var err error
@@ -311,6 +317,22 @@ func (f *fakeCluster) Update(ctx context.Context, req *polyopv1alpha1.UpdateRequ
 	}
 	data, _ := u.MarshalJSON()
 	return &polyopv1alpha1.UpdateResponse{Object: data}, nil
+}
+
+// addressed checks, as the host does, that a write's kind and key are set and
+// name the object its body is.
+func addressed(kind *polyopv1alpha1.GroupVersionKind, key *polyopv1alpha1.ObjectKey, body *unstructured.Unstructured) error {
+	if kind.GetKind() == "" || kind.GetVersion() == "" {
+		return status.Error(codes.InvalidArgument, "the request has no kind")
+	}
+	if gvkOf(kind) != body.GroupVersionKind() {
+		return status.Errorf(codes.InvalidArgument, "the request is for a %v, its object is a %v", gvkOf(kind), body.GroupVersionKind())
+	}
+	if key.GetNamespace() != body.GetNamespace() || key.GetName() != body.GetName() {
+		return status.Errorf(codes.InvalidArgument, "the request is for %s/%s, its object is %s/%s",
+			key.GetNamespace(), key.GetName(), body.GetNamespace(), body.GetName())
+	}
+	return nil
 }
 
 var patchTypes = map[polyopv1alpha1.PatchType]types.PatchType{
@@ -334,7 +356,7 @@ func (f *fakeCluster) Patch(ctx context.Context, req *polyopv1alpha1.PatchReques
 	}
 	patch := ctrlclient.RawPatch(patchTypes[req.GetType()], req.GetPatch())
 	opts := ctrlclient.PatchOptions{DryRun: dryRun, FieldManager: manager}
-	if req.GetForce() {
+	if req.GetOptions().GetForce() {
 		opts.Force = new(true)
 	}
 	var err error

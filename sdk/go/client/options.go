@@ -78,6 +78,15 @@ func (r *readOptions) add(opt any) {
 	}
 }
 
+// proto is the ReadOptions of the request; nil when every option has its
+// default.
+func (r *readOptions) proto() *polyopv1alpha1.ReadOptions {
+	if !r.uncached {
+		return nil
+	}
+	return &polyopv1alpha1.ReadOptions{Uncached: true}
+}
+
 func (r *readOptions) record(s polyopv1alpha1.ReadSource) {
 	for _, dst := range r.sources {
 		*dst = sourceOf(s)
@@ -85,12 +94,12 @@ func (r *readOptions) record(s polyopv1alpha1.ReadSource) {
 }
 
 // writeOptions builds the WriteOptions of a write from controller-runtime's
-// dry-run and field manager options.
-func (c *Client) writeOptions(dryRun []string, fieldManager string) *polyopv1alpha1.WriteOptions {
+// dry-run, field manager and (for apply) force options.
+func (c *Client) writeOptions(dryRun []string, fieldManager string, force bool) *polyopv1alpha1.WriteOptions {
 	if fieldManager == "" {
 		fieldManager = c.fieldOwner
 	}
-	opts := &polyopv1alpha1.WriteOptions{FieldManager: fieldManager}
+	opts := &polyopv1alpha1.WriteOptions{FieldManager: fieldManager, Force: force}
 	for _, d := range dryRun {
 		if d == metav1.DryRunAll {
 			opts.DryRun = true

@@ -25,9 +25,9 @@ func (c *Client) Get(ctx context.Context, key ctrlclient.ObjectKey, obj ctrlclie
 		ro.add(opt)
 	}
 	req := &polyopv1alpha1.GetRequest{
-		Kind:     gvkProto(gvk),
-		Key:      keyProto(key.Namespace, key.Name),
-		Uncached: ro.uncached,
+		Kind:    gvkProto(gvk),
+		Key:     keyProto(key.Namespace, key.Name),
+		Options: ro.proto(),
 	}
 	var resp *polyopv1alpha1.GetResponse
 	err = c.call(ctx, gvk, func() string { return "getting " + describe(gvk, key.Namespace, key.Name) },
@@ -60,7 +60,7 @@ func (c *Client) List(ctx context.Context, list ctrlclient.ObjectList, opts ...c
 		opt.ApplyToList(lo)
 	}
 	req := c.listRequest(listKind(listGVK), lo)
-	req.Uncached = ro.uncached
+	req.Options = ro.proto()
 	var resp *polyopv1alpha1.ListResponse
 	err = c.call(ctx, listKind(listGVK), func() string { return "listing " + describeList(listKind(listGVK), lo.Namespace) },
 		func(ctx context.Context, callOpts ...grpc.CallOption) (err error) {

@@ -80,11 +80,11 @@ func (s *subResourceClient) Create(ctx context.Context, obj, subResource ctrlcli
 		return err
 	}
 	req := &polyopv1alpha1.CreateRequest{
-		Object:      data,
-		Options:     s.client.writeOptions(co.DryRun, co.FieldManager),
+		Kind:        gvkProto(gvk),
+		Key:         keyProto(obj.GetNamespace(), obj.GetName()),
 		Subresource: s.name,
-		ParentKind:  gvkProto(gvk),
-		ParentKey:   keyProto(obj.GetNamespace(), obj.GetName()),
+		Options:     s.client.writeOptions(co.DryRun, co.FieldManager, false),
+		Object:      data,
 	}
 	var resp *polyopv1alpha1.CreateResponse
 	err = s.client.call(ctx, gvk, func() string { return "creating " + describeSub(gvk, obj, s.name) },

@@ -33,7 +33,12 @@ func (c *Client) Create(ctx context.Context, obj ctrlclient.Object, opts ...ctrl
 	if err != nil {
 		return err
 	}
-	req := &polyopv1alpha1.CreateRequest{Object: data, Options: c.writeOptions(co.DryRun, co.FieldManager)}
+	req := &polyopv1alpha1.CreateRequest{
+		Kind:    gvkProto(gvk),
+		Key:     keyProto(obj.GetNamespace(), obj.GetName()),
+		Options: c.writeOptions(co.DryRun, co.FieldManager, false),
+		Object:  data,
+	}
 	var resp *polyopv1alpha1.CreateResponse
 	err = c.call(ctx, gvk, func() string { return "creating " + describe(gvk, obj.GetNamespace(), nameOf(obj)) },
 		func(ctx context.Context, callOpts ...grpc.CallOption) (err error) {
@@ -65,9 +70,11 @@ func (c *Client) update(ctx context.Context, obj, body ctrlclient.Object, subres
 		return err
 	}
 	req := &polyopv1alpha1.UpdateRequest{
-		Object:      data,
+		Kind:        gvkProto(gvk),
+		Key:         keyProto(obj.GetNamespace(), obj.GetName()),
 		Subresource: subresource,
-		Options:     c.writeOptions(uo.DryRun, uo.FieldManager),
+		Options:     c.writeOptions(uo.DryRun, uo.FieldManager, false),
+		Object:      data,
 	}
 	var resp *polyopv1alpha1.UpdateResponse
 	err = c.call(ctx, gvk, func() string { return "updating " + describeSub(gvk, obj, subresource) },
@@ -119,11 +126,10 @@ func (c *Client) patch(ctx context.Context, obj, body ctrlclient.Object, subreso
 	req := &polyopv1alpha1.PatchRequest{
 		Kind:        gvkProto(gvk),
 		Key:         keyProto(obj.GetNamespace(), obj.GetName()),
-		Type:        patchType,
-		Patch:       data,
 		Subresource: subresource,
-		Force:       po.Force != nil && *po.Force,
-		Options:     c.writeOptions(po.DryRun, po.FieldManager),
+		Options:     c.writeOptions(po.DryRun, po.FieldManager, po.Force != nil && *po.Force),
+		Patch:       data,
+		Type:        patchType,
 	}
 	var resp *polyopv1alpha1.PatchResponse
 	err = c.call(ctx, gvk, func() string { return "patching " + describeSub(gvk, obj, subresource) },
@@ -179,11 +185,10 @@ func (c *Client) apply(ctx context.Context, obj, body runtime.ApplyConfiguration
 	req := &polyopv1alpha1.PatchRequest{
 		Kind:        gvkProto(gvk),
 		Key:         keyProto(target.Metadata.Namespace, target.Metadata.Name),
-		Type:        polyopv1alpha1.PatchType_PATCH_TYPE_APPLY,
-		Patch:       data,
 		Subresource: subresource,
-		Force:       ao.Force != nil && *ao.Force,
-		Options:     c.writeOptions(ao.DryRun, ao.FieldManager),
+		Options:     c.writeOptions(ao.DryRun, ao.FieldManager, ao.Force != nil && *ao.Force),
+		Patch:       data,
+		Type:        polyopv1alpha1.PatchType_PATCH_TYPE_APPLY,
 	}
 	var resp *polyopv1alpha1.PatchResponse
 	err = c.call(ctx, gvk, func() string {
@@ -247,9 +252,9 @@ func (c *Client) delete(ctx context.Context, gvk schema.GroupVersionKind, namesp
 	req := &polyopv1alpha1.DeleteRequest{
 		Kind:               gvkProto(gvk),
 		Key:                keyProto(namespace, name),
+		Options:            c.writeOptions(do.DryRun, "", false),
 		Propagation:        propagationOf(do.PropagationPolicy),
 		GracePeriodSeconds: do.GracePeriodSeconds,
-		Options:            c.writeOptions(do.DryRun, ""),
 	}
 	if p := do.Preconditions; p != nil {
 		if p.UID != nil {
@@ -297,7 +302,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj ctrlclient.Object, opts ..
 	dao.ApplyOptions(opts)
 	do := dao.AsDeleteOptions()
 	req := c.listRequest(gvk, &dao.ListOptions)
-	req.Uncached = true
+	req.Options = &polyopv1alpha1.ReadOptions{Uncached: true}
 	req.Limit = deleteAllOfPageSize
 	var errs []error
 	for {

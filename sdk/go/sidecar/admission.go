@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
-	"slices"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -23,7 +23,6 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
-	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // Defaulter sets defaults on an object of type T before the API server stores
@@ -143,7 +142,7 @@ func admissionRequestOf(in *polyopv1alpha1.AdmissionRequest) admission.Request {
 		UID:         types.UID(in.GetUid()),
 		Kind:        metav1.GroupVersionKind{Group: in.GetKind().GetGroup(), Version: in.GetKind().GetVersion(), Kind: in.GetKind().GetKind()},
 		Resource:    metav1.GroupVersionResource{Group: in.GetKind().GetGroup(), Version: in.GetKind().GetVersion(), Resource: in.GetResource()},
-		SubResource: in.GetSubResource(),
+		SubResource: in.GetSubresource(),
 		Name:        in.GetKey().GetName(),
 		Namespace:   in.GetKey().GetNamespace(),
 		Operation:   admissionOperations[in.GetOperation()],
@@ -297,89 +296,31 @@ func callAdmission(ctx context.Context, fn func() error) (denial, failed error) 
 
 // applyChanges applies to raw, the object the API server sent, the changes
 // the defaulter made (from before to after, both of the Go type), and
-// returns the result. Fields the Go type does not know, and fields it leaves
-// out when empty, stay as the API server sent them: only what the defaulter
-// changed changes, as controller-runtime's defaulter drops the removals its
-// scheme caused. Only the parts of raw on the path of a change are decoded.
+// returns the result: a three-way merge, as the JSON merge patch (RFC 7386)
+// from before to after applied to raw. Fields the Go type does not know, and
+// fields it leaves out when empty, stay as the API server sent them: only
+// what the defaulter changed changes, as controller-runtime's defaulter drops
+// the removals its scheme caused. Members the merge does not touch keep
+// their order and their JSON as sent (integers keep every digit); members it
+// adds come after them. A list the defaulter changes is replaced whole, and
+// a field it sets to null is removed, as a merge patch does.
 func applyChanges(raw []byte, before, after runtime.Object) ([]byte, error) {
-	b, err := runtime.DefaultUnstructuredConverter.ToUnstructured(before)
+	b, err := json.Marshal(before)
 	if err != nil {
 		return nil, err
 	}
-	a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
+	a, err := json.Marshal(after)
 	if err != nil {
 		return nil, err
 	}
-	return mergeRaw(raw, b, a)
-}
-
-// mergeRaw returns raw (JSON) changed as before was changed into after
-// (generic values). The members of raw that did not change are copied as they
-// are, unparsed.
-func mergeRaw(raw json.RawMessage, before, after any) (json.RawMessage, error) {
-	if len(raw) > 0 && reflect.DeepEqual(before, after) {
+	if bytes.Equal(a, b) {
 		return raw, nil
 	}
-	b, okB := before.(map[string]any)
-	a, okA := after.(map[string]any)
-	if !okB || !okA {
-		return json.Marshal(after)
-	}
-	members, err := rawjson.Members(raw)
+	patch, err := jsonpatch.CreateMergePatch(b, a)
 	if err != nil {
-		return json.Marshal(after)
+		return nil, err
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(raw) + 64)
-	buf.WriteByte('{')
-	write := func(key string, value []byte) error {
-		if buf.Len() > 1 {
-			buf.WriteByte(',')
-		}
-		buf.Write(rawjson.AppendMember(nil, key, value))
-		return nil
-	}
-	seen := make(map[string]bool, len(members))
-	for _, m := range members {
-		seen[m.Key] = true
-		bv, inBefore := b[m.Key]
-		av, inAfter := a[m.Key]
-		value := []byte(m.Value)
-		switch {
-		case inBefore && !inAfter:
-			continue // the defaulter removed it
-		case inAfter && (!inBefore || !reflect.DeepEqual(bv, av)):
-			merged, err := mergeRaw(m.Value, bv, av)
-			if err != nil {
-				return nil, err
-			}
-			value = merged
-		}
-		if err := write(m.Key, value); err != nil {
-			return nil, err
-		}
-	}
-	// What the defaulter added, in a stable order.
-	var added []string
-	for k := range a {
-		if !seen[k] {
-			if bv, had := b[k]; !had || !reflect.DeepEqual(bv, a[k]) {
-				added = append(added, k)
-			}
-		}
-	}
-	slices.Sort(added)
-	for _, k := range added {
-		value, err := json.Marshal(a[k])
-		if err != nil {
-			return nil, err
-		}
-		if err := write(k, value); err != nil {
-			return nil, err
-		}
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	return jsonpatch.MergePatch(raw, patch)
 }
 
 // decodeJSON decodes the API server's JSON into obj, case-sensitively as the

@@ -469,7 +469,7 @@ func TestConversionThroughTheHub(t *testing.T) {
 	t.Parallel()
 	srv := newGadgetServer(t, nil)
 	h := sidecartest.New(t, srv)
-	if c := h.Describe().GetConversions(); len(c) != 1 || c[0].GetGroup() != "test.polyop.dev" || c[0].GetKind() != "Gadget" || strings.Join(c[0].GetVersions(), ",") != "v1,v2" {
+	if c := h.Describe().GetConversions(); len(c) != 1 || c[0].GetKind().GetGroup() != "test.polyop.dev" || c[0].GetKind().GetKind() != "Gadget" || strings.Join(c[0].GetVersions(), ",") != "v1,v2" {
 		t.Fatalf("conversions = %v", c)
 	}
 	v1 := &GadgetV1{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", Labels: map[string]string{"a": "b"}}, Size: 3}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 
@@ -19,7 +18,6 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
-	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // OwnsOption changes how a controller owns a kind of children.
@@ -474,31 +472,23 @@ func (st *reconcileState) desiredChild(obj client.Object) (desiredChild, error) 
 
 // without returns the JSON object data without the members named in drop,
 // and with its metadata member passed through metadata (when not nil). The
-// other members are copied as they are: nothing is decoded.
+// other members are copied as they are: their values are not decoded.
 func without(data []byte, drop []string, metadata func([]byte) ([]byte, error)) ([]byte, error) {
-	out := make([]byte, 0, len(data))
-	out = append(out, '{')
-	err := rawjson.Each(data, func(key string, value json.RawMessage) error {
-		if slices.Contains(drop, key) {
-			return nil
-		}
-		if key == "metadata" && metadata != nil {
-			stripped, err := metadata(value)
-			if err != nil {
-				return err
-			}
-			value = stripped
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = rawjson.AppendMember(out, key, value)
-		return nil
-	})
-	if err != nil {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
 		return nil, err
 	}
-	return append(out, '}'), nil
+	for _, key := range drop {
+		delete(members, key)
+	}
+	if m, ok := members["metadata"]; ok && metadata != nil {
+		stripped, err := metadata(m)
+		if err != nil {
+			return nil, err
+		}
+		members["metadata"] = stripped
+	}
+	return json.Marshal(members)
 }
 
 // ObservedChildren returns the children of type T the host sent with the

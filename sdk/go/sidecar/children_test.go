@@ -370,8 +370,8 @@ func TestTheDescribedChildrenReachTheWire(t *testing.T) {
 	// A request carrying children crosses the wire with them.
 	h, _ := newWebsiteLike(t, func(context.Context, *appsv1.Deployment) error { return nil })
 	req := h.NewRequest("deployment", deployment(1), h.WithObservedChildren(configMap("a")))
-	if len(req.GetChildren()) != 1 {
-		t.Fatalf("children = %d", len(req.GetChildren()))
+	if len(req.GetObservedChildren()) != 1 {
+		t.Fatalf("children = %d", len(req.GetObservedChildren()))
 	}
 	resp, err := h.Call(t.Context(), req)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc/codes"
@@ -68,7 +69,7 @@ func (c *typedController[T]) reconcile(ctx context.Context, req Request, data []
 		if err != nil {
 			log.Error(err, "Encoding the status")
 			if resp.Error == nil {
-				resp.Error = &polyopv1alpha1.ReconcileError{Message: "encoding the status: " + err.Error()}
+				resp.Error = &polyopv1alpha1.Failure{Message: "encoding the status: " + err.Error()}
 			}
 		}
 		resp.Status = st
@@ -111,17 +112,39 @@ func decision(log logr.Logger, result Result, panicked bool, err error) *polyopv
 	if result.RequeueAfter > 0 {
 		resp.RequeueAfter = durationpb.New(result.RequeueAfter)
 	}
-	resp.Requeue = result.Requeue //nolint:staticcheck // The wire keeps controller-runtime's deprecated Requeue.
+	if err == nil && result.RequeueAfter <= 0 && result.Requeue { //nolint:staticcheck // Requeue is refused, not honoured.
+		err = errRequeueWithoutDelay
+	}
 	if err != nil {
-		terminal := errors.Is(err, reconcile.TerminalError(nil))
-		resp.Error = &polyopv1alpha1.ReconcileError{Message: errorMessage(err, terminal), Terminal: terminal}
+		resp.Error = failure(err)
 		if !panicked {
 			// The host logs the error it receives; the sidecar logging it
 			// too would show every error twice.
-			log.V(1).Info("Reconciler error", "error", err.Error(), "terminal", terminal)
+			log.V(1).Info("Reconciler error", "error", err.Error(), "terminal", resp.Error.GetTerminal(),
+				"retryAfter", resp.Error.GetRetryAfter().AsDuration())
 		}
 	}
 	return resp
+}
+
+// errRequeueWithoutDelay is the answer to a Result with Requeue and no
+// RequeueAfter. controller-runtime deprecates Requeue and the protocol has
+// no such field: the object is retried with the controller's backoff, as a
+// failure, so that nothing is silently dropped and the message says what to
+// return instead.
+var errRequeueWithoutDelay = errors.New("the reconciler returned Result{Requeue: true}, which polyop does not support (controller-runtime deprecates it): " +
+	"return Result{RequeueAfter: d} to reconcile again after d, or an error (TemporaryError to say when) to retry; retrying with backoff")
+
+// failure is the Failure that answers err: terminal for a TerminalError, with
+// retry_after for a TemporaryError with a positive delay.
+func failure(err error) *polyopv1alpha1.Failure {
+	terminal := errors.Is(err, reconcile.TerminalError(nil))
+	f := &polyopv1alpha1.Failure{Message: errorMessage(err, terminal), Terminal: terminal}
+	var temporary interface{ RetryAfter() time.Duration }
+	if !terminal && errors.As(err, &temporary) && temporary.RetryAfter() > 0 {
+		f.RetryAfter = durationpb.New(temporary.RetryAfter())
+	}
+	return f
 }
 
 var terminalErrorType = reflect.TypeOf(reconcile.TerminalError(nil))

@@ -21,7 +21,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	return srv.Serve(ctx, "unix:///var/run/polyop/sidecar.sock")
+//	return srv.Serve(ctx, sidecar.DefaultAddress)
 //
 // The builder's type parameter is the reconciled type, as in controller-runtime's
 // builder.TypedControllerManagedBy: Go methods cannot take type parameters, so
@@ -38,7 +38,12 @@
 //   - the object is a fresh instance decoded from the host's JSON;
 //     modify its status in place, and it is sent back when Reconcile returns,
 //     also when Reconcile returns an error;
-//   - return TerminalError(err) for an error that retrying cannot fix;
+//   - return Result{RequeueAfter: d} to reconcile again after d (Result's
+//     deprecated Requeue without RequeueAfter is answered as a failure that
+//     says so, retried with backoff);
+//   - return TerminalError(err) for an error that retrying cannot fix, and
+//     TemporaryError(err, d) for one to retry after d instead of the
+//     host's exponential backoff;
 //   - RequestFromContext(ctx) gives the controller, kind, key and retry count;
 //   - log.FromContext(ctx) (sigs.k8s.io/controller-runtime/pkg/log) gives a
 //     logger with the controller, kind, namespace and name;

@@ -45,7 +45,7 @@ func Example() {
 
 	// A real sidecar serves until it is told to stop:
 	//
-	//	err = srv.Serve(ctrl.SetupSignalHandler(), "unix:///var/run/polyop/sidecar.sock")
+	//	err = srv.Serve(ctrl.SetupSignalHandler(), sidecar.DefaultAddress)
 
 	resp, _ := srv.Describe(context.Background(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion})
 	for _, c := range resp.GetControllers() {

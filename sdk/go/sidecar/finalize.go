@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,16 +25,13 @@ import (
 // the object through garbage collection); changes to obj are not written.
 // Return RequeueAfter while clean-up waits on something outside, to be called
 // again after it with the finalizer kept; an error keeps the finalizer too,
-// and is retried with backoff unless it is a TerminalError. Result.Requeue
-// alone (without RequeueAfter) is reported as an error, so that the host
-// retries with backoff and keeps the finalizer. Recorder(ctx) records events
-// on the object.
+// and is retried with backoff unless it is a TerminalError (or after its delay,
+// for a TemporaryError). Result.Requeue alone (without RequeueAfter) is
+// reported as an error, as for Reconcile, so that the host retries with
+// backoff and keeps the finalizer. Recorder(ctx) records events on the object.
 type FinalizeReconciler[T client.Object] interface {
 	Finalize(ctx context.Context, obj T) (Result, error)
 }
-
-// errRequeueWithoutDelay is Finalize's answer to a bare Result.Requeue.
-var errRequeueWithoutDelay = errors.New("Finalize asked to requeue without RequeueAfter; the finalizer stays and finalizing is retried with backoff")
 
 // Finalize decodes the request's object into the controller's type and calls
 // its FinalizeReconciler. It answers with gRPC status NOT_FOUND for a
@@ -100,9 +96,6 @@ func (c *typedController[T]) finalizer() func(ctx context.Context, req Request, 
 		result, panicked, err := callSafely(log, func() (Result, error) {
 			return f.Finalize(ctx, obj)
 		})
-		if err == nil && result.RequeueAfter <= 0 && result.Requeue { //nolint:staticcheck // The wire keeps controller-runtime's deprecated Requeue.
-			err = errRequeueWithoutDelay
-		}
 		decided := decision(log, result, panicked, err)
 		resp := &polyopv1alpha1.FinalizeResponse{Error: decided.GetError(), Events: events.collected()}
 		if result.RequeueAfter > 0 {

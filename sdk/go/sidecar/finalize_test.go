@@ -78,7 +78,14 @@ func TestFinalize(t *testing.T) {
 			finalize: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
 				return sidecar.Result{Requeue: true}, nil //nolint:staticcheck // The deprecated field is what is tested.
 			},
-			wantErr: &sidecartest.Error{Message: "Finalize asked to requeue without RequeueAfter; the finalizer stays and finalizing is retried with backoff"},
+			wantErr: &sidecartest.Error{Message: "the reconciler returned Result{Requeue: true}, which polyop does not support (controller-runtime deprecates it): " +
+				"return Result{RequeueAfter: d} to reconcile again after d, or an error (TemporaryError to say when) to retry; retrying with backoff"},
+		},
+		"if Finalize fails with a temporary error, then the failure says when to retry": {
+			finalize: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+				return sidecar.Result{}, sidecar.TemporaryError(errors.New("the backend is draining"), 20*time.Second)
+			},
+			wantErr: &sidecartest.Error{Message: "the backend is draining", RetryAfter: 20 * time.Second},
 		},
 		"if Finalize panics, then the panic is a transient error": {
 			finalize: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {

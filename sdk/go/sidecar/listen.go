@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/polyop/polyop/internal/address"
+	"github.com/polyop/polyop/sdk/go/address"
 )
 
 // DefaultAddress is where a sidecar serves unless told otherwise, and where
 // the host looks for it: a unix socket in the volume both containers of the
 // pod mount at /var/run/polyop.
-const DefaultAddress = address.DefaultSidecar
+const DefaultAddress = address.Default
 
 // SocketMode is the mode of the unix socket Listen creates: read and write for
 // its owner and group, nothing for others.

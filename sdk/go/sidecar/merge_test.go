@@ -53,10 +53,30 @@ func TestApplyChangesAppliesOnlyTheDefaultersChanges(t *testing.T) {
 			before: obj{}, after: obj{Spec: spec{Tags: []string{"t"}}},
 			want: `{"spec":{"size":0,"extra":{},"tags":["t"]}}`,
 		},
+		"if the raw object lacks the member the change is in, then it is created": {
+			raw:    `{"metadata":{"name":"x"}}`,
+			before: obj{}, after: obj{Spec: spec{Extra: map[string]string{"a": "b"}}},
+			want: `{"metadata":{"name":"x"},"spec":{"extra":{"a":"b"}}}`,
+		},
+		"if a map entry is removed, then only that entry goes": {
+			raw:    `{"spec":{"extra":{"a":"1","b":"2","unknown":true}}}`,
+			before: obj{Spec: spec{Extra: map[string]string{"a": "1", "b": "2"}}}, after: obj{Spec: spec{Extra: map[string]string{"a": "1"}}},
+			want: `{"spec":{"extra":{"a":"1","unknown":true}}}`,
+		},
+		"if nothing changes, then the raw object is returned as it is": {
+			raw:    `{ "spec" : {"size":3} }`,
+			before: obj{Spec: spec{Size: 3}}, after: obj{Spec: spec{Size: 3}},
+			want: `{ "spec" : {"size":3} }`,
+		},
 		"if a big integer is in the raw object, then it keeps every digit": {
 			raw:    `{"spec":{"id":9007199254740993}}`,
 			before: obj{}, after: obj{Spec: spec{Size: 1}},
 			want: `{"spec":{"id":9007199254740993,"size":1}}`,
+		},
+		"if the defaulter sets a big integer, then it keeps every digit": {
+			raw:    `{"spec":{}}`,
+			before: obj{}, after: obj{Spec: spec{Size: 9007199254740993}},
+			want: `{"spec":{"size":9007199254740993}}`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,9 @@ package sidecar
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +55,47 @@ type DeletionReconciler interface {
 // cannot fix, such as an invalid spec.
 func TerminalError(err error) error {
 	return reconcile.TerminalError(err)
+}
+
+// TemporaryError wraps err so that the host retries the object after the
+// duration after instead of its exponential backoff (the response's
+// Failure.retry_after), as Kopf's TemporaryError(delay=...) does. Use it when
+// the reconciler knows when retrying makes sense, such as an external API
+// that answered "retry in 30 s". The failure still counts: Request.Retries
+// grows, and a later failure without a delay backs off as if every failure
+// had. An after of zero or less retries with the backoff, as err alone would.
+//
+// Like TerminalError, it survives wrapping (fmt.Errorf("...: %w", ...)):
+// errors.Is(err, TemporaryError(nil, 0)) reports whether err is one, and
+// errors.As into an interface{ RetryAfter() time.Duration } reads its delay.
+// An error that is both terminal and temporary is terminal: it is not
+// retried.
+func TemporaryError(err error, after time.Duration) error {
+	return &temporaryError{err: err, after: after}
+}
+
+type temporaryError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *temporaryError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("nil temporary error (retry after %s)", e.after)
+	}
+	return e.err.Error()
+}
+
+func (e *temporaryError) Unwrap() error { return e.err }
+
+// RetryAfter is when the host retries the object.
+func (e *temporaryError) RetryAfter() time.Duration { return e.after }
+
+// Is makes every TemporaryError match TemporaryError(nil, 0), whatever it
+// wraps, as reconcile.TerminalError does.
+func (e *temporaryError) Is(target error) bool {
+	var t *temporaryError
+	return errors.As(target, &t)
 }
 
 // Request describes the reconcile in progress. RequestFromContext returns it.

@@ -21,8 +21,16 @@ import (
 )
 
 // ProtocolVersion is the version of the polyop protocol this package speaks,
-// answered in DescribeResponse.protocol_version.
-const ProtocolVersion = "v1alpha1"
+// answered in DescribeResponse.protocol_version. It is the generated
+// constant of the proto's ProtocolVersion enum.
+const ProtocolVersion = polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_V1ALPHA1
+
+// SDKName is the name of this SDK, answered in DescribeResponse.sdk_name.
+const SDKName = "polyop-go"
+
+// SDKVersion is the version of this SDK, answered in
+// DescribeResponse.sdk_version.
+const SDKVersion = "0.1.0"
 
 // Server is a polyop sidecar: it implements polyopv1alpha1.SidecarServiceServer
 // for the controllers registered on it with NewControllerManagedBy.
@@ -125,6 +133,8 @@ func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 	resp := &polyopv1alpha1.DescribeResponse{
 		ProtocolVersion: ProtocolVersion,
 		Name:            s.opts.Name,
+		SdkName:         SDKName,
+		SdkVersion:      SDKVersion,
 		Controllers:     make([]*polyopv1alpha1.ControllerDescription, 0, len(s.order)),
 	}
 	for _, name := range s.order {
@@ -173,6 +183,6 @@ func (s *Server) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequ
 	}
 	ctx = logf.IntoContext(ctx, log)
 	ctx = withRequest(ctx, req)
-	ctx, state := s.withReconcileState(ctx, c, req, in.GetChildren())
+	ctx, state := s.withReconcileState(ctx, c, req, in.GetObservedChildren())
 	return state.respond(c.reconcile(ctx, req, in.GetObject()))
 }

@@ -184,7 +184,10 @@ func TestDescribeIsBuiltFromTheRegistrations(t *testing.T) {
 
 	resp := sidecartest.New(t, srv).Describe()
 	if resp.GetProtocolVersion() != sidecar.ProtocolVersion || resp.GetName() != "test" {
-		t.Errorf("protocol version %q, name %q", resp.GetProtocolVersion(), resp.GetName())
+		t.Errorf("protocol version %v, name %q", resp.GetProtocolVersion(), resp.GetName())
+	}
+	if resp.GetSdkName() != "polyop-go" || resp.GetSdkVersion() != sidecar.SDKVersion || sidecar.SDKVersion == "" {
+		t.Errorf("sdk %q %q, want polyop-go and the SDK's version", resp.GetSdkName(), resp.GetSdkVersion())
 	}
 	if len(resp.GetControllers()) != 2 {
 		t.Fatalf("got %d controllers, want 2", len(resp.GetControllers()))
@@ -217,12 +220,12 @@ func TestDescribeIsBuiltFromTheRegistrations(t *testing.T) {
 func TestDescribeAnswersAHostOfAnotherVersion(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t)
-	resp, err := srv.Describe(t.Context(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: "v2"})
+	resp, err := srv.Describe(t.Context(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: polyopv1alpha1.ProtocolVersion(9)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.GetProtocolVersion() != sidecar.ProtocolVersion {
-		t.Errorf("protocol version = %q", resp.GetProtocolVersion())
+		t.Errorf("protocol version = %v", resp.GetProtocolVersion())
 	}
 }
 
@@ -287,6 +290,51 @@ func TestReconcile(t *testing.T) {
 				return sidecar.Result{}, fmt.Errorf("validating: %w", sidecar.TerminalError(errors.New("bad")))
 			},
 			wantErr:    &sidecartest.Error{Message: "validating: terminal error: bad", Terminal: true},
+			wantStatus: untouched,
+		},
+		"if the reconciler fails with a temporary error, then the failure says when to retry": {
+			reconcile: func(ctx context.Context, d *appsv1.Deployment) (sidecar.Result, error) {
+				observe(ctx, d)
+				return sidecar.Result{}, sidecar.TemporaryError(errors.New("the backend says retry in 30s"), 30*time.Second)
+			},
+			wantErr:    &sidecartest.Error{Message: "the backend says retry in 30s", RetryAfter: 30 * time.Second},
+			wantStatus: observed,
+		},
+		"if a temporary error is wrapped, then it still says when to retry": {
+			reconcile: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+				return sidecar.Result{}, fmt.Errorf("calling the backend: %w", sidecar.TemporaryError(errors.New("busy"), time.Minute))
+			},
+			wantErr:    &sidecartest.Error{Message: "calling the backend: busy", RetryAfter: time.Minute},
+			wantStatus: untouched,
+		},
+		"if a temporary error has no delay, then it is retried with the backoff": {
+			reconcile: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+				return sidecar.Result{}, sidecar.TemporaryError(errors.New("busy"), 0)
+			},
+			wantErr:    &sidecartest.Error{Message: "busy"},
+			wantStatus: untouched,
+		},
+		"if an error is both terminal and temporary, then it is terminal and says no delay": {
+			reconcile: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+				return sidecar.Result{}, sidecar.TerminalError(sidecar.TemporaryError(errors.New("bad"), time.Minute))
+			},
+			wantErr:    &sidecartest.Error{Message: "bad", Terminal: true},
+			wantStatus: untouched,
+		},
+		"if the reconciler asks to requeue without a delay, then it is a transient failure that says to use RequeueAfter": {
+			reconcile: func(ctx context.Context, d *appsv1.Deployment) (sidecar.Result, error) {
+				observe(ctx, d)
+				return sidecar.Result{Requeue: true}, nil //nolint:staticcheck // The deprecated field is what is tested.
+			},
+			wantErr: &sidecartest.Error{Message: "the reconciler returned Result{Requeue: true}, which polyop does not support (controller-runtime deprecates it): " +
+				"return Result{RequeueAfter: d} to reconcile again after d, or an error (TemporaryError to say when) to retry; retrying with backoff"},
+			wantStatus: observed,
+		},
+		"if the reconciler asks to requeue with a delay, then RequeueAfter wins, as in controller-runtime": {
+			reconcile: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+				return sidecar.Result{Requeue: true, RequeueAfter: time.Second}, nil //nolint:staticcheck // The deprecated field is what is tested.
+			},
+			wantResult: sidecar.Result{RequeueAfter: time.Second},
 			wantStatus: untouched,
 		},
 		"if the reconciler panics, then the panic is a transient error and no status is returned": {

@@ -333,8 +333,7 @@ func (r *admissionRegistry) describe() ([]*polyopv1alpha1.WebhookDescription, []
 	for _, gk := range r.convOrder {
 		c := r.conversions[gk]
 		conversions = append(conversions, &polyopv1alpha1.ConversionDescription{
-			Group:    gk.Group,
-			Kind:     gk.Kind,
+			Kind:     &polyopv1alpha1.GroupKind{Group: gk.Group, Kind: gk.Kind},
 			Versions: slices.Clone(c.versions),
 		})
 	}

@@ -35,7 +35,7 @@ func (h *Harness) WithObservedChildren(objs ...client.Object) RequestOption {
 		children = append(children, data)
 	}
 	return func(req *polyopv1alpha1.ReconcileRequest) {
-		req.Children = append(req.Children, children...)
+		req.ObservedChildren = append(req.ObservedChildren, children...)
 	}
 }
 

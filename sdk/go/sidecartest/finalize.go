@@ -38,10 +38,7 @@ func (h *Harness) Finalize(ctx context.Context, controller string, obj client.Ob
 	if err != nil {
 		h.t.Fatalf("sidecartest: Finalize %s/%s with controller %q: %v", obj.GetNamespace(), obj.GetName(), controller, err)
 	}
-	out := &FinalizeResponse{Raw: resp, Result: sidecar.Result{RequeueAfter: resp.GetRequeueAfter().AsDuration()}}
-	if e := resp.GetError(); e != nil {
-		out.Err = &Error{Message: e.GetMessage(), Terminal: e.GetTerminal()}
-	}
+	out := &FinalizeResponse{Raw: resp, Result: sidecar.Result{RequeueAfter: resp.GetRequeueAfter().AsDuration()}, Err: errorOf(resp.GetError())}
 	for _, e := range resp.GetEvents() {
 		out.Events = append(out.Events, Event{Type: eventType(e.GetType()), Reason: e.GetReason(), Message: e.GetMessage(), Action: e.GetAction()})
 	}

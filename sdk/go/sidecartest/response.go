@@ -2,6 +2,7 @@ package sidecartest
 
 import (
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -11,7 +12,7 @@ import (
 
 // Response is a Server's answer to one reconcile, in the terms a test checks.
 type Response struct {
-	// Result is the requeue decision: RequeueAfter, or Requeue.
+	// Result is the requeue decision: RequeueAfter.
 	Result sidecar.Result
 	// Err is the reconciler's error; nil when the reconcile succeeded.
 	Err *Error
@@ -30,6 +31,16 @@ type Error struct {
 	Message string
 	// Terminal is true for a sidecar.TerminalError: the host does not retry.
 	Terminal bool
+	// RetryAfter is the delay of a sidecar.TemporaryError: the host retries
+	// after it instead of its backoff. Zero otherwise.
+	RetryAfter time.Duration
+}
+
+func errorOf(f *polyopv1alpha1.Failure) *Error {
+	if f == nil {
+		return nil
+	}
+	return &Error{Message: f.GetMessage(), Terminal: f.GetTerminal(), RetryAfter: f.GetRetryAfter().AsDuration()}
 }
 
 // Event is an event the reconciler recorded.
@@ -49,10 +60,7 @@ type Event struct {
 func newResponse(t testing.TB, object []byte, raw *polyopv1alpha1.ReconcileResponse) *Response {
 	r := &Response{Raw: raw, t: t, object: object}
 	r.Result.RequeueAfter = raw.GetRequeueAfter().AsDuration()
-	r.Result.Requeue = raw.GetRequeue() //nolint:staticcheck // The wire keeps controller-runtime's deprecated Requeue.
-	if e := raw.GetError(); e != nil {
-		r.Err = &Error{Message: e.GetMessage(), Terminal: e.GetTerminal()}
-	}
+	r.Err = errorOf(raw.GetError())
 	for _, e := range raw.GetEvents() {
 		r.Events = append(r.Events, Event{
 			Type:    eventType(e.GetType()),
