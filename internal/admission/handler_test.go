@@ -19,7 +19,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
@@ -43,8 +43,8 @@ func (f *fakeSidecar) Validate(ctx context.Context, req *polyopv1alpha1.Validate
 	return f.validateFn(ctx, req)
 }
 
-func widgetWebhook(policy polyopv1alpha1.FailurePolicy) sidecar.Webhook {
-	return sidecar.Webhook{GVK: widgetGVK, Default: true, Validate: true, FailurePolicy: policy, TimeoutSeconds: 10}
+func widgetWebhook(policy polyopv1alpha1.FailurePolicy) description.Webhook {
+	return description.Webhook{GVK: widgetGVK, Default: true, Validate: true, FailurePolicy: policy, TimeoutSeconds: 10}
 }
 
 var opts = admission.Options{SidecarName: "widgets", SidecarAddress: "unix:///run/widgets.sock"}

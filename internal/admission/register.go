@@ -3,7 +3,7 @@ package admission
 import (
 	"net/http"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // MaxRequestBytes is the largest AdmissionReview the host reads, as
@@ -21,7 +21,7 @@ type Registrar interface {
 // Register registers a mutating endpoint (DefaultPath) for every webhook that
 // declares default and a validating endpoint (ValidatePath) for every webhook
 // that declares validate, all served by sc. It returns the paths registered.
-func Register(r Registrar, sc Sidecar, webhooks []sidecar.Webhook, opts Options) []string {
+func Register(r Registrar, sc Sidecar, webhooks []description.Webhook, opts Options) []string {
 	var paths []string
 	for _, wh := range webhooks {
 		if wh.Default {

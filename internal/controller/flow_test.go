@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // These tests run the Reconciler against controller-runtime's fake client,
@@ -104,7 +104,7 @@ func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Obj
 		}).
 		Build()
 	r := &Reconciler{
-		Controller: sidecar.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
+		Controller: description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
 		Client:     c,
 		Sidecar:    sc,
 		Children:   []ChildKind{{GVK: secretGVK, Namespaced: true, SendObserved: true}},
@@ -314,7 +314,7 @@ func TestTheObjectReadBackFromAWriteIsAsTheCacheHoldsIt(t *testing.T) {
 				return &polyopv1alpha1.ReconcileResponse{}
 			}}
 			r := &Reconciler{
-				Controller:        sidecar.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
+				Controller:        description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
 				Client:            c,
 				Sidecar:           sc,
 				kind:              &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},

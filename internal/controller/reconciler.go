@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
@@ -33,7 +34,7 @@ type Sidecar interface {
 // Reconciler hands each reconcile of one controller to the sidecar.
 type Reconciler struct {
 	// Controller is the controller's validated description.
-	Controller sidecar.Controller
+	Controller description.Controller
 	// Client reads the reconciled object and its children (from the cache)
 	// and writes status, finalizers and children.
 	Client client.Client

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // Options configure the controllers Setup builds.
@@ -42,7 +42,7 @@ type Options struct {
 // mgr, with the cache indexes its owned kinds and field-path watches need.
 // Every kind must already be resolvable through mgr's RESTMapper, and Setup
 // must run before mgr starts.
-func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options) error {
+func Setup(mgr ctrl.Manager, sc Sidecar, desc *description.Description, opts Options) error {
 	state := &sidecarState{}
 	indexes := indexSet{}
 	clusterScoped := map[schema.GroupKind]bool{}
@@ -126,7 +126,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 // filters are the controller's update filters. A controller with a finalizer
 // must see its object being deleted, so a filter list that would drop that
 // update gets UPDATE_FILTER_DELETION_CHANGED added.
-func filters(c sidecar.Controller) []polyopv1alpha1.UpdateFilter {
+func filters(c description.Controller) []polyopv1alpha1.UpdateFilter {
 	f := c.UpdateFilters
 	deletion := polyopv1alpha1.UpdateFilter_UPDATE_FILTER_DELETION_CHANGED
 	if c.Finalizer != "" && len(f) > 0 && !slices.Contains(f, deletion) {

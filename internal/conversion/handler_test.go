@@ -21,7 +21,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/conversion"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // fakeSidecar converts with convert.
@@ -35,7 +35,7 @@ func (f *fakeSidecar) Convert(ctx context.Context, req *polyopv1alpha1.ConvertRe
 	return f.convert(ctx, req)
 }
 
-var widgets = []sidecar.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}}
+var widgets = []description.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}}
 
 func widget(version, name string) []byte {
 	return []byte(fmt.Sprintf(`{"apiVersion":"example.com/%s","kind":"Widget","metadata":{"namespace":"ns","name":%q,"uid":"u-%s"},"spec":{}}`, version, name, name))

@@ -19,8 +19,8 @@ import (
 
 	"github.com/polyop/polyop/internal/address"
 	clusterservice "github.com/polyop/polyop/internal/cluster"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // resolveRelatedKinds checks that the API server serves every kind a
@@ -29,9 +29,9 @@ import (
 // cluster-scoped child, and a label or annotation cannot name a namespaced
 // object from a cluster-scoped one (it names the object in the watched
 // object's own namespace).
-func resolveRelatedKinds(mapper meta.RESTMapper, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool) error {
+func resolveRelatedKinds(mapper meta.RESTMapper, desc *description.Description, namespaced map[schema.GroupVersionKind]bool) error {
 	var errs []error
-	resolve := func(c sidecar.Controller, verb string, gvk schema.GroupVersionKind) bool {
+	resolve := func(c description.Controller, verb string, gvk schema.GroupVersionKind) bool {
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("controller %q %s %s, which the API server does not serve: %w", c.Name, verb, gvkString(gvk), err))
@@ -62,14 +62,14 @@ func resolveRelatedKinds(mapper meta.RESTMapper, desc *sidecar.Description, name
 // one of them watches every namespace), without their label selectors, which
 // select reconciled objects only. A kind that a controller also reconciles
 // keeps its reconciled view.
-func addRelatedCacheViews(o *cache.Options, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, keepManagedFields bool) {
+func addRelatedCacheViews(o *cache.Options, desc *description.Description, namespaced map[schema.GroupVersionKind]bool, keepManagedFields bool) {
 	reconciled := map[schema.GroupVersionKind]bool{}
 	for obj := range o.ByObject {
 		reconciled[obj.GetObjectKind().GroupVersionKind()] = true
 	}
 	// A nil Namespaces is every namespace; once there, a view stays there.
 	related := map[schema.GroupVersionKind]*cache.ByObject{}
-	add := func(c sidecar.Controller, gvk schema.GroupVersionKind) {
+	add := func(c description.Controller, gvk schema.GroupVersionKind) {
 		if reconciled[gvk] {
 			return
 		}
@@ -133,7 +133,7 @@ func cachedKinds(o cache.Options) map[schema.GroupVersionKind][]string {
 // write in through the cluster service: those of every controller, as
 // narrowed by --namespace. None (every namespace) when a controller watches
 // every namespace, or, without controllers, when --namespace is not set.
-func watchedNamespaces(desc *sidecar.Description, opts Options) []string {
+func watchedNamespaces(desc *description.Description, opts Options) []string {
 	if len(desc.Controllers) == 0 {
 		return opts.Namespaces
 	}
@@ -206,7 +206,7 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
 // server, and writing through a dynamic client.
-func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *sidecar.Description, cacheOpts cache.Options, tlsConfig *tls.Config, opts Options) error {
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *description.Description, cacheOpts cache.Options, tlsConfig *tls.Config, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil

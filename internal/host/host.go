@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/polyop/polyop/internal/controller"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
@@ -155,7 +156,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 // resolveKinds checks that the API server serves every declared kind, and
 // reports which are namespaced.
-func resolveKinds(mapper meta.RESTMapper, desc *sidecar.Description) (map[schema.GroupVersionKind]bool, error) {
+func resolveKinds(mapper meta.RESTMapper, desc *description.Description) (map[schema.GroupVersionKind]bool, error) {
 	namespaced := map[schema.GroupVersionKind]bool{}
 	var errs []error
 	for _, c := range desc.Controllers {
@@ -174,7 +175,7 @@ func resolveKinds(mapper meta.RESTMapper, desc *sidecar.Description) (map[schema
 
 // narrow applies the host's --namespace and --label-selector flags. Namespaces
 // narrow namespaced kinds only.
-func narrow(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, opts Options) error {
+func narrow(desc *description.Description, namespaced map[schema.GroupVersionKind]bool, opts Options) error {
 	selector := labels.Everything()
 	if opts.LabelSelector != "" {
 		s, err := labels.Parse(opts.LabelSelector)
@@ -185,7 +186,7 @@ func narrow(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bo
 	}
 	var errs []error
 	for i := range desc.Controllers {
-		one := &sidecar.Description{Name: desc.Name, Controllers: []sidecar.Controller{desc.Controllers[i]}}
+		one := &description.Description{Name: desc.Name, Controllers: []description.Controller{desc.Controllers[i]}}
 		namespaces := opts.Namespaces
 		if !namespaced[desc.Controllers[i].GVK] {
 			namespaces = nil
@@ -200,9 +201,9 @@ func narrow(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bo
 
 // cacheOptions gives each reconciled kind its own cache view: its namespaces
 // and its label selector. Two controllers of one kind must agree on that view.
-func cacheOptions(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, opts Options) (cache.Options, error) {
+func cacheOptions(desc *description.Description, namespaced map[schema.GroupVersionKind]bool, opts Options) (cache.Options, error) {
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	seen := map[schema.GroupVersionKind]sidecar.Controller{}
+	seen := map[schema.GroupVersionKind]description.Controller{}
 	for _, c := range desc.Controllers {
 		if prev, ok := seen[c.GVK]; ok {
 			if !reflect.DeepEqual(prev.Namespaces, c.Namespaces) || prev.LabelSelector.String() != c.LabelSelector.String() {

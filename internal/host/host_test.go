@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 var (
@@ -18,20 +18,20 @@ var (
 	cluster = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "ClusterThing"}
 )
 
-func describe(cs ...sidecar.Controller) *sidecar.Description {
+func describe(cs ...description.Controller) *description.Description {
 	for i := range cs {
 		if cs[i].LabelSelector == nil {
 			cs[i].LabelSelector = labels.Everything()
 		}
 	}
-	return &sidecar.Description{Name: "s", Controllers: cs}
+	return &description.Description{Name: "s", Controllers: cs}
 }
 
 func TestNarrowAppliesHostFlagsToNamespacedKindsOnly(t *testing.T) {
 	t.Parallel()
 	desc := describe(
-		sidecar.Controller{Name: "w", GVK: widget},
-		sidecar.Controller{Name: "c", GVK: cluster},
+		description.Controller{Name: "w", GVK: widget},
+		description.Controller{Name: "c", GVK: cluster},
 	)
 	namespaced := map[schema.GroupVersionKind]bool{widget: true, cluster: false}
 	opts := NewOptions()
@@ -57,7 +57,7 @@ func TestNarrowRejectsABadSelector(t *testing.T) {
 	t.Parallel()
 	opts := NewOptions()
 	opts.LabelSelector = "a in ("
-	err := narrow(describe(sidecar.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
+	err := narrow(describe(description.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
 	if err == nil || !strings.Contains(err.Error(), "--label-selector") {
 		t.Errorf("error = %v, want one naming --label-selector", err)
 	}
@@ -68,7 +68,7 @@ func TestCacheOptions(t *testing.T) {
 	sel, _ := labels.Parse("app=web")
 	t.Run("each kind gets its namespaces and selector, and managedFields are stripped", func(t *testing.T) {
 		t.Parallel()
-		desc := describe(sidecar.Controller{Name: "w", GVK: widget, Namespaces: []string{"a", "b"}, LabelSelector: sel})
+		desc := describe(description.Controller{Name: "w", GVK: widget, Namespaces: []string{"a", "b"}, LabelSelector: sel})
 		o, err := cacheOptions(desc, map[schema.GroupVersionKind]bool{widget: true}, NewOptions())
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestCacheOptions(t *testing.T) {
 		t.Parallel()
 		opts := NewOptions()
 		opts.KeepManagedFields = true
-		o, err := cacheOptions(describe(sidecar.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
+		o, err := cacheOptions(describe(description.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,8 +105,8 @@ func TestCacheOptions(t *testing.T) {
 	t.Run("two controllers of one kind must agree on what to cache", func(t *testing.T) {
 		t.Parallel()
 		desc := describe(
-			sidecar.Controller{Name: "one", GVK: widget, Namespaces: []string{"a"}},
-			sidecar.Controller{Name: "two", GVK: widget, Namespaces: []string{"b"}},
+			description.Controller{Name: "one", GVK: widget, Namespaces: []string{"a"}},
+			description.Controller{Name: "two", GVK: widget, Namespaces: []string{"b"}},
 		)
 		_, err := cacheOptions(desc, map[schema.GroupVersionKind]bool{widget: true}, NewOptions())
 		if err == nil || !strings.Contains(err.Error(), `controllers "one" and "two"`) {

@@ -14,13 +14,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // watchedKinds are the kinds the controllers of desc reconcile, own or watch,
 // each once, in the order they are declared.
-func watchedKinds(desc *sidecar.Description) []schema.GroupVersionKind {
+func watchedKinds(desc *description.Description) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	add := func(gvk schema.GroupVersionKind) {
 		if !slices.Contains(kinds, gvk) {

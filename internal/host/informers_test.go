@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 func TestWatchedKindsListsEveryReconciledOwnedAndWatchedKindOnce(t *testing.T) {
@@ -16,8 +16,8 @@ func TestWatchedKindsListsEveryReconciledOwnedAndWatchedKindOnce(t *testing.T) {
 	configMap := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	desc := describe(
-		sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: configMap}}, Watches: []sidecar.Watch{{GVK: secret}}},
-		sidecar.Controller{Name: "c", GVK: cluster, Owns: []sidecar.Owned{{GVK: configMap}}, Watches: []sidecar.Watch{{GVK: widget}}},
+		description.Controller{Name: "w", GVK: widget, Owns: []description.Owned{{GVK: configMap}}, Watches: []description.Watch{{GVK: secret}}},
+		description.Controller{Name: "c", GVK: cluster, Owns: []description.Owned{{GVK: configMap}}, Watches: []description.Watch{{GVK: widget}}},
 	)
 	want := []schema.GroupVersionKind{widget, configMap, secret, cluster}
 	if got := watchedKinds(desc); !slices.Equal(got, want) {

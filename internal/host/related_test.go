@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/testenv"
 )
@@ -53,23 +54,23 @@ func TestResolveRelatedKinds(t *testing.T) {
 	mapper.Add(configMapKind, meta.RESTScopeNamespace)
 	mapper.Add(roleKind, meta.RESTScopeRoot)
 	for name, tc := range map[string]struct {
-		c    sidecar.Controller
+		c    description.Controller
 		want string
 	}{
 		"if every kind is served and the scopes fit, then no error": {
-			c: sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: configMapKind}}, Watches: []sidecar.Watch{{GVK: roleKind, FieldPath: []string{"spec", "role"}}}},
+			c: description.Controller{Name: "w", GVK: widget, Owns: []description.Owned{{GVK: configMapKind}}, Watches: []description.Watch{{GVK: roleKind, FieldPath: []string{"spec", "role"}}}},
 		},
 		"if an owned kind is not served, then it is named": {
-			c: sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: secretKind}}}, want: `controller "w" owns Secret.v1, which the API server does not serve`,
+			c: description.Controller{Name: "w", GVK: widget, Owns: []description.Owned{{GVK: secretKind}}}, want: `controller "w" owns Secret.v1, which the API server does not serve`,
 		},
 		"if a watched kind is not served, then it is named": {
-			c: sidecar.Controller{Name: "w", GVK: widget, Watches: []sidecar.Watch{{GVK: secretKind, Label: "x"}}}, want: `controller "w" watches Secret.v1, which the API server does not serve`,
+			c: description.Controller{Name: "w", GVK: widget, Watches: []description.Watch{{GVK: secretKind, Label: "x"}}}, want: `controller "w" watches Secret.v1, which the API server does not serve`,
 		},
 		"if a namespaced object owns a cluster-scoped kind, then an error": {
-			c: sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: roleKind}}}, want: "a cluster-scoped object cannot have a namespaced owner",
+			c: description.Controller{Name: "w", GVK: widget, Owns: []description.Owned{{GVK: roleKind}}}, want: "a cluster-scoped object cannot have a namespaced owner",
 		},
 		"if a label on a cluster-scoped object names a namespaced one, then an error": {
-			c: sidecar.Controller{Name: "w", GVK: widget, Watches: []sidecar.Watch{{GVK: roleKind, Annotation: "x"}}}, want: "watch it by field_path instead",
+			c: description.Controller{Name: "w", GVK: widget, Watches: []description.Watch{{GVK: roleKind, Annotation: "x"}}}, want: "watch it by field_path instead",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -95,12 +96,12 @@ func TestResolveRelatedKinds(t *testing.T) {
 func TestAddRelatedCacheViews(t *testing.T) {
 	t.Parallel()
 	desc := describe(
-		sidecar.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"},
-			Owns: []sidecar.Owned{{GVK: configMapKind}}, Watches: []sidecar.Watch{{GVK: secretKind, Label: "x"}, {GVK: roleKind, FieldPath: []string{"spec", "r"}}}},
-		sidecar.Controller{Name: "b", GVK: cluster, Owns: []sidecar.Owned{{GVK: roleKind}}},
-		sidecar.Controller{Name: "c", GVK: widget, Namespaces: []string{"team-a"}, Watches: []sidecar.Watch{{GVK: configMapKind, Label: "y"}}},
-		sidecar.Controller{Name: "d", GVK: widget, Namespaces: []string{"team-b"}, Owns: []sidecar.Owned{{GVK: secretKind}}},
-		sidecar.Controller{Name: "e", GVK: cluster, Watches: []sidecar.Watch{{GVK: widget, FieldPath: []string{"spec", "w"}}}},
+		description.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"},
+			Owns: []description.Owned{{GVK: configMapKind}}, Watches: []description.Watch{{GVK: secretKind, Label: "x"}, {GVK: roleKind, FieldPath: []string{"spec", "r"}}}},
+		description.Controller{Name: "b", GVK: cluster, Owns: []description.Owned{{GVK: roleKind}}},
+		description.Controller{Name: "c", GVK: widget, Namespaces: []string{"team-a"}, Watches: []description.Watch{{GVK: configMapKind, Label: "y"}}},
+		description.Controller{Name: "d", GVK: widget, Namespaces: []string{"team-b"}, Owns: []description.Owned{{GVK: secretKind}}},
+		description.Controller{Name: "e", GVK: cluster, Watches: []description.Watch{{GVK: widget, FieldPath: []string{"spec", "w"}}}},
 	)
 	namespaced := map[schema.GroupVersionKind]bool{widget: true, cluster: false, configMapKind: true, secretKind: true, roleKind: false}
 	opts := NewOptions()
@@ -137,8 +138,8 @@ func TestAddRelatedCacheViews(t *testing.T) {
 
 	// One controller watching every namespace widens the view to all.
 	all := describe(
-		sidecar.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"}, Owns: []sidecar.Owned{{GVK: configMapKind}}},
-		sidecar.Controller{Name: "z", GVK: cluster, Watches: []sidecar.Watch{{GVK: configMapKind, FieldPath: []string{"spec", "c"}}}},
+		description.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"}, Owns: []description.Owned{{GVK: configMapKind}}},
+		description.Controller{Name: "z", GVK: cluster, Watches: []description.Watch{{GVK: configMapKind, FieldPath: []string{"spec", "c"}}}},
 	)
 	o = cache.Options{ByObject: map[client.Object]cache.ByObject{}}
 	addRelatedCacheViews(&o, all, namespaced, false)
@@ -160,16 +161,16 @@ func workingDir(t *testing.T) string {
 
 func TestWatchedNamespaces(t *testing.T) {
 	t.Parallel()
-	ctrl := func(namespaces ...string) sidecar.Controller {
-		return sidecar.Controller{Name: "c", Namespaces: namespaces}
+	ctrl := func(namespaces ...string) description.Controller {
+		return description.Controller{Name: "c", Namespaces: namespaces}
 	}
 	for name, tc := range map[string]struct {
-		controllers []sidecar.Controller
+		controllers []description.Controller
 		flag        []string
 		want        []string
 	}{
-		"if every controller watches namespaces, then all of them":      {controllers: []sidecar.Controller{ctrl("b", "a"), ctrl("c", "a")}, want: []string{"a", "b", "c"}},
-		"if a controller watches every namespace, then every namespace": {controllers: []sidecar.Controller{ctrl("a"), ctrl()}, want: nil},
+		"if every controller watches namespaces, then all of them":      {controllers: []description.Controller{ctrl("b", "a"), ctrl("c", "a")}, want: []string{"a", "b", "c"}},
+		"if a controller watches every namespace, then every namespace": {controllers: []description.Controller{ctrl("a"), ctrl()}, want: nil},
 		"if there is no controller, then --namespace":                   {flag: []string{"ops"}, want: []string{"ops"}},
 		"if there is no controller and no --namespace, then every one":  {want: nil},
 	} {
@@ -177,7 +178,7 @@ func TestWatchedNamespaces(t *testing.T) {
 			t.Parallel()
 			opts := NewOptions()
 			opts.Namespaces = tc.flag
-			if got := watchedNamespaces(&sidecar.Description{Controllers: tc.controllers}, opts); !slices.Equal(got, tc.want) {
+			if got := watchedNamespaces(&description.Description{Controllers: tc.controllers}, opts); !slices.Equal(got, tc.want) {
 				t.Errorf("watchedNamespaces = %v, want %v", got, tc.want)
 			}
 		})

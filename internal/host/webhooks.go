@@ -24,6 +24,7 @@ import (
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/certs"
 	"github.com/polyop/polyop/internal/conversion"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/webhookserver"
 )
@@ -161,7 +162,7 @@ func (o *WebhookOptions) BindFlags(fs *flag.FlagSet) {
 // setupWebhooks adds the webhook server to mgr when the sidecar declares
 // webhooks or conversions: one mutating and one validating endpoint per kind,
 // and the conversion endpoint, served by sc.
-func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *sidecar.Client, desc *sidecar.Description, mapper meta.RESTMapper, opts WebhookOptions) error {
+func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *sidecar.Client, desc *description.Description, mapper meta.RESTMapper, opts WebhookOptions) error {
 	if len(desc.Webhooks) == 0 && len(desc.Conversions) == 0 {
 		return nil
 	}
@@ -317,7 +318,7 @@ func (o WebhookOptions) withDefaults(sidecarName string) WebhookOptions {
 // resolveWebhookKinds checks that the API server serves every kind the
 // sidecar declares webhooks and conversions for, and returns the names of the
 // CRDs of the converted kinds.
-func resolveWebhookKinds(mapper meta.RESTMapper, desc *sidecar.Description) ([]string, error) {
+func resolveWebhookKinds(mapper meta.RESTMapper, desc *description.Description) ([]string, error) {
 	var errs []error
 	for _, wh := range desc.Webhooks {
 		mapping, err := mapper.RESTMapping(wh.GVK.GroupKind(), wh.GVK.Version)

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 func TestWebhookFlags(t *testing.T) {
@@ -48,16 +48,16 @@ func TestResolveWebhookKinds(t *testing.T) {
 	widget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{widget.GroupVersion()})
 	mapper.Add(widget, meta.RESTScopeNamespace)
-	desc := &sidecar.Description{
-		Webhooks:    []sidecar.Webhook{{GVK: widget, Validate: true}},
-		Conversions: []sidecar.Conversion{{GroupKind: widget.GroupKind(), Versions: []string{"v1", "v2"}}},
+	desc := &description.Description{
+		Webhooks:    []description.Webhook{{GVK: widget, Validate: true}},
+		Conversions: []description.Conversion{{GroupKind: widget.GroupKind(), Versions: []string{"v1", "v2"}}},
 	}
 	crds, err := resolveWebhookKinds(mapper, desc)
 	if err != nil || strings.Join(crds, ",") != "widgets.example.com" {
 		t.Errorf("resolveWebhookKinds = %v, %v", crds, err)
 	}
 
-	desc.Webhooks = append(desc.Webhooks, sidecar.Webhook{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}})
+	desc.Webhooks = append(desc.Webhooks, description.Webhook{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}})
 	desc.Webhooks[0].Resource = "widgetz"
 	_, err = resolveWebhookKinds(mapper, desc)
 	for _, want := range []string{

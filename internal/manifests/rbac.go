@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // Resource is what RBAC needs to know of a kind: its resource (plural, lower
@@ -60,7 +60,7 @@ type RBACOptions struct {
 	Resolve ResourceResolver
 }
 
-func (o RBACOptions) withDefaults(desc *sidecar.Description) RBACOptions {
+func (o RBACOptions) withDefaults(desc *description.Description) RBACOptions {
 	if o.Name == "" {
 		o.Name = desc.Name
 	}
@@ -140,12 +140,12 @@ var (
 // What the sidecar reads or writes imperatively through the cluster service
 // beyond the kinds it declares is not in the description, so it is not here:
 // grant it in a role of its own, bound to the same ServiceAccount.
-func RBAC(desc *sidecar.Description, opts RBACOptions) ([]runtime.Object, error) {
+func RBAC(desc *description.Description, opts RBACOptions) ([]runtime.Object, error) {
 	opts = opts.withDefaults(desc)
 	cluster := ruleSet{}
 	namespaced := map[string]ruleSet{}
 	var errs []error
-	resolve := func(c sidecar.Controller, gvk schema.GroupVersionKind) Resource {
+	resolve := func(c description.Controller, gvk schema.GroupVersionKind) Resource {
 		r, err := opts.Resolve(gvk)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("controller %q: %s: %w", c.Name, gvk.Kind, err))
@@ -266,7 +266,7 @@ func narrowNamespaces(declared, allowed []string) []string {
 	return keep
 }
 
-func rbacLabels(desc *sidecar.Description) map[string]string {
+func rbacLabels(desc *description.Description) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": desc.Name, "app.kubernetes.io/managed-by": "polyop"}
 }
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 var (
@@ -39,11 +39,11 @@ func rulesOf(rules []rbacv1.PolicyRule) []string {
 
 func TestRBACCoversWhatTheDescriptionNeedsAndNoMore(t *testing.T) {
 	t.Parallel()
-	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{
+	desc := &description.Description{Name: "shop", Controllers: []description.Controller{
 		{
 			Name: "widgets", GVK: widgetKind, Finalizer: "example.com/cleanup",
-			Owns:    []sidecar.Owned{{GVK: deploymentGVK}, {GVK: configMapGVK}},
-			Watches: []sidecar.Watch{{GVK: secretGVK, FieldPath: []string{"spec", "secretName"}}, {GVK: configMapGVK, Label: "x"}},
+			Owns:    []description.Owned{{GVK: deploymentGVK}, {GVK: configMapGVK}},
+			Watches: []description.Watch{{GVK: secretGVK, FieldPath: []string{"spec", "secretName"}}, {GVK: configMapGVK, Label: "x"}},
 		},
 		{Name: "gadgets", GVK: gadgetKind},
 	}}
@@ -84,7 +84,7 @@ func TestRBACCoversWhatTheDescriptionNeedsAndNoMore(t *testing.T) {
 
 func TestRBACOptions(t *testing.T) {
 	t.Parallel()
-	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{{Name: "widgets", GVK: widgetKind}}}
+	desc := &description.Description{Name: "shop", Controllers: []description.Controller{{Name: "widgets", GVK: widgetKind}}}
 
 	objs, err := RBAC(desc, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", LeaderElection: true, MetricsAuth: true,
 		Resolve: func(gvk schema.GroupVersionKind) (Resource, error) {
@@ -183,12 +183,12 @@ func granted(t *testing.T, objs []runtime.Object, namespace, account string) []s
 
 func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 	t.Parallel()
-	widgets := sidecar.Controller{
+	widgets := description.Controller{
 		Name: "widgets", GVK: widgetKind, Finalizer: "example.com/cleanup",
-		Owns:    []sidecar.Owned{{GVK: configMapGVK}},
-		Watches: []sidecar.Watch{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, FieldPath: []string{"spec", "ns"}}},
+		Owns:    []description.Owned{{GVK: configMapGVK}},
+		Watches: []description.Watch{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, FieldPath: []string{"spec", "ns"}}},
 	}
-	gadgets := sidecar.Controller{Name: "gadgets", GVK: gadgetKind, Owns: []sidecar.Owned{{GVK: secretGVK}}}
+	gadgets := description.Controller{Name: "gadgets", GVK: gadgetKind, Owns: []description.Owned{{GVK: secretGVK}}}
 	widgetRules := func(where string) []string {
 		return []string{
 			where + " /configmaps: get,list,watch,create,update,patch,delete",
@@ -199,20 +199,20 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 		}
 	}
 	for name, tc := range map[string]struct {
-		controllers     []sidecar.Controller
+		controllers     []description.Controller
 		watchNamespaces []string
 		metricsAuth     bool
 		want            []string
 		wantErr         string
 	}{
 		"if every controller declares namespaces, then Roles in them, and a ClusterRole for the cluster-scoped kind only": {
-			controllers: []sidecar.Controller{withNamespaces(widgets, "a", "b")},
+			controllers: []description.Controller{withNamespaces(widgets, "a", "b")},
 			want: slices.Concat(widgetRules("a"), widgetRules("b"), []string{
 				"cluster /namespaces: get,list,watch",
 			}),
 		},
 		"if the host's --namespace limits a controller declaring none, then Roles in that namespace": {
-			controllers:     []sidecar.Controller{withNamespaces(gadgets)},
+			controllers:     []description.Controller{withNamespaces(gadgets)},
 			watchNamespaces: []string{"ops"},
 			want: []string{
 				"ops /secrets: get,list,watch,create,update,patch,delete",
@@ -223,12 +223,12 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 			},
 		},
 		"if the host's --namespace narrows declared namespaces, then Roles in those both allow": {
-			controllers:     []sidecar.Controller{withNamespaces(widgets, "a", "b")},
+			controllers:     []description.Controller{withNamespaces(widgets, "a", "b")},
 			watchNamespaces: []string{"b", "c"},
 			want:            append(widgetRules("b"), "cluster /namespaces: get,list,watch"),
 		},
 		"if a controller watches every namespace, then its rules are cluster-wide and the others' namespaced": {
-			controllers: []sidecar.Controller{withNamespaces(widgets, "a"), withNamespaces(gadgets)},
+			controllers: []description.Controller{withNamespaces(widgets, "a"), withNamespaces(gadgets)},
 			metricsAuth: true,
 			want: slices.Concat(
 				// events are granted cluster-wide already
@@ -245,14 +245,14 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 				}),
 		},
 		"if the host's --namespace leaves a controller none of its namespaces, then it is an error": {
-			controllers:     []sidecar.Controller{withNamespaces(widgets, "a")},
+			controllers:     []description.Controller{withNamespaces(widgets, "a")},
 			watchNamespaces: []string{"b"},
 			wantErr:         `controller "widgets" watches namespaces [a], none of which --namespace [b] allows`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			desc := &sidecar.Description{Name: "shop", Controllers: tc.controllers}
+			desc := &description.Description{Name: "shop", Controllers: tc.controllers}
 			objs, err := RBAC(desc, RBACOptions{Namespace: "ops", ServiceAccount: "host", WatchNamespaces: tc.watchNamespaces, MetricsAuth: tc.metricsAuth, Resolve: kinds})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -274,9 +274,9 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 
 func TestRBACWithoutDiscoveryKnowsTheBuiltInClusterScopedKinds(t *testing.T) {
 	t.Parallel()
-	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{withNamespaces(sidecar.Controller{
+	desc := &description.Description{Name: "shop", Controllers: []description.Controller{withNamespaces(description.Controller{
 		Name: "widgets", GVK: widgetKind,
-		Watches: []sidecar.Watch{
+		Watches: []description.Watch{
 			{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Node"}, FieldPath: []string{"spec", "node"}},
 			{GVK: schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, FieldPath: []string{"spec", "role"}},
 		},
@@ -293,7 +293,7 @@ func TestRBACWithoutDiscoveryKnowsTheBuiltInClusterScopedKinds(t *testing.T) {
 	}
 }
 
-func withNamespaces(c sidecar.Controller, namespaces ...string) sidecar.Controller {
+func withNamespaces(c description.Controller, namespaces ...string) description.Controller {
 	c.Namespaces = namespaces
 	return c
 }

@@ -21,7 +21,7 @@ import (
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/conversion"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // CertManagerInjectAnnotation asks cert-manager's CA injector to fill in the
@@ -58,7 +58,7 @@ type WebhookOptions struct {
 	InjectCAFrom string
 }
 
-func (o WebhookOptions) withDefaults(desc *sidecar.Description) WebhookOptions {
+func (o WebhookOptions) withDefaults(desc *description.Description) WebhookOptions {
 	if o.Name == "" {
 		o.Name = desc.Name
 	}
@@ -114,7 +114,7 @@ func (o WebhookOptions) validate() error {
 // A webhook's resource is the one declared, or else the plural guessed from
 // the kind (meta.UnsafeGuessKindToResource, as the CRD's own plural usually
 // is); the CRD's name is that plural and the group.
-func Webhooks(desc *sidecar.Description, opts WebhookOptions) ([]runtime.Object, error) {
+func Webhooks(desc *description.Description, opts WebhookOptions) ([]runtime.Object, error) {
 	opts = opts.withDefaults(desc)
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("webhook manifests: %w", err)
@@ -191,13 +191,13 @@ func Webhooks(desc *sidecar.Description, opts WebhookOptions) ([]runtime.Object,
 
 // CRDName is the name of the CRD of a kind: its resource (as declared by a
 // webhook of the kind, or guessed from the kind) and its group.
-func CRDName(desc *sidecar.Description, gk schema.GroupKind) string {
+func CRDName(desc *description.Description, gk schema.GroupKind) string {
 	return resourceOf(desc, gk, "") + "." + gk.Group
 }
 
 // resourceOf is the resource of a kind: as a webhook of the kind declares it,
 // or guessed.
-func resourceOf(desc *sidecar.Description, gk schema.GroupKind, version string) string {
+func resourceOf(desc *description.Description, gk schema.GroupKind, version string) string {
 	for _, wh := range desc.Webhooks {
 		if wh.GVK.GroupKind() == gk && wh.Resource != "" && (version == "" || wh.GVK.Version == version) {
 			return wh.Resource

@@ -11,14 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/manifests"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
-func description() *sidecar.Description {
-	return &sidecar.Description{
+func webhookDescription() *description.Description {
+	return &description.Description{
 		Name: "widgets",
-		Webhooks: []sidecar.Webhook{
+		Webhooks: []description.Webhook{
 			{
 				GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, Default: true, Validate: true,
 				Operations:    []polyopv1alpha1.Operation{polyopv1alpha1.Operation_OPERATION_CREATE, polyopv1alpha1.Operation_OPERATION_UPDATE, polyopv1alpha1.Operation_OPERATION_DELETE},
@@ -30,13 +30,13 @@ func description() *sidecar.Description {
 				FailurePolicy: polyopv1alpha1.FailurePolicy_FAILURE_POLICY_IGNORE, TimeoutSeconds: 3,
 			},
 		},
-		Conversions: []sidecar.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}},
+		Conversions: []description.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}},
 	}
 }
 
 func TestWebhooksFromTheDescription(t *testing.T) {
 	t.Parallel()
-	objs, err := manifests.Webhooks(description(), manifests.WebhookOptions{ServiceNamespace: "ops"})
+	objs, err := manifests.Webhooks(webhookDescription(), manifests.WebhookOptions{ServiceNamespace: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestWebhooksFromTheDescription(t *testing.T) {
 func TestWebhooksOptions(t *testing.T) {
 	t.Parallel()
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
-	objs, err := manifests.Webhooks(description(), manifests.WebhookOptions{
+	objs, err := manifests.Webhooks(webhookDescription(), manifests.WebhookOptions{
 		Name:              "custom",
 		URL:               "https://127.0.0.1:9443/",
 		FailurePolicy:     "Ignore",
@@ -134,7 +134,7 @@ func TestWebhooksRefusesBadOptions(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := manifests.Webhooks(description(), opts); err == nil {
+			if _, err := manifests.Webhooks(webhookDescription(), opts); err == nil {
 				t.Error("no error")
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // DefaultMaxMessageSize is the largest gRPC message either side accepts unless
@@ -201,12 +202,12 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.
 
 // Describe asks the sidecar what it implements and validates the answer. A
 // protocol version other than ProtocolVersion is an error that names both.
-func (c *Client) Describe(ctx context.Context, hostVersion string) (*Description, error) {
+func (c *Client) Describe(ctx context.Context, hostVersion string) (*description.Description, error) {
 	resp, err := c.DescribeRaw(ctx, hostVersion)
 	if err != nil {
 		return nil, err
 	}
-	return NewDescription(resp)
+	return description.NewDescription(resp)
 }
 
 // DescribeRaw asks the sidecar what it implements and returns the answer
@@ -215,7 +216,7 @@ func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DescribeTimeout)
 	defer cancel()
 	resp, err := c.svc.Describe(ctx, &polyopv1alpha1.DescribeRequest{
-		ProtocolVersion: ProtocolVersion,
+		ProtocolVersion: description.ProtocolVersion,
 		HostVersion:     hostVersion,
 		ClusterAddress:  c.opts.ClusterAddress,
 	})
@@ -223,10 +224,10 @@ func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1
 		switch status.Code(err) {
 		case codes.Unimplemented:
 			return nil, fmt.Errorf("sidecar at %s does not implement %s (it may speak another protocol version than %s): %w",
-				c.opts.Address, polyopv1alpha1.SidecarService_ServiceDesc.ServiceName, ProtocolVersion, err)
+				c.opts.Address, polyopv1alpha1.SidecarService_ServiceDesc.ServiceName, description.ProtocolVersion, err)
 		case codes.FailedPrecondition:
 			return nil, fmt.Errorf("sidecar at %s refused the host's protocol version %s: %s",
-				c.opts.Address, ProtocolVersion, status.Convert(err).Message())
+				c.opts.Address, description.ProtocolVersion, status.Convert(err).Message())
 		}
 		return nil, fmt.Errorf("describe call to sidecar at %s: %w", c.opts.Address, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // fakeSidecar is a minimal SidecarService whose Describe answer a test sets.
@@ -101,7 +102,7 @@ func TestDescribeSendsTheHostsVersion(t *testing.T) {
 	addr, _ := serve(t, &fakeSidecar{describe: func(r *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 		got = r
 		return &polyopv1alpha1.DescribeResponse{
-			ProtocolVersion: ProtocolVersion,
+			ProtocolVersion: description.ProtocolVersion,
 			Name:            "s",
 			Controllers: []*polyopv1alpha1.ControllerDescription{{
 				Name: "c", ForKind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
@@ -117,7 +118,7 @@ func TestDescribeSendsTheHostsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.GetProtocolVersion() != ProtocolVersion || got.GetHostVersion() != "1.2.3" {
+	if got.GetProtocolVersion() != description.ProtocolVersion || got.GetHostVersion() != "1.2.3" {
 		t.Errorf("the sidecar got %v", got)
 	}
 	if d.Name != "s" || len(d.Controllers) != 1 {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // finalizingSidecar records the DescribeRequest and answers Finalize.
@@ -19,7 +20,7 @@ type finalizingSidecar struct {
 
 func (f *finalizingSidecar) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 	f.described <- req
-	return &polyopv1alpha1.DescribeResponse{ProtocolVersion: ProtocolVersion, Name: "s", Controllers: []*polyopv1alpha1.ControllerDescription{{
+	return &polyopv1alpha1.DescribeResponse{ProtocolVersion: description.ProtocolVersion, Name: "s", Controllers: []*polyopv1alpha1.ControllerDescription{{
 		Name: "c", ForKind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Finalizer: "example.com/f",
 	}}}, nil
 }

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -134,7 +135,7 @@ func (s *server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 		owns = append(owns, &polyopv1alpha1.OwnedKind{Kind: jobKind, ReplaceOnImmutable: s.replaceJobs})
 	}
 	return &polyopv1alpha1.DescribeResponse{
-		ProtocolVersion: sidecar.ProtocolVersion,
+		ProtocolVersion: description.ProtocolVersion,
 		Name:            s.name,
 		Controllers: []*polyopv1alpha1.ControllerDescription{{
 			Name:    s.controller,
