@@ -346,16 +346,6 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
-func TestPaths(t *testing.T) {
-	t.Parallel()
-	if got := admission.DefaultPath(widgetGVK); got != "/default-example-com-v1-widget" {
-		t.Errorf("DefaultPath = %s", got)
-	}
-	if got := admission.ValidatePath(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}); got != "/validate-core-v1-pod" {
-		t.Errorf("ValidatePath = %s", got)
-	}
-}
-
 // TestAReviewWithoutARequestIsABadRequest sends both webhooks an
 // AdmissionReview without a request, or with an empty one: each answers 400
 // with a message that says so, as controller-runtime answers a review it

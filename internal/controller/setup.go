@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -38,26 +37,15 @@ type Options struct {
 	MaxObjectSize int
 }
 
-// Setup builds one controller per controller in desc and registers it with
+// Setup builds one controller per controller in res and registers it with
 // mgr, with the cache indexes its owned kinds and field-path watches need.
-// Every kind must already be resolvable through mgr's RESTMapper, and Setup
-// must run before mgr starts.
-func Setup(mgr ctrl.Manager, sc Sidecar, desc *description.Description, opts Options) error {
+// Setup must run before mgr starts.
+func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options) error {
 	state := &sidecarState{}
 	indexes := indexSet{}
-	clusterScoped := map[schema.GroupKind]bool{}
-	for _, c := range desc.Controllers {
-		namespaced, err := isNamespaced(mgr.GetRESTMapper(), c.GVK)
-		if err != nil {
-			return fmt.Errorf("controller %q: %w", c.Name, err)
-		}
-		if !namespaced {
-			clusterScoped[c.GVK.GroupKind()] = true
-		}
-	}
-	for _, c := range desc.Controllers {
-		namespaced := !clusterScoped[c.GVK.GroupKind()]
-		t := target{gvk: c.GVK, namespaced: namespaced, namespaces: c.Namespaces}
+	clusterScoped := res.ClusterScoped()
+	for _, c := range res.Controllers {
+		t := target{gvk: c.GVK, namespaced: res.Kinds[c.GVK].Namespaced, namespaces: c.Namespaces}
 		obj := object.New(c.GVK)
 		limiter := newRateLimiter(state, opts.SidecarDownMaxBackoff)
 		r := &Reconciler{
@@ -86,16 +74,12 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *description.Description, opts Opt
 			})
 
 		for _, o := range c.Owns {
-			childNamespaced, err := isNamespaced(mgr.GetRESTMapper(), o.GVK)
-			if err != nil {
-				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
-			}
 			child := object.New(o.GVK)
 			if err := indexes.addOwnerIndex(mgr, child, clusterScoped); err != nil {
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
 			r.Children = append(r.Children, ChildKind{
-				GVK: o.GVK, Namespaced: childNamespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
+				GVK: o.GVK, Namespaced: res.Kinds[o.GVK].Namespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
 			})
 			// Owns, written out: EnqueueRequestForOwner looks the owner's
 			// kind up by Go type, which object.Object does not tell, so the
@@ -178,12 +162,4 @@ func ownerType(gvk schema.GroupVersionKind) client.Object {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	return u
-}
-
-func isNamespaced(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return false, err
-	}
-	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }

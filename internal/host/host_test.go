@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,37 +28,27 @@ func describe(cs ...description.Controller) *description.Description {
 	return &description.Description{Name: "s", Controllers: cs}
 }
 
-func TestNarrowAppliesHostFlagsToNamespacedKindsOnly(t *testing.T) {
-	t.Parallel()
-	desc := describe(
-		description.Controller{Name: "w", GVK: widget},
-		description.Controller{Name: "c", GVK: cluster},
-	)
-	namespaced := map[schema.GroupVersionKind]bool{widget: true, cluster: false}
-	opts := NewOptions()
-	opts.Namespaces = []string{"team-a"}
-	opts.LabelSelector = "shard=1"
-	if err := narrow(desc, namespaced, opts); err != nil {
+// resolved resolves desc with a mapper that serves Widgets in namespaces.
+func resolved(t *testing.T, desc *description.Description, opts Options) *description.Resolved {
+	t.Helper()
+	res, err := resolve(widgetMapper(), desc, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := desc.Controllers[0].Namespaces; len(got) != 1 || got[0] != "team-a" {
-		t.Errorf("namespaced kind watches %v, want [team-a]", got)
-	}
-	if got := desc.Controllers[1].Namespaces; len(got) != 0 {
-		t.Errorf("cluster-scoped kind watches namespaces %v, want none", got)
-	}
-	for _, c := range desc.Controllers {
-		if c.LabelSelector.String() != "shard=1" {
-			t.Errorf("controller %s selector = %q, want shard=1", c.Name, c.LabelSelector)
-		}
-	}
+	return res
 }
 
-func TestNarrowRejectsABadSelector(t *testing.T) {
+func widgetMapper() meta.RESTMapper {
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{widget.GroupVersion()})
+	mapper.Add(widget, meta.RESTScopeNamespace)
+	return mapper
+}
+
+func TestResolveRejectsABadSelector(t *testing.T) {
 	t.Parallel()
 	opts := NewOptions()
 	opts.LabelSelector = "a in ("
-	err := narrow(describe(description.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
+	_, err := resolve(widgetMapper(), describe(description.Controller{Name: "w", GVK: widget}), opts)
 	if err == nil || !strings.Contains(err.Error(), "--label-selector") {
 		t.Errorf("error = %v, want one naming --label-selector", err)
 	}
@@ -69,10 +60,7 @@ func TestCacheOptions(t *testing.T) {
 	t.Run("each kind gets its namespaces and selector, and managedFields are stripped", func(t *testing.T) {
 		t.Parallel()
 		desc := describe(description.Controller{Name: "w", GVK: widget, Namespaces: []string{"a", "b"}, LabelSelector: sel})
-		o, err := cacheOptions(desc, map[schema.GroupVersionKind]bool{widget: true}, NewOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := cacheOptions(resolved(t, desc, NewOptions()), false)
 		if len(o.ByObject) != 1 {
 			t.Fatalf("ByObject has %d entries, want 1", len(o.ByObject))
 		}
@@ -90,27 +78,11 @@ func TestCacheOptions(t *testing.T) {
 	})
 	t.Run("with --keep-managed-fields nothing is stripped", func(t *testing.T) {
 		t.Parallel()
-		opts := NewOptions()
-		opts.KeepManagedFields = true
-		o, err := cacheOptions(describe(description.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := cacheOptions(resolved(t, describe(description.Controller{Name: "w", GVK: widget}), NewOptions()), true)
 		for _, by := range o.ByObject {
 			if managedFieldsAfter(t, by) != 1 {
 				t.Error("managedFields are stripped")
 			}
-		}
-	})
-	t.Run("two controllers of one kind must agree on what to cache", func(t *testing.T) {
-		t.Parallel()
-		desc := describe(
-			description.Controller{Name: "one", GVK: widget, Namespaces: []string{"a"}},
-			description.Controller{Name: "two", GVK: widget, Namespaces: []string{"b"}},
-		)
-		_, err := cacheOptions(desc, map[schema.GroupVersionKind]bool{widget: true}, NewOptions())
-		if err == nil || !strings.Contains(err.Error(), `controllers "one" and "two"`) {
-			t.Errorf("error = %v", err)
 		}
 	})
 }

@@ -1,18 +1,12 @@
 package host
 
 import (
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/testenv"
 )
@@ -47,107 +41,6 @@ func TestClusterAddress(t *testing.T) {
 	}
 }
 
-func TestResolveRelatedKinds(t *testing.T) {
-	t.Parallel()
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(widget, meta.RESTScopeNamespace)
-	mapper.Add(configMapKind, meta.RESTScopeNamespace)
-	mapper.Add(roleKind, meta.RESTScopeRoot)
-	for name, tc := range map[string]struct {
-		c    description.Controller
-		want string
-	}{
-		"if every kind is served and the scopes fit, then no error": {
-			c: description.Controller{Name: "w", GVK: widget, Owns: []description.Owned{{GVK: configMapKind}}, Watches: []description.Watch{{GVK: roleKind, FieldPath: []string{"spec", "role"}}}},
-		},
-		"if an owned kind is not served, then it is named": {
-			c: description.Controller{Name: "w", GVK: widget, Owns: []description.Owned{{GVK: secretKind}}}, want: `controller "w" owns Secret.v1, which the API server does not serve`,
-		},
-		"if a watched kind is not served, then it is named": {
-			c: description.Controller{Name: "w", GVK: widget, Watches: []description.Watch{{GVK: secretKind, Label: "x"}}}, want: `controller "w" watches Secret.v1, which the API server does not serve`,
-		},
-		"if a namespaced object owns a cluster-scoped kind, then an error": {
-			c: description.Controller{Name: "w", GVK: widget, Owns: []description.Owned{{GVK: roleKind}}}, want: "a cluster-scoped object cannot have a namespaced owner",
-		},
-		"if a label on a cluster-scoped object names a namespaced one, then an error": {
-			c: description.Controller{Name: "w", GVK: widget, Watches: []description.Watch{{GVK: roleKind, Annotation: "x"}}}, want: "watch it by field_path instead",
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			namespaced := map[schema.GroupVersionKind]bool{widget: true}
-			err := resolveRelatedKinds(mapper, describe(tc.c), namespaced)
-			if tc.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !namespaced[configMapKind] || namespaced[roleKind] {
-					t.Errorf("scopes %v, want ConfigMap namespaced and ClusterRole not", namespaced)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestAddRelatedCacheViews(t *testing.T) {
-	t.Parallel()
-	desc := describe(
-		description.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"},
-			Owns: []description.Owned{{GVK: configMapKind}}, Watches: []description.Watch{{GVK: secretKind, Label: "x"}, {GVK: roleKind, FieldPath: []string{"spec", "r"}}}},
-		description.Controller{Name: "b", GVK: cluster, Owns: []description.Owned{{GVK: roleKind}}},
-		description.Controller{Name: "c", GVK: widget, Namespaces: []string{"team-a"}, Watches: []description.Watch{{GVK: configMapKind, Label: "y"}}},
-		description.Controller{Name: "d", GVK: widget, Namespaces: []string{"team-b"}, Owns: []description.Owned{{GVK: secretKind}}},
-		description.Controller{Name: "e", GVK: cluster, Watches: []description.Watch{{GVK: widget, FieldPath: []string{"spec", "w"}}}},
-	)
-	namespaced := map[schema.GroupVersionKind]bool{widget: true, cluster: false, configMapKind: true, secretKind: true, roleKind: false}
-	opts := NewOptions()
-	o, err := cacheOptions(describe(desc.Controllers[0]), namespaced, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addRelatedCacheViews(&o, desc, namespaced, false)
-	views := cachedKinds(o)
-	for gvk, want := range map[schema.GroupVersionKind][]string{
-		widget:        {"team-a"},           // reconciled: its own view, even though e watches it
-		configMapKind: {"team-a"},           // owned by a and watched by c, both in team-a
-		secretKind:    {"team-a", "team-b"}, // watched by a, owned by d
-		roleKind:      nil,                  // cluster-scoped
-	} {
-		got, ok := views[gvk]
-		if !ok {
-			t.Errorf("%s has no cache view", gvk.Kind)
-			continue
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("%s is cached in %v, want %v", gvk.Kind, got, want)
-		}
-	}
-	if n := len(views); n != 4 {
-		t.Errorf("%d kinds cached, want 4: %v", n, slices.Collect(maps.Keys(views)))
-	}
-	for obj, by := range o.ByObject {
-		if gvk := obj.GetObjectKind().GroupVersionKind(); gvk != widget && by.Label != nil {
-			t.Errorf("%s carries a label selector; only reconciled kinds do", gvk.Kind)
-		}
-	}
-
-	// One controller watching every namespace widens the view to all.
-	all := describe(
-		description.Controller{Name: "a", GVK: widget, Namespaces: []string{"team-a"}, Owns: []description.Owned{{GVK: configMapKind}}},
-		description.Controller{Name: "z", GVK: cluster, Watches: []description.Watch{{GVK: configMapKind, FieldPath: []string{"spec", "c"}}}},
-	)
-	o = cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	addRelatedCacheViews(&o, all, namespaced, false)
-	if got := cachedKinds(o)[configMapKind]; got != nil {
-		t.Errorf("ConfigMaps cached in %v, want every namespace", got)
-	}
-}
-
 // workingDir is the test's working directory, against which relative unix
 // socket paths are resolved.
 func workingDir(t *testing.T) string {
@@ -157,32 +50,6 @@ func workingDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-func TestWatchedNamespaces(t *testing.T) {
-	t.Parallel()
-	ctrl := func(namespaces ...string) description.Controller {
-		return description.Controller{Name: "c", Namespaces: namespaces}
-	}
-	for name, tc := range map[string]struct {
-		controllers []description.Controller
-		flag        []string
-		want        []string
-	}{
-		"if every controller watches namespaces, then all of them":      {controllers: []description.Controller{ctrl("b", "a"), ctrl("c", "a")}, want: []string{"a", "b", "c"}},
-		"if a controller watches every namespace, then every namespace": {controllers: []description.Controller{ctrl("a"), ctrl()}, want: nil},
-		"if there is no controller, then --namespace":                   {flag: []string{"ops"}, want: []string{"ops"}},
-		"if there is no controller and no --namespace, then every one":  {want: nil},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			opts := NewOptions()
-			opts.Namespaces = tc.flag
-			if got := watchedNamespaces(&description.Description{Controllers: tc.controllers}, opts); !slices.Equal(got, tc.want) {
-				t.Errorf("watchedNamespaces = %v, want %v", got, tc.want)
-			}
-		})
-	}
 }
 
 func TestClusterServiceTLS(t *testing.T) {

@@ -2,13 +2,13 @@ package manifests
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -22,6 +22,17 @@ var (
 	configMapGVK  = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	secretGVK     = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 )
+
+// resolve resolves desc as `host rbac` does without discovery, narrowed to
+// namespaces.
+func resolve(t *testing.T, desc *description.Description, namespaces ...string) *description.Resolved {
+	t.Helper()
+	res, err := description.Resolve(description.GuessingMapper(desc), desc, description.ResolveOptions{Namespaces: namespaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
 
 // rulesOf flattens rules into "group/resource: verbs" lines, sorted.
 func rulesOf(rules []rbacv1.PolicyRule) []string {
@@ -47,7 +58,7 @@ func TestRBACCoversWhatTheDescriptionNeedsAndNoMore(t *testing.T) {
 		},
 		{Name: "gadgets", GVK: gadgetKind},
 	}}
-	objs, err := RBAC(desc, RBACOptions{})
+	objs, err := RBAC(resolve(t, desc), RBACOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +97,13 @@ func TestRBACOptions(t *testing.T) {
 	t.Parallel()
 	desc := &description.Description{Name: "shop", Controllers: []description.Controller{{Name: "widgets", GVK: widgetKind}}}
 
-	objs, err := RBAC(desc, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", LeaderElection: true, MetricsAuth: true,
-		Resolve: func(gvk schema.GroupVersionKind) (Resource, error) {
-			return Resource{Resource: "widgetz", Namespaced: true}, nil
-		}})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.AddSpecific(widgetKind, widgetKind.GroupVersion().WithResource("widgetz"), widgetKind.GroupVersion().WithResource("widget"), meta.RESTScopeNamespace)
+	res, err := description.Resolve(mapper, desc, description.ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", LeaderElection: true, MetricsAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +127,6 @@ func TestRBACOptions(t *testing.T) {
 		t.Errorf("RoleBinding subject %+v, want ops/host", s)
 	}
 
-	_, err = RBAC(desc, RBACOptions{Resolve: func(gvk schema.GroupVersionKind) (Resource, error) { return Resource{}, errors.New("not served") }})
-	if err == nil || !strings.Contains(err.Error(), `controller "widgets": Widget: not served`) {
-		t.Errorf("an unresolvable kind: %v, want an error naming the controller and the kind", err)
-	}
-
 	var out bytes.Buffer
 	if err := WriteYAML(&out, objs); err != nil {
 		t.Fatal(err)
@@ -125,19 +134,6 @@ func TestRBACOptions(t *testing.T) {
 	if n := strings.Count(out.String(), "\n---\n"); n != 3 {
 		t.Errorf("the YAML stream has %d separators, want 3:\n%s", n, out.String())
 	}
-}
-
-// kinds is a resolver of the test's kinds, Namespace and ClusterRole being
-// cluster-scoped.
-func kinds(gvk schema.GroupVersionKind) (Resource, error) {
-	r := Resource{Resource: strings.ToLower(gvk.Kind) + "s", Namespaced: true}
-	if gvk.Kind == "Namespace" || gvk.Kind == "ClusterRole" {
-		r.Namespaced = false
-	}
-	if gvk.Kind == "Namespace" {
-		r.Resource = "namespaces"
-	}
-	return r, nil
 }
 
 // granted flattens the rules of objs into "where group/resource: verbs"
@@ -247,13 +243,16 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 		"if the host's --namespace leaves a controller none of its namespaces, then it is an error": {
 			controllers:     []description.Controller{withNamespaces(widgets, "a")},
 			watchNamespaces: []string{"b"},
-			wantErr:         `controller "widgets" watches namespaces [a], none of which --namespace [b] allows`,
+			wantErr:         `controller "widgets" watches namespaces [a], none of which the host may watch ([b])`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			desc := &description.Description{Name: "shop", Controllers: tc.controllers}
-			objs, err := RBAC(desc, RBACOptions{Namespace: "ops", ServiceAccount: "host", WatchNamespaces: tc.watchNamespaces, MetricsAuth: tc.metricsAuth, Resolve: kinds})
+			res, err := description.Resolve(description.GuessingMapper(desc), desc, description.ResolveOptions{Namespaces: tc.watchNamespaces})
+			if err == nil {
+				_, err = RBAC(res, RBACOptions{Namespace: "ops", ServiceAccount: "host", MetricsAuth: tc.metricsAuth})
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
@@ -263,6 +262,7 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			objs, _ := RBAC(res, RBACOptions{Namespace: "ops", ServiceAccount: "host", MetricsAuth: tc.metricsAuth})
 			want := slices.Clone(tc.want)
 			slices.Sort(want)
 			if got := granted(t, objs, "ops", "host"); !slices.Equal(got, want) {
@@ -281,7 +281,7 @@ func TestRBACWithoutDiscoveryKnowsTheBuiltInClusterScopedKinds(t *testing.T) {
 			{GVK: schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, FieldPath: []string{"spec", "role"}},
 		},
 	}, "a")}}
-	objs, err := RBAC(desc, RBACOptions{})
+	objs, err := RBAC(resolve(t, desc), RBACOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
