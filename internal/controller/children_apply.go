@@ -158,9 +158,7 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 			"creating child %s again after deleting it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
 	logf.FromContext(ctx).Info("replaced a child whose immutable fields changed", "child", c.id.String(), "fields", fields)
-	if r.Recorder != nil {
-		r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
-	}
+	r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
 	return out.GetResourceVersion(), true, nil
 }
 

@@ -73,7 +73,7 @@ func (w *writes) take() map[string]int {
 	return c
 }
 
-func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
+func newFlow(t *testing.T, finalizer string, sc Sidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
 	t.Helper()
 	w := &writes{counts: map[string]int{}}
 	// The host's cache and client know every kind as object.Object.
@@ -103,13 +103,9 @@ func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Obj
 			},
 		}).
 		Build()
-	r := &Reconciler{
-		Controller: description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
-		Client:     c,
-		Sidecar:    sc,
-		Children:   []ChildKind{{GVK: secretGVK, Namespaced: true, SendObserved: true}},
-		kind:       &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-	}
+	r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer}, c, sc, ReconcilerOptions{
+		Children: []ChildKind{{GVK: secretGVK, Namespaced: true, SendObserved: true}},
+	})
 	return r, c, w
 }
 
@@ -313,13 +309,7 @@ func TestTheObjectReadBackFromAWriteIsAsTheCacheHoldsIt(t *testing.T) {
 			sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 				return &polyopv1alpha1.ReconcileResponse{}
 			}}
-			r := &Reconciler{
-				Controller:        description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
-				Client:            c,
-				Sidecar:           sc,
-				kind:              &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-				keepManagedFields: keep,
-			}
+			r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer}, c, sc, ReconcilerOptions{KeepManagedFields: keep})
 			if _, err := r.Reconcile(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}

@@ -71,9 +71,7 @@ func TestAnUnreachableSidecarIsLoggedOncePerChangeOfState(t *testing.T) {
 	sc := &flakySidecar{fakeSidecar: fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 		return &polyopv1alpha1.ReconcileResponse{}
 	}}}
-	r, _, _ := newFlow(t, "", &sc.fakeSidecar, ownerMap())
-	r.Sidecar = sc
-	r.state = &sidecarState{}
+	r, _, _ := newFlow(t, "", sc, ownerMap())
 	var got lines
 	newLog := logConstructor(got.logger(0), "maps", configMapGVK)
 	reconcileOnce := func() error {

@@ -47,29 +47,28 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 	for _, c := range res.Controllers {
 		t := target{gvk: c.GVK, namespaced: res.Kinds[c.GVK].Namespaced, namespaces: c.Namespaces}
 		obj := object.New(c.GVK)
-		limiter := newRateLimiter(state, opts.SidecarDownMaxBackoff)
-		r := &Reconciler{
-			Controller: c,
-			Client:     mgr.GetClient(),
-			APIReader:  mgr.GetAPIReader(),
-			Sidecar:    sc,
-			Recorder:   mgr.GetEventRecorder(c.Name),
-			limiter:    limiter,
-			state:      state,
-			kind:       &polyopv1alpha1.GroupVersionKind{Group: c.GVK.Group, Version: c.GVK.Version, Kind: c.GVK.Kind},
-			applied:    newAppliedState(),
-			written:    newWrittenVersions(),
-
-			MaxObjectSize:     opts.MaxObjectSize,
-			keepManagedFields: opts.KeepManagedFields,
+		var children []ChildKind
+		for _, o := range c.Owns {
+			children = append(children, ChildKind{
+				GVK: o.GVK, Namespaced: res.Kinds[o.GVK].Namespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
+			})
 		}
+		r := NewReconciler(c, mgr.GetClient(), sc, ReconcilerOptions{
+			APIReader:             mgr.GetAPIReader(),
+			Recorder:              mgr.GetEventRecorder(c.Name),
+			Children:              children,
+			MaxObjectSize:         opts.MaxObjectSize,
+			SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
+			KeepManagedFields:     opts.KeepManagedFields,
+			state:                 state,
+		})
 
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(c.Name).
 			For(obj, builder.WithPredicates(updateFilterPredicates(filters(c))...)).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
-				RateLimiter:             limiter,
+				RateLimiter:             r.limiter,
 				LogConstructor:          logConstructor(mgr.GetLogger(), c.Name, c.GVK),
 			})
 
@@ -78,9 +77,6 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			if err := indexes.addOwnerIndex(mgr, child, clusterScoped); err != nil {
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
 			}
-			r.Children = append(r.Children, ChildKind{
-				GVK: o.GVK, Namespaced: res.Kinds[o.GVK].Namespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
-			})
 			// Owns, written out: EnqueueRequestForOwner looks the owner's
 			// kind up by Go type, which object.Object does not tell, so the
 			// owner is described by an unstructured object of its kind.
