@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/description"
@@ -167,37 +168,38 @@ func (c *Client) check(ctx context.Context) error {
 	return nil
 }
 
+// readyPoll is how often WaitReady asks the sidecar's health service: a
+// health check over a local socket costs next to nothing.
+const readyPoll = 100 * time.Millisecond
+
 // WaitReady blocks until the sidecar's health service reports SERVING, the
 // timeout passes, or ctx is done. It logs while it waits, so that a host
 // started before its sidecar says what it is waiting for.
 func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	start := time.Now()
-	delay := 50 * time.Millisecond
 	lastLog := time.Time{}
-	for {
+	var err error
+	pollErr := wait.PollUntilContextTimeout(ctx, readyPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		attemptCtx, attemptCancel := context.WithTimeout(ctx, c.opts.CheckTimeout)
-		err := c.check(attemptCtx)
+		err = c.check(attemptCtx)
 		attemptCancel()
 		if err == nil {
-			log.Info("sidecar is ready", "address", c.opts.Address, "waited", time.Since(start).Round(time.Millisecond).String())
-			return nil
+			return true, nil
 		}
 		if time.Since(lastLog) > 5*time.Second {
 			log.Info("waiting for the sidecar", "address", c.opts.Address, "reason", err.Error())
 			lastLog = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("sidecar at %s did not become ready within %s: %w", c.opts.Address, timeout, err)
-			}
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, time.Second)
+		return false, nil
+	})
+	switch {
+	case pollErr == nil:
+		log.Info("sidecar is ready", "address", c.opts.Address, "waited", time.Since(start).Round(time.Millisecond).String())
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return fmt.Errorf("sidecar at %s did not become ready within %s: %w", c.opts.Address, timeout, err)
 }
 
 // Describe asks the sidecar what it implements and validates the answer. A
