@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	polyopv1alpha1 "github.com/polyop/polyop/gen/go/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
@@ -47,7 +48,7 @@ func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return tc.resp }}
+			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return tc.resp })}
 			r, _, w := newFlow(t, "", sc, ownerMap())
 			rec := events.NewFakeRecorder(10)
 			r.Recorder = rec

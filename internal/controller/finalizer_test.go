@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 // TestAFinalizerPatchFromAStaleObjectIsAConflict: the finalizers are written
@@ -17,7 +18,7 @@ import (
 func TestAFinalizerPatchFromAStaleObjectIsAConflict(t *testing.T) {
 	t.Parallel()
 	const finalizer = "example.com/cleanup"
-	r, c, _ := newFlow(t, finalizer, &fakeSidecar{}, ownerMap())
+	r, c, _ := newFlow(t, finalizer, &sidecartest.Fake{}, ownerMap())
 	ctx := context.Background()
 	read := func() *object.Object {
 		t.Helper()

@@ -3,16 +3,14 @@ package sidecar
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/polyop/polyop/internal/sidecartest"
 	"github.com/polyop/polyop/internal/testenv"
 )
 
@@ -68,14 +66,7 @@ func TestReconnectDelayIsCapped(t *testing.T) {
 	sock := filepath.Join(dir, "s.sock")
 	start := func() *grpc.Server {
 		t.Helper()
-		_ = os.Remove(sock)
-		lis, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := grpc.NewServer()
-		healthpb.RegisterHealthServer(srv, health.NewServer())
-		go func() { _ = srv.Serve(lis) }()
+		srv, _ := sidecartest.ServeOn(t, sock, nil)
 		return srv
 	}
 
