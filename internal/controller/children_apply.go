@@ -49,10 +49,8 @@ func (res childResult) err() error {
 // whose apply the API server refuses on an immutable field is deleted and
 // applied again when its kind declares replacement, and refused otherwise.
 //
-// When prune is set, and every desired child was applied, the observed
-// children that are no longer desired and that the host applied (see
-// appliedByHost) are deleted, with their UID as a precondition, so that
-// nothing recreated meanwhile is lost.
+// When prune is set, and every desired child was applied, the children no
+// longer desired are pruned (see pruneChildren).
 func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, desired []desiredChild, observed []*object.Object, prune bool) childResult {
 	var res childResult
 	observedByID := make(map[childID]*object.Object, len(observed))
@@ -100,27 +98,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 	if len(res.problems) > 0 || !prune {
 		return res
 	}
-	for _, o := range observed {
-		id := idOf(o)
-		if _, ok := findApplied(now, id); ok {
-			continue
-		}
-		ours, err := r.appliedByHost(ctx, o)
-		if err != nil {
-			res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: err})
-			continue
-		}
-		if !ours {
-			logf.FromContext(ctx).V(1).Info("leaving a child that is no longer desired: the host did not apply it", "child", id.String())
-			continue
-		}
-		err = r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !apierrors.IsNotFound(err) {
-			res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf("deleting child %s, which is no longer desired: %w", id, err)})
-			continue
-		}
-		res.pruned++
-	}
+	r.pruneChildren(ctx, observed, now, &res)
 	return res
 }
 
@@ -173,28 +151,6 @@ func (r *Reconciler) cachedChild(ctx context.Context, id childID) (*object.Objec
 	}
 	o.SetGroupVersionKind(id.gvk)
 	return o, nil
-}
-
-// appliedByHost reports whether the host applied o, a child the owner
-// controls that is no longer desired. The label tells, or else (the cache
-// drops managedFields, unless the host keeps them) the object as the API
-// server holds it, read only for such a child.
-func (r *Reconciler) appliedByHost(ctx context.Context, o *object.Object) (bool, error) {
-	if appliedByHost(o, r.Controller.Name, r.fieldManager()) {
-		return true, nil
-	}
-	if r.keepManagedFields || r.APIReader == nil {
-		return false, nil
-	}
-	live := object.New(o.GroupVersionKind())
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, live)
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading child %s, which is no longer desired, to tell whether the host applied it: %w", idOf(o), err)
-	}
-	return live.GetUID() == o.GetUID() && appliedByHost(live, r.Controller.Name, r.fieldManager()), nil
 }
 
 // fieldManager is the field manager of the controller's children.
