@@ -87,10 +87,3 @@ func (r *Reconciler) observedChildren(ctx context.Context, owner client.Object) 
 	})
 	return out, nil
 }
-
-func gvkString(gvk schema.GroupVersionKind) string {
-	if gvk.Group == "" {
-		return gvk.Kind + "." + gvk.Version
-	}
-	return gvk.Kind + "." + gvk.Group + "/" + gvk.Version
-}

@@ -75,7 +75,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 		for _, o := range c.Owns {
 			child := object.New(o.GVK)
 			if err := indexes.addOwnerIndex(mgr, child, clusterScoped); err != nil {
-				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
+				return fmt.Errorf("controller %q owns %s: %w", c.Name, description.GVKString(o.GVK), err)
 			}
 			// Owns, written out: EnqueueRequestForOwner looks the owner's
 			// kind up by Go type, which object.Object does not tell, so the
@@ -87,7 +87,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			var mapper handler.MapFunc
 			if len(w.FieldPath) > 0 {
 				if err := indexes.add(mgr, object.New(c.GVK), FieldIndex(w.FieldPath), fieldValues(w.FieldPath)); err != nil {
-					return fmt.Errorf("controller %q watches %s by %s: %w", c.Name, gvkString(w.GVK), FieldIndex(w.FieldPath), err)
+					return fmt.Errorf("controller %q watches %s by %s: %w", c.Name, description.GVKString(w.GVK), FieldIndex(w.FieldPath), err)
 				}
 				mapper = fieldPathMapper(mgr.GetClient(), w, t)
 			} else {
@@ -143,7 +143,7 @@ func (s indexSet) once(obj *object.Object, name string, register func() error) e
 		return nil
 	}
 	if err := register(); err != nil {
-		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), name, err)
+		return fmt.Errorf("indexing %s by %s: %w", description.GVKString(gvk), name, err)
 	}
 	if s[gvk] == nil {
 		s[gvk] = map[string]bool{}
