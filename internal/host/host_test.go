@@ -14,10 +14,7 @@ import (
 	"github.com/polyop/polyop/internal/object"
 )
 
-var (
-	widget  = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
-	cluster = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "ClusterThing"}
-)
+var widget = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 
 func describe(cs ...description.Controller) *description.Description {
 	for i := range cs {

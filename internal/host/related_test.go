@@ -5,16 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/testenv"
-)
-
-var (
-	configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	secretKind    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
-	roleKind      = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}
 )
 
 func TestClusterAddress(t *testing.T) {
