@@ -51,6 +51,10 @@ type ResolveOptions struct {
 	// webhook server. Default to "<sidecar name>-webhook" and
 	// DefaultServiceNamespace().
 	ServiceName, ServiceNamespace string
+	// WebhooksOff leaves the kinds of the webhooks and conversions
+	// unresolved, for a host that serves none (--webhook-port 0): they need
+	// not be served then. Defaults to false.
+	WebhooksOff bool
 }
 
 // Resolved is a description resolved against the API server: every kind it
@@ -121,6 +125,9 @@ func Resolve(mapper meta.RESTMapper, desc *Description, opts ResolveOptions) (*R
 	}
 	for i := range d.Webhooks {
 		wh := &d.Webhooks[i]
+		if opts.WebhooksOff {
+			break
+		}
 		if !lookup(wh.GVK, "the sidecar declares a webhook for") {
 			continue
 		}
@@ -132,6 +139,9 @@ func Resolve(mapper meta.RESTMapper, desc *Description, opts ResolveOptions) (*R
 		wh.Resource = served
 	}
 	for _, c := range d.Conversions {
+		if opts.WebhooksOff {
+			break
+		}
 		m, err := mapper.RESTMapping(c.GroupKind)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("the sidecar converts %s, which the API server does not serve: %w", c.GroupKind, err))

@@ -290,6 +290,22 @@ func TestResolveWebhooksAndConversions(t *testing.T) {
 	}
 }
 
+func TestResolveLeavesWebhookKindsAloneWhenWebhooksAreOff(t *testing.T) {
+	t.Parallel()
+	gadget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}
+	desc := &Description{
+		Name:        "s",
+		Webhooks:    []Webhook{{GVK: gadget, Validate: true}},
+		Conversions: []Conversion{{GroupKind: gadget.GroupKind(), Versions: []string{"v1", "v2"}}},
+	}
+	if _, err := Resolve(testMapper(), desc, ResolveOptions{}); err == nil {
+		t.Fatal("an unserved webhook kind was accepted")
+	}
+	if _, err := Resolve(testMapper(), desc, ResolveOptions{WebhooksOff: true}); err != nil {
+		t.Errorf("with webhooks off: %v", err)
+	}
+}
+
 // TestTheWebhookServiceNamespaceIsOneRule: without a namespace given, the
 // Service is in $POD_NAMESPACE, else the service account's namespace, else
 // "default".

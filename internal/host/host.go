@@ -144,7 +144,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 // resolve resolves desc against the API server through mapper, narrowed by
 // the host's --namespace and --label-selector flags (namespaces narrow
 // namespaced kinds only), with the webhook Service the
-// --webhook-service-name and --webhook-service-namespace flags name.
+// --webhook-service-name and --webhook-service-namespace flags name. With the
+// webhook server off (--webhook-port 0), the kinds of webhooks and conversions
+// are not looked up: nothing serves them.
 func resolve(mapper meta.RESTMapper, desc *description.Description, opts Options) (*description.Resolved, error) {
 	var selector labels.Selector
 	if opts.LabelSelector != "" {
@@ -159,6 +161,7 @@ func resolve(mapper meta.RESTMapper, desc *description.Description, opts Options
 		LabelSelector:    selector,
 		ServiceName:      opts.Webhook.ServiceName,
 		ServiceNamespace: opts.Webhook.ServiceNamespace,
+		WebhooksOff:      opts.Webhook.Port == 0,
 	})
 }
 

@@ -119,3 +119,20 @@ func managedFieldsAfter(t *testing.T, by cache.ByObject) int {
 	}
 	return len(o.ManagedFields)
 }
+
+// TestAHostWithoutAWebhookServerDoesNotResolveWebhookKinds: with
+// --webhook-port 0 nothing serves the sidecar's webhooks, so their kinds need
+// not be served either, as before the description was resolved in one place.
+func TestAHostWithoutAWebhookServerDoesNotResolveWebhookKinds(t *testing.T) {
+	t.Parallel()
+	gadget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}
+	desc := &description.Description{Name: "s", Webhooks: []description.Webhook{{GVK: gadget, Validate: true}}}
+	opts := NewOptions()
+	if _, err := resolve(widgetMapper(), desc, opts); err == nil || !strings.Contains(err.Error(), "Gadget.example.com/v1, which the API server does not serve") {
+		t.Errorf("with the webhook server on: %v, want the unserved kind named", err)
+	}
+	opts.Webhook.Port = 0
+	if _, err := resolve(widgetMapper(), desc, opts); err != nil {
+		t.Errorf("with the webhook server off: %v", err)
+	}
+}
