@@ -123,31 +123,10 @@ func Resolve(mapper meta.RESTMapper, desc *Description, opts ResolveOptions) (*R
 			}
 		}
 	}
-	for i := range d.Webhooks {
-		wh := &d.Webhooks[i]
-		if opts.WebhooksOff {
-			break
-		}
-		if !lookup(wh.GVK, "the sidecar declares a webhook for") {
-			continue
-		}
-		served := r.Kinds[wh.GVK].Resource
-		if wh.Resource != "" && wh.Resource != served {
-			errs = append(errs, fmt.Errorf("the sidecar declares a webhook for %s with resource %q, but the API server serves it as %q",
-				GVKString(wh.GVK), wh.Resource, served))
-		}
-		wh.Resource = served
-	}
-	for _, c := range d.Conversions {
-		if opts.WebhooksOff {
-			break
-		}
-		m, err := mapper.RESTMapping(c.GroupKind)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("the sidecar converts %s, which the API server does not serve: %w", c.GroupKind, err))
-			continue
-		}
-		r.CRDs[c.GroupKind] = m.Resource.Resource + "." + c.GroupKind.Group
+	if !opts.WebhooksOff {
+		// lookup appends to errs itself: take the other errors apart.
+		webhookErrs := r.resolveWebhooks(mapper, lookup)
+		errs = append(errs, webhookErrs...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -168,6 +147,33 @@ func Resolve(mapper meta.RESTMapper, desc *Description, opts ResolveOptions) (*R
 		r.Service.Namespace = DefaultServiceNamespace()
 	}
 	return r, nil
+}
+
+// resolveWebhooks gives every webhook the resource its kind is served as, and
+// every converted kind its CRD's name.
+func (r *Resolved) resolveWebhooks(mapper meta.RESTMapper, lookup func(schema.GroupVersionKind, string) bool) []error {
+	var errs []error
+	for i := range r.Webhooks {
+		wh := &r.Webhooks[i]
+		if !lookup(wh.GVK, "the sidecar declares a webhook for") {
+			continue
+		}
+		served := r.Kinds[wh.GVK].Resource
+		if wh.Resource != "" && wh.Resource != served {
+			errs = append(errs, fmt.Errorf("the sidecar declares a webhook for %s with resource %q, but the API server serves it as %q",
+				GVKString(wh.GVK), wh.Resource, served))
+		}
+		wh.Resource = served
+	}
+	for _, c := range r.Conversions {
+		m, err := mapper.RESTMapping(c.GroupKind)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the sidecar converts %s, which the API server does not serve: %w", c.GroupKind, err))
+			continue
+		}
+		r.CRDs[c.GroupKind] = m.Resource.Resource + "." + c.GroupKind.Group
+	}
+	return errs
 }
 
 // narrow applies the host's namespaces, to the controllers of namespaced kinds
