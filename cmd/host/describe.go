@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
 )
@@ -30,7 +31,7 @@ func (s *descriptionSource) bindFlags(fs *flag.FlagSet) {
 }
 
 // load returns the raw and the validated description.
-func (s *descriptionSource) load(ctx context.Context) (*polyopv1alpha1.DescribeResponse, *sidecar.Description, error) {
+func (s *descriptionSource) load(ctx context.Context) (*polyopv1alpha1.DescribeResponse, *description.Description, error) {
 	var raw *polyopv1alpha1.DescribeResponse
 	if s.file != "" {
 		data, err := os.ReadFile(s.file)
@@ -54,7 +55,7 @@ func (s *descriptionSource) load(ctx context.Context) (*polyopv1alpha1.DescribeR
 			return nil, nil, err
 		}
 	}
-	desc, err := sidecar.NewDescription(raw)
+	desc, err := description.NewDescription(raw)
 	if err != nil {
 		return nil, nil, err
 	}

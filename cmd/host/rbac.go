@@ -9,11 +9,11 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/manifests"
 )
 
@@ -48,6 +48,7 @@ Flags:`)
 	var src descriptionSource
 	src.bindFlags(fs)
 	var opts manifests.RBACOptions
+	var namespaces []string
 	var kubeconfig string
 	fs.StringVar(&opts.Name, "name", "", "The name of the ClusterRole, the Roles and their bindings, and the prefix of the leader election Role (default: the sidecar's name).")
 	fs.Func("namespace", "The host's --namespace: the host watches only this namespace; repeat the flag or separate with commas for several. "+
@@ -56,7 +57,7 @@ Flags:`)
 			if ns = strings.TrimSpace(ns); ns == "" {
 				return fmt.Errorf("empty namespace in %q", v)
 			}
-			opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
+			namespaces = append(namespaces, ns)
 		}
 		return nil
 	})
@@ -72,8 +73,8 @@ Flags:`)
 	if fs.NArg() > 0 {
 		return fmt.Errorf("host rbac: unexpected arguments %q", fs.Args())
 	}
-	if opts.Namespace == "" && len(opts.WatchNamespaces) == 1 {
-		opts.Namespace = opts.WatchNamespaces[0]
+	if opts.Namespace == "" && len(namespaces) == 1 {
+		opts.Namespace = namespaces[0]
 	}
 
 	_, desc, err := src.load(context.Background())
@@ -83,12 +84,19 @@ Flags:`)
 	if len(desc.Controllers) == 0 {
 		return errors.New("host rbac: the sidecar declares no controllers")
 	}
+	mapper := description.GuessingMapper(desc)
 	if kubeconfig != "" {
-		if opts.Resolve, err = discoveryResolver(kubeconfig); err != nil {
+		if mapper, err = discoveryMapper(kubeconfig); err != nil {
 			return err
 		}
 	}
-	objs, err := manifests.RBAC(desc, opts)
+	// RBAC concerns the controllers' kinds: webhooks and conversions are the
+	// API server's calls to the host, and need no rule.
+	res, err := description.Resolve(mapper, desc, description.ResolveOptions{Namespaces: namespaces, WebhooksOff: true})
+	if err != nil {
+		return fmt.Errorf("host rbac: %w", err)
+	}
+	objs, err := manifests.RBAC(res, opts)
 	if err != nil {
 		return fmt.Errorf("host rbac: %w", err)
 	}
@@ -100,9 +108,9 @@ Flags:`)
 	return manifests.WriteYAML(os.Stdout, objs)
 }
 
-// discoveryResolver resolves kinds through the discovery of the API server a
+// discoveryMapper maps kinds through the discovery of the API server a
 // kubeconfig names.
-func discoveryResolver(kubeconfig string) (manifests.ResourceResolver, error) {
+func discoveryMapper(kubeconfig string) (meta.RESTMapper, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("host rbac: --kubeconfig: %w", err)
@@ -115,11 +123,5 @@ func discoveryResolver(kubeconfig string) (manifests.ResourceResolver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host rbac: discovery: %w", err)
 	}
-	return func(gvk schema.GroupVersionKind) (manifests.Resource, error) {
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return manifests.Resource{}, fmt.Errorf("the API server does not serve %s: %w", gvk, err)
-		}
-		return manifests.Resource{Resource: m.Resource.Resource, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
-	}, nil
+	return mapper, nil
 }

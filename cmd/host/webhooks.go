@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/manifests"
 )
 
@@ -33,10 +34,11 @@ Flags:`)
 	src.bindFlags(fs)
 	var opts manifests.WebhookOptions
 	var selector, caFile string
+	var service description.ResolveOptions
 	var port int
 	fs.StringVar(&opts.Name, "name", "", "The name of the webhook configurations (default: the sidecar's name, as the host's --webhook-configuration-name).")
-	fs.StringVar(&opts.ServiceName, "service-name", "", `The Service in front of the host's webhook server (default "<sidecar name>-webhook").`)
-	fs.StringVar(&opts.ServiceNamespace, "service-namespace", "default", "The namespace of that Service.")
+	fs.StringVar(&service.ServiceName, "service-name", "", `The Service in front of the host's webhook server (default "<sidecar name>-webhook", as the host's --webhook-service-name).`)
+	fs.StringVar(&service.ServiceNamespace, "service-namespace", "", `The namespace of that Service (default: $POD_NAMESPACE, else the service account's namespace, else "default", as the host's --webhook-service-namespace).`)
 	fs.IntVar(&port, "service-port", 443, "The port of that Service.")
 	fs.StringVar(&opts.URL, "url", "", "The webhook server's base URL, such as https://127.0.0.1:9443, instead of a Service (for a host outside the cluster).")
 	fs.StringVar(&opts.FailurePolicy, "failure-policy", "", "Fail or Ignore for every webhook (default: as each webhook declares).")
@@ -75,7 +77,12 @@ Flags:`)
 	if len(desc.Webhooks) == 0 && len(desc.Conversions) == 0 {
 		return errors.New("host webhooks: the sidecar declares no webhooks and no conversions")
 	}
-	objs, err := manifests.Webhooks(desc, opts)
+	// Resources are guessed from the kinds, or as the webhooks declare them.
+	res, err := description.Resolve(description.GuessingMapper(desc), desc, service)
+	if err != nil {
+		return fmt.Errorf("host webhooks: %w", err)
+	}
+	objs, err := manifests.Webhooks(res, opts)
 	if err != nil {
 		return err
 	}

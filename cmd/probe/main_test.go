@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/sidecartest"
 	"github.com/polyop/polyop/internal/testenv"
 )
 
@@ -26,31 +24,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// serveHealth serves a gRPC health service on a fresh unix socket and returns
-// its address and the service, whose statuses the test sets.
-func serveHealth(t *testing.T) (string, *health.Server) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "probe-") // short: socket paths are limited to 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "s.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	return "unix://" + sock, hs
-}
-
 func TestProbe(t *testing.T) {
 	t.Parallel()
-	addr, hs := serveHealth(t)
+	addr, hs := sidecartest.Serve(t, nil)
 	hs.SetServingStatus("polyop.v1alpha1.SidecarService", healthpb.HealthCheckResponse_NOT_SERVING)
 
 	// The probe's default timeout (1s) is short for a busy machine: the
@@ -162,7 +138,7 @@ func TestBinaryExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, hs := serveHealth(t)
+	addr, hs := sidecartest.Serve(t, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -26,6 +26,7 @@ import (
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
 )
@@ -50,7 +51,7 @@ func BenchmarkAdmission(b *testing.B) {
 		b.Fatal(err)
 	}
 	client := serveSidecar(b, scheme)
-	hook := sidecar.Webhook{
+	hook := description.Webhook{
 		GVK: v1.GroupVersion.WithKind("MaintenanceWindow"), Default: true, Validate: true,
 		FailurePolicy: polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL, TimeoutSeconds: 10,
 	}

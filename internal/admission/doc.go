@@ -6,11 +6,11 @@
 // wrapped in controller-runtime's admission.Webhook for panic recovery,
 // logging and metrics:
 //
-//   - a mutating handler at DefaultPath(gvk) calls the sidecar's Default,
+//   - a mutating handler at the webhook's DefaultPath calls the sidecar's Default,
 //     checks that the defaulted object is still the same object (apiVersion,
 //     kind, namespace and name) and answers with the JSON patch from the object
 //     the API server sent to the one the sidecar returned;
-//   - a validating handler at ValidatePath(gvk) calls the sidecar's Validate.
+//   - a validating handler at the webhook's ValidatePath calls the sidecar's Validate.
 //
 // A denial with field errors becomes a 422 Invalid status with one cause per
 // field error, built by apierrors.NewInvalid as the API server's own

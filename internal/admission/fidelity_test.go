@@ -21,7 +21,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
 )
 
@@ -94,7 +94,7 @@ func TestAnswersMatchAnInProcessControllerRuntimeWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook := sidecar.Webhook{
+	hook := description.Webhook{
 		GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Default: true, Validate: true,
 		FailurePolicy: polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL, TimeoutSeconds: 10,
 	}

@@ -15,8 +15,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/polyop/polyop/internal/sidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // Sidecar is the part of the host's sidecar client the handlers call;
@@ -47,13 +47,13 @@ func (o Options) withDefaults() Options {
 }
 
 // NewDefaulting returns the mutating webhook of wh, served by sc.
-func NewDefaulting(sc Sidecar, wh sidecar.Webhook, opts Options) *admission.Webhook {
+func NewDefaulting(sc Sidecar, wh description.Webhook, opts Options) *admission.Webhook {
 	h := &handler{sc: sc, wh: wh, opts: opts.withDefaults(), verb: "default"}
 	return &admission.Webhook{Handler: admission.HandlerFunc(h.handleDefault), WithContextFunc: WithAPIServerTimeout}
 }
 
 // NewValidating returns the validating webhook of wh, served by sc.
-func NewValidating(sc Sidecar, wh sidecar.Webhook, opts Options) *admission.Webhook {
+func NewValidating(sc Sidecar, wh description.Webhook, opts Options) *admission.Webhook {
 	h := &handler{sc: sc, wh: wh, opts: opts.withDefaults(), verb: "validate"}
 	return &admission.Webhook{Handler: admission.HandlerFunc(h.handleValidate), WithContextFunc: WithAPIServerTimeout}
 }
@@ -61,7 +61,7 @@ func NewValidating(sc Sidecar, wh sidecar.Webhook, opts Options) *admission.Webh
 // handler serves one webhook of one kind.
 type handler struct {
 	sc   Sidecar
-	wh   sidecar.Webhook
+	wh   description.Webhook
 	opts Options
 	verb string // "default" or "validate", for messages
 }

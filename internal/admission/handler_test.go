@@ -22,33 +22,17 @@ import (
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/polyop/polyop/internal/admission"
-	"github.com/polyop/polyop/internal/sidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 
 const widgetJSON = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"namespace":"ns","name":"w"},"spec":{"size":1}}`
 
-// fakeSidecar answers with what its functions say.
-type fakeSidecar struct {
-	defaultFn  func(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error)
-	validateFn func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error)
-	calls      int
-}
-
-func (f *fakeSidecar) Default(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
-	f.calls++
-	return f.defaultFn(ctx, req)
-}
-
-func (f *fakeSidecar) Validate(ctx context.Context, req *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
-	f.calls++
-	return f.validateFn(ctx, req)
-}
-
-func widgetWebhook(policy polyopv1alpha1.FailurePolicy) sidecar.Webhook {
-	return sidecar.Webhook{GVK: widgetGVK, Default: true, Validate: true, FailurePolicy: policy, TimeoutSeconds: 10}
+func widgetWebhook(policy polyopv1alpha1.FailurePolicy) description.Webhook {
+	return description.Webhook{GVK: widgetGVK, Default: true, Validate: true, FailurePolicy: policy, TimeoutSeconds: 10}
 }
 
 var opts = admission.Options{SidecarName: "widgets", SidecarAddress: "unix:///run/widgets.sock"}
@@ -195,7 +179,7 @@ func TestDefaultingWebhook(t *testing.T) {
 			}
 			o := opts
 			o.Timeout = 100 * time.Millisecond
-			h := admission.NewDefaulting(&fakeSidecar{defaultFn: tc.answer}, widgetWebhook(policy), o)
+			h := admission.NewDefaulting(&sidecartest.Fake{OnDefault: tc.answer}, widgetWebhook(policy), o)
 			resp := review(t, h, admissionv1.AdmissionRequest{}, "")
 			if resp.Allowed != tc.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%+v)", resp.Allowed, tc.wantAllowed, resp.Result)
@@ -220,7 +204,7 @@ func TestDefaultingWebhookSendsTheRequest(t *testing.T) {
 	t.Parallel()
 	var got *polyopv1alpha1.AdmissionRequest
 	var deadline, called time.Time
-	sc := &fakeSidecar{defaultFn: func(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	sc := &sidecartest.Fake{OnDefault: func(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
 		called = time.Now()
 		got = req.GetRequest()
 		deadline, _ = ctx.Deadline()
@@ -249,17 +233,17 @@ func TestDefaultingWebhookSendsTheRequest(t *testing.T) {
 	}
 
 	// A delete has nothing to default: the sidecar is not called.
-	sc.calls = 0
+	before := sc.Calls()
 	resp := review(t, h, admissionv1.AdmissionRequest{Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: []byte(widgetJSON)}}, "")
-	if !resp.Allowed || sc.calls != 0 {
-		t.Errorf("a delete: allowed %v after %d calls", resp.Allowed, sc.calls)
+	if !resp.Allowed || sc.Calls() != before {
+		t.Errorf("a delete: allowed %v after %d calls", resp.Allowed, sc.Calls()-before)
 	}
 }
 
 func TestValidatingWebhook(t *testing.T) {
 	t.Parallel()
-	answer := func(resp *polyopv1alpha1.ValidateResponse) *fakeSidecar {
-		return &fakeSidecar{validateFn: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	answer := func(resp *polyopv1alpha1.ValidateResponse) *sidecartest.Fake {
+		return &sidecartest.Fake{OnValidate: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
 			return resp, nil
 		}}
 	}
@@ -325,8 +309,8 @@ func TestValidatingWebhook(t *testing.T) {
 	resp = review(t, admission.NewValidating(sc, hook, opts), admissionv1.AdmissionRequest{
 		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 	}, "")
-	if resp.Allowed || sc.calls != 0 || !strings.Contains(resp.Result.Message, "the endpoint for Widget.v1.example.com received a ConfigMap.v1") {
-		t.Errorf("a kind not declared: %+v after %d calls", resp.Result, sc.calls)
+	if resp.Allowed || sc.Calls() != 0 || !strings.Contains(resp.Result.Message, "the endpoint for Widget.v1.example.com received a ConfigMap.v1") {
+		t.Errorf("a kind not declared: %+v after %d calls", resp.Result, sc.Calls())
 	}
 }
 
@@ -351,25 +335,15 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
-func TestPaths(t *testing.T) {
-	t.Parallel()
-	if got := admission.DefaultPath(widgetGVK); got != "/default-example-com-v1-widget" {
-		t.Errorf("DefaultPath = %s", got)
-	}
-	if got := admission.ValidatePath(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}); got != "/validate-core-v1-pod" {
-		t.Errorf("ValidatePath = %s", got)
-	}
-}
-
 // TestAReviewWithoutARequestIsABadRequest sends both webhooks an
 // AdmissionReview without a request, or with an empty one: each answers 400
 // with a message that says so, as controller-runtime answers a review it
 // cannot decode, and does not call the sidecar.
 func TestAReviewWithoutARequestIsABadRequest(t *testing.T) {
 	t.Parallel()
-	sc := &fakeSidecar{
-		defaultFn: defaulted(widgetJSON),
-		validateFn: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	sc := &sidecartest.Fake{
+		OnDefault: defaulted(widgetJSON),
+		OnValidate: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
 			return nil, nil
 		},
 	}
@@ -397,8 +371,8 @@ func TestAReviewWithoutARequestIsABadRequest(t *testing.T) {
 			}
 		}
 	}
-	if sc.calls != 0 {
-		t.Errorf("the sidecar was called %d times", sc.calls)
+	if sc.Calls() != 0 {
+		t.Errorf("the sidecar was called %d times", sc.Calls())
 	}
 }
 

@@ -3,7 +3,7 @@ package admission
 import (
 	"net/http"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // MaxRequestBytes is the largest AdmissionReview the host reads, as
@@ -18,19 +18,20 @@ type Registrar interface {
 	Register(path string, hook http.Handler)
 }
 
-// Register registers a mutating endpoint (DefaultPath) for every webhook that
-// declares default and a validating endpoint (ValidatePath) for every webhook
+// Register registers a mutating endpoint (Webhook.DefaultPath) for every
+// webhook that declares default and a validating endpoint
+// (Webhook.ValidatePath) for every webhook
 // that declares validate, all served by sc. It returns the paths registered.
-func Register(r Registrar, sc Sidecar, webhooks []sidecar.Webhook, opts Options) []string {
+func Register(r Registrar, sc Sidecar, webhooks []description.Webhook, opts Options) []string {
 	var paths []string
 	for _, wh := range webhooks {
 		if wh.Default {
-			p := DefaultPath(wh.GVK)
+			p := wh.DefaultPath()
 			r.Register(p, NewDefaulting(sc, wh, opts))
 			paths = append(paths, p)
 		}
 		if wh.Validate {
-			p := ValidatePath(wh.GVK)
+			p := wh.ValidatePath()
 			r.Register(p, NewValidating(sc, wh, opts))
 			paths = append(paths, p)
 		}

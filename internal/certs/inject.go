@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -53,16 +54,12 @@ func (i *Injector) Start(ctx context.Context) error {
 		interval = DefaultInjectInterval
 	}
 	log := i.log()
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := i.InjectOnce(ctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "Keeping the webhook CA bundle up to date; retrying", "in", interval.String())
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
-		}
-	}
+	}, interval)
+	return nil
 }
 
 // InjectOnce renews the certificate if needed and patches every object whose

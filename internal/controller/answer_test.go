@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
@@ -63,7 +64,7 @@ func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return tc.resp }}
+			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return tc.resp })}
 			r, _, w := newFlow(t, "", sc, ownerMap())
 			rec := events.NewFakeRecorder(10)
 			r.Recorder = rec

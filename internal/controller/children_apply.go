@@ -9,9 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -51,10 +49,8 @@ func (res childResult) err() error {
 // whose apply the API server refuses on an immutable field is deleted and
 // applied again when its kind declares replacement, and refused otherwise.
 //
-// When prune is set, and every desired child was applied, the observed
-// children that are no longer desired and that the host applied (see
-// appliedByHost) are deleted, with their UID as a precondition, so that
-// nothing recreated meanwhile is lost.
+// When prune is set, and every desired child was applied, the children no
+// longer desired are pruned (see pruneChildren).
 func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, desired []desiredChild, observed []*object.Object, prune bool) childResult {
 	var res childResult
 	observedByID := make(map[childID]*object.Object, len(observed))
@@ -102,27 +98,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 	if len(res.problems) > 0 || !prune {
 		return res
 	}
-	for _, o := range observed {
-		id := idOf(o)
-		if _, ok := findApplied(now, id); ok {
-			continue
-		}
-		ours, err := r.appliedByHost(ctx, o)
-		if err != nil {
-			res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: err})
-			continue
-		}
-		if !ours {
-			logf.FromContext(ctx).V(1).Info("leaving a child that is no longer desired: the host did not apply it", "child", id.String())
-			continue
-		}
-		err = r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !apierrors.IsNotFound(err) {
-			res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf("deleting child %s, which is no longer desired: %w", id, err)})
-			continue
-		}
-		res.pruned++
-	}
+	r.pruneChildren(ctx, observed, now, &res)
 	return res
 }
 
@@ -158,9 +134,7 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 			"creating child %s again after deleting it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
 	logf.FromContext(ctx).Info("replaced a child whose immutable fields changed", "child", c.id.String(), "fields", fields)
-	if r.Recorder != nil {
-		r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
-	}
+	r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
 	return out.GetResourceVersion(), true, nil
 }
 
@@ -179,140 +153,7 @@ func (r *Reconciler) cachedChild(ctx context.Context, id childID) (*object.Objec
 	return o, nil
 }
 
-// appliedByHost reports whether the host applied o, a child the owner
-// controls that is no longer desired. The label tells, or else (the cache
-// drops managedFields, unless the host keeps them) the object as the API
-// server holds it, read only for such a child.
-func (r *Reconciler) appliedByHost(ctx context.Context, o *object.Object) (bool, error) {
-	if appliedByHost(o, r.Controller.Name, r.fieldManager()) {
-		return true, nil
-	}
-	if r.keepManagedFields || r.APIReader == nil {
-		return false, nil
-	}
-	live := object.New(o.GroupVersionKind())
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, live)
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading child %s, which is no longer desired, to tell whether the host applied it: %w", idOf(o), err)
-	}
-	return live.GetUID() == o.GetUID() && appliedByHost(live, r.Controller.Name, r.fieldManager()), nil
-}
-
 // fieldManager is the field manager of the controller's children.
 func (r *Reconciler) fieldManager() string {
 	return "polyop/" + r.Controller.Name
-}
-
-// unchanged reports whether a child whose applied configuration is the one
-// last applied, at resourceVersion applied, needs no apply: the cache holds
-// the version that apply wrote, or an older one (the event of the apply is
-// on its way and brings another reconcile), or the observed child, changed
-// since, still holds every field the configuration sets.
-func unchanged(observed *object.Object, desired *unstructured.Unstructured, applied string) bool {
-	if observed == nil {
-		return false
-	}
-	if cmp, err := resourceversion.CompareResourceVersion(observed.GetResourceVersion(), applied); err == nil && cmp <= 0 {
-		return true
-	}
-	u, err := observed.Unstructured()
-	if err != nil {
-		return false
-	}
-	return holds(u, desired)
-}
-
-// holds reports whether observed still holds every field desired sets, owner
-// references aside (they are compared by UID): if so, applying desired again
-// would change nothing the controller manages. A list must match element by
-// element: a list another manager added to is applied again, which is
-// harmless.
-func holds(observed, desired *unstructured.Unstructured) bool {
-	for _, want := range desired.GetOwnerReferences() {
-		found := false
-		for _, got := range observed.GetOwnerReferences() {
-			if got.UID == want.UID && ptr.Deref(got.Controller, false) == ptr.Deref(want.Controller, false) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	d := desired.DeepCopy()
-	unstructured.RemoveNestedField(d.Object, "metadata", "ownerReferences")
-	return contains(observed.Object, d.Object)
-}
-
-// contains reports whether have holds every field of want with the same
-// value.
-func contains(have, want any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		h, ok := have.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			hv, present := h[k]
-			if !present {
-				if empty(wv) {
-					continue // the API server drops empty fields
-				}
-				return false
-			}
-			if !contains(hv, wv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		h, ok := have.([]any)
-		if !ok || len(h) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !contains(h[i], w[i]) {
-				return false
-			}
-		}
-		return true
-	case nil:
-		return have == nil
-	}
-	if wf, ok := number(want); ok {
-		hf, ok := number(have)
-		return ok && hf == wf
-	}
-	return have == want
-}
-
-// empty reports whether v is null, or an empty object or list.
-func empty(v any) bool {
-	switch v := v.(type) {
-	case nil:
-		return true
-	case map[string]any:
-		return len(v) == 0
-	case []any:
-		return len(v) == 0
-	}
-	return false
-}
-
-// number reads a JSON number decoded as int64 or float64.
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return float64(n), true
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	}
-	return 0, false
 }

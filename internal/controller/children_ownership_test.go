@@ -19,6 +19,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 // controlledBy is a Secret ns/name whose controller is the Widget ownerName
@@ -182,7 +183,7 @@ func TestValidateChildrenSetsTheControllerLabel(t *testing.T) {
 func TestReconcileNeverWritesAnObjectItDoesNotControlAndPrunesOnlyWhatItApplied(t *testing.T) {
 	t.Parallel()
 	var resp *polyopv1alpha1.ReconcileResponse
-	sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp }}
+	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 	r, c, w := newFlow(t, "", sc, ownerMap(),
 		controlledBy("theirs", "other", "other-uid", nil),
 		controlledBy("loose", "", "", nil),
@@ -252,7 +253,7 @@ func TestReconcileReportsOrReplacesAChildRefusedOnAnImmutableField(t *testing.T)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			resp := &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("s", "MQ==")}, ChildrenComplete: true}
-			sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp }}
+			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 			r, c, w := newFlow(t, "", sc, ownerMap())
 			ctx := context.Background()
 			if _, err := r.Reconcile(ctx, req); err != nil {

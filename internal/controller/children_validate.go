@@ -13,6 +13,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/description"
 )
 
 // desiredChild is one validated desired child, ready to apply.
@@ -54,7 +56,7 @@ func validateChildren(raws [][]byte, owner client.Object, controller string, kin
 	var owned []string
 	for _, k := range kinds {
 		byGVK[k.GVK] = k
-		owned = append(owned, gvkString(k.GVK))
+		owned = append(owned, description.GVKString(k.GVK))
 	}
 	ownedList := strings.Join(owned, ", ")
 	if ownedList == "" {
@@ -98,7 +100,7 @@ func validateChildren(raws [][]byte, owner client.Object, controller string, kin
 		label := fmt.Sprintf("%s %q", gvk.Kind, name)
 		kind, ok := byGVK[gvk]
 		if !ok {
-			bad("%s: %s is not a kind the controller owns (it owns %s)", label, gvkString(gvk), ownedList)
+			bad("%s: %s is not a kind the controller owns (it owns %s)", label, description.GVKString(gvk), ownedList)
 			continue
 		}
 		if name == "" {

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/wait"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -18,6 +19,10 @@ import (
 // with the host's own last write of the object; past it, the reconcile goes
 // on with what the cache holds, as controller-runtime would.
 const ownWriteWait = 2 * time.Second
+
+// ownWritePoll is how often the cache is read meanwhile: it costs no API
+// request, and an informer usually sees a write within milliseconds.
+const ownWritePoll = 10 * time.Millisecond
 
 // awaitOwnWrite waits, when the cache holds an older version of obj than the
 // host's own last write of it (its status, or its finalizer), until the cache
@@ -38,23 +43,24 @@ func (r *Reconciler) awaitOwnWrite(ctx context.Context, req reconcile.Request, o
 		return nil
 	}
 	start := time.Now()
-	for time.Since(start) < ownWriteWait {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
+	err := wait.PollUntilContextTimeout(ctx, ownWritePoll, ownWriteWait, false, func(ctx context.Context) (bool, error) {
 		if err := r.get(ctx, req.NamespacedName, obj); err != nil {
-			return fmt.Errorf("reading %s %s from the cache: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
+			return false, fmt.Errorf("reading %s %s from the cache: %w", r.Controller.GVK.Kind, req.NamespacedName, err)
 		}
-		if !olderThan(obj.GetResourceVersion(), last) {
-			r.written.forgetVersion(req.NamespacedName, last)
-			logf.FromContext(ctx).V(1).Info("waited for the cache to see the host's own write", "waited", time.Since(start).String())
-			return nil
-		}
+		return !olderThan(obj.GetResourceVersion(), last), nil
+	})
+	switch {
+	case err == nil:
+		r.written.forgetVersion(req.NamespacedName, last)
+		logf.FromContext(ctx).V(1).Info("waited for the cache to see the host's own write", "waited", time.Since(start).String())
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case wait.Interrupted(err):
+		logf.FromContext(ctx).V(1).Info("the cache has not seen the host's own write; going on with it", "cached", obj.GetResourceVersion(), "written", last)
+		return nil
 	}
-	logf.FromContext(ctx).V(1).Info("the cache has not seen the host's own write; going on with it", "cached", obj.GetResourceVersion(), "written", last)
-	return nil
+	return err
 }
 
 // olderThan reports whether resource version a is known to be older than b.

@@ -46,4 +46,11 @@
 // workqueue. While the sidecar is down, the backoff of every key is capped (see
 // Options.SidecarDownMaxBackoff) so that all pending work converges soon after
 // the sidecar returns.
+//
+// The children's files hold one idea each: children.go the owned kinds and
+// the observed children, children_index.go the owner index,
+// children_validate.go the validation of the desired children,
+// children_ownership.go who may apply or prune a child, children_apply.go the
+// apply, children_prune.go the prune, children_unchanged.go whether an apply
+// can be skipped, and children_applied.go the memo of what was applied.
 package controller

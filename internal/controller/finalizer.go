@@ -2,11 +2,9 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -39,9 +37,7 @@ func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *o
 		Key:        &polyopv1alpha1.ObjectKey{Namespace: req.Namespace, Name: req.Name},
 		Object:     raw,
 	}
-	if r.limiter != nil {
-		call.Retries = int32(r.limiter.NumRequeues(req))
-	}
+	call.Retries = int32(r.limiter.NumRequeues(req))
 	resp, err := r.Sidecar.Finalize(ctx, call)
 	if err != nil {
 		return reconcile.Result{}, r.callFailed(log, "Finalize", err)
@@ -75,22 +71,17 @@ func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *o
 
 // patchFinalizers applies change (controllerutil.AddFinalizer or
 // RemoveFinalizer) to obj's finalizers and writes them with a merge patch
-// that carries obj's resourceVersion, so that finalizers others changed
-// meanwhile are never overwritten: a stale object is a conflict. obj is
-// updated to what the API server stored.
+// that carries obj's resourceVersion (controller-runtime's MergeFrom with an
+// optimistic lock), so that finalizers others changed meanwhile are never
+// overwritten: a stale object is a conflict. obj is updated to what the API
+// server stored.
 func (r *Reconciler) patchFinalizers(ctx context.Context, obj *object.Object, change func(client.Object, string) bool) error {
-	changed := obj.DeepCopy()
-	if !change(changed, r.Controller.Finalizer) {
+	base := obj.DeepCopy()
+	if !change(obj, r.Controller.Finalizer) {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"finalizers":      changed.GetFinalizers(),
-		"resourceVersion": obj.GetResourceVersion(),
-	}})
-	if err != nil {
-		return err
-	}
-	if err := r.patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), false); err != nil {
+	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	if err := r.patch(ctx, obj, patch, false); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return err
 		}

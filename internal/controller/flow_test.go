@@ -20,38 +20,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 // These tests run the Reconciler against controller-runtime's fake client,
 // with ConfigMaps as the reconciled kind and Secrets as its children, to pin
 // down the order of things: what is sent, what is written, and what is not.
-
-// fakeSidecar answers with what a test sets, and keeps the requests.
-type fakeSidecar struct {
-	mu         sync.Mutex
-	reconcile  func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse
-	finalize   func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse
-	reconciles []*polyopv1alpha1.ReconcileRequest
-	finalizes  []*polyopv1alpha1.FinalizeRequest
-}
-
-func (f *fakeSidecar) Reconcile(_ context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reconciles = append(f.reconciles, req)
-	return f.reconcile(req), nil
-}
-
-func (f *fakeSidecar) Finalize(_ context.Context, req *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.finalizes = append(f.finalizes, req)
-	return f.finalize(req), nil
-}
-
-func (f *fakeSidecar) Address() string { return "fake" }
 
 // writes counts the writes the fake client sees, by kind of write.
 type writes struct {
@@ -103,13 +79,9 @@ func newFlow(t *testing.T, finalizer string, sc Sidecar, objs ...client.Object) 
 			},
 		}).
 		Build()
-	r := &Reconciler{
-		Controller: sidecar.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
-		Client:     c,
-		Sidecar:    sc,
-		Children:   []ChildKind{{GVK: secretGVK, Namespaced: true, SendObserved: true}},
-		kind:       &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-	}
+	r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer}, c, sc, ReconcilerOptions{
+		Children: []ChildKind{{GVK: secretGVK, Namespaced: true, SendObserved: true}},
+	})
 	return r, c, w
 }
 
@@ -144,7 +116,7 @@ var req = reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Na
 func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing.T) {
 	t.Parallel()
 	var resp *polyopv1alpha1.ReconcileResponse
-	sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp }}
+	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 	r, c, w := newFlow(t, "", sc, ownerMap())
 	ctx := context.Background()
 	run := func() {
@@ -171,7 +143,7 @@ func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing
 	if got := w.take(); len(got) != 0 {
 		t.Errorf("an unchanged answer wrote %v, want nothing", got)
 	}
-	if last := sc.reconciles[len(sc.reconciles)-1]; len(last.GetObservedChildren()) != 2 {
+	if last := sc.Reconciles()[len(sc.Reconciles())-1]; len(last.GetObservedChildren()) != 2 {
 		t.Errorf("the sidecar observed %d children, want 2", len(last.GetObservedChildren()))
 	}
 
@@ -227,11 +199,11 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 	t.Parallel()
 	const finalizer = "example.com/cleanup"
 	var finalizeResp *polyopv1alpha1.FinalizeResponse
-	sc := &fakeSidecar{
-		reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	sc := &sidecartest.Fake{
+		OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 			return &polyopv1alpha1.ReconcileResponse{}
-		},
-		finalize: func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse { return finalizeResp },
+		}),
+		OnFinalize: sidecartest.Answer(func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse { return finalizeResp }),
 	}
 	r, c, _ := newFlow(t, finalizer, sc, ownerMap())
 	ctx := context.Background()
@@ -242,7 +214,7 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 	var sent struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
-	if err := json.Unmarshal(sc.reconciles[0].GetObject(), &sent); err != nil {
+	if err := json.Unmarshal(sc.Reconciles()[0].GetObject(), &sent); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(sent.Metadata.Finalizers, finalizer) {
@@ -266,7 +238,7 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 	if err := c.Get(ctx, req.NamespacedName, cm); err != nil || !slices.Contains(cm.Finalizers, finalizer) {
 		t.Fatalf("after a failed Finalize the object is gone or lost its finalizer: %v %v", err, cm.Finalizers)
 	}
-	if n := len(sc.reconciles); n != 1 {
+	if n := len(sc.Reconciles()); n != 1 {
 		t.Errorf("Reconcile was called %d times; an object being deleted goes to Finalize only", n)
 	}
 
@@ -277,8 +249,8 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 	if err := c.Get(ctx, req.NamespacedName, object.New(configMapGVK)); !apierrors.IsNotFound(err) {
 		t.Errorf("after a successful Finalize the object still exists: %v %v", err, cm.Finalizers)
 	}
-	if len(sc.finalizes) != 2 || sc.finalizes[0].GetController() != "maps" || len(sc.finalizes[0].GetObject()) == 0 {
-		t.Errorf("Finalize requests %v", sc.finalizes)
+	if len(sc.Finalizes()) != 2 || sc.Finalizes()[0].GetController() != "maps" || len(sc.Finalizes()[0].GetObject()) == 0 {
+		t.Errorf("Finalize requests %v", sc.Finalizes())
 	}
 }
 
@@ -310,16 +282,10 @@ func TestTheObjectReadBackFromAWriteIsAsTheCacheHoldsIt(t *testing.T) {
 				WithReturnManagedFields().
 				WithObjects(asObject(t, owner)).
 				Build()
-			sc := &fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 				return &polyopv1alpha1.ReconcileResponse{}
-			}}
-			r := &Reconciler{
-				Controller:        sidecar.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer},
-				Client:            c,
-				Sidecar:           sc,
-				kind:              &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-				keepManagedFields: keep,
-			}
+			})}
+			r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer}, c, sc, ReconcilerOptions{KeepManagedFields: keep})
 			if _, err := r.Reconcile(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +295,7 @@ func TestTheObjectReadBackFromAWriteIsAsTheCacheHoldsIt(t *testing.T) {
 				Kind     string            `json:"kind"`
 				Metadata metav1.ObjectMeta `json:"metadata"`
 			}
-			if err := json.Unmarshal(sc.reconciles[0].GetObject(), &sent); err != nil {
+			if err := json.Unmarshal(sc.Reconciles()[0].GetObject(), &sent); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Contains(sent.Metadata.Finalizers, finalizer) || sent.Kind != "ConfigMap" {

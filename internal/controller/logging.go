@@ -31,18 +31,14 @@ func (r *Reconciler) callFailed(log logr.Logger, call string, err error) error {
 	if !sidecar.IsUnavailable(err) {
 		return err
 	}
-	if r.state != nil {
-		r.state.markDown(log, err)
-	}
+	r.state.markDown(log, err)
 	return &unreachableError{err}
 }
 
 // callAnswered records that the sidecar answered a call, which logs its
 // return when it was unreachable until now.
 func (r *Reconciler) callAnswered(log logr.Logger) {
-	if r.state != nil {
-		r.state.markUp(log)
-	}
+	r.state.markUp(log)
 }
 
 // markDown records that the sidecar is unreachable, and logs it if it was

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 // lines is a logger that keeps what it logs, one string per line.
@@ -43,37 +45,17 @@ func (l *lines) count(sub string) int {
 	return n
 }
 
-// flakySidecar fails every call with Unavailable while down is set.
-type flakySidecar struct {
-	fakeSidecar
-	mu   sync.Mutex
-	down bool
-}
-
-func (f *flakySidecar) setDown(down bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.down = down
-}
-
-func (f *flakySidecar) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
-	f.mu.Lock()
-	down := f.down
-	f.mu.Unlock()
-	if down {
-		return nil, status.Error(codes.Unavailable, "connection refused")
-	}
-	return f.fakeSidecar.Reconcile(ctx, req)
-}
-
 func TestAnUnreachableSidecarIsLoggedOncePerChangeOfState(t *testing.T) {
 	t.Parallel()
-	sc := &flakySidecar{fakeSidecar: fakeSidecar{reconcile: func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
-		return &polyopv1alpha1.ReconcileResponse{}
-	}}}
-	r, _, _ := newFlow(t, "", &sc.fakeSidecar, ownerMap())
-	r.Sidecar = sc
-	r.state = &sidecarState{}
+	// The sidecar fails every call with Unavailable while down is set.
+	var down atomic.Bool
+	sc := &sidecartest.Fake{OnReconcile: func(context.Context, *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+		if down.Load() {
+			return nil, status.Error(codes.Unavailable, "connection refused")
+		}
+		return &polyopv1alpha1.ReconcileResponse{}, nil
+	}}
+	r, _, _ := newFlow(t, "", sc, ownerMap())
 	var got lines
 	newLog := logConstructor(got.logger(0), "maps", configMapGVK)
 	reconcileOnce := func() error {
@@ -87,13 +69,13 @@ func TestAnUnreachableSidecarIsLoggedOncePerChangeOfState(t *testing.T) {
 	}
 
 	for round := range 2 {
-		sc.setDown(true)
+		down.Store(true)
 		for range 5 {
 			if err := reconcileOnce(); err == nil || !strings.Contains(err.Error(), "Reconcile call to the sidecar at fake") {
 				t.Fatalf("Reconcile = %v, want the call's error", err)
 			}
 		}
-		sc.setDown(false)
+		down.Store(false)
 		for range 3 {
 			if err := reconcileOnce(); err != nil {
 				t.Fatal(err)

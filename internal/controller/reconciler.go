@@ -5,22 +5,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // Sidecar is what a Reconciler needs of the sidecar connection.
@@ -30,10 +31,11 @@ type Sidecar interface {
 	Address() string
 }
 
-// Reconciler hands each reconcile of one controller to the sidecar.
+// Reconciler hands each reconcile of one controller to the sidecar. Build it
+// with NewReconciler.
 type Reconciler struct {
 	// Controller is the controller's validated description.
-	Controller sidecar.Controller
+	Controller description.Controller
 	// Client reads the reconciled object and its children (from the cache)
 	// and writes status, finalizers and children.
 	Client client.Client
@@ -58,10 +60,71 @@ type Reconciler struct {
 	kind    *polyopv1alpha1.GroupVersionKind
 	applied *appliedState
 	written *writtenVersions
-	once    sync.Once
 
 	// keepManagedFields keeps managedFields in what a write returns.
 	keepManagedFields bool
+}
+
+// ReconcilerOptions configure a Reconciler beyond the controller, the client
+// and the sidecar every one needs.
+type ReconcilerOptions struct {
+	// APIReader reads a child that is no longer desired from the API server,
+	// when neither the cache nor its labels tell whether the host applied it.
+	// Defaults to nil: such a child is never pruned.
+	APIReader client.Reader
+	// Recorder records the events the sidecar returns and the host's own
+	// warnings. Defaults to one that drops them.
+	Recorder recorder.EventRecorder
+	// Children are the kinds the controller owns, resolved. Each must carry
+	// the OwnerIndex in the cache the client reads. Defaults to none.
+	Children []ChildKind
+	// MaxObjectSize bounds the status and each desired child the sidecar
+	// returns, in bytes. Defaults to sidecar.DefaultMaxObjectSize.
+	MaxObjectSize int
+	// SidecarDownMaxBackoff caps the backoff of every key while the sidecar
+	// is unreachable. Defaults to zero: controller-runtime's uncapped
+	// exponential backoff.
+	SidecarDownMaxBackoff time.Duration
+	// KeepManagedFields keeps managedFields in the objects read back from
+	// the Reconciler's own writes, as the cache keeps them. Defaults to
+	// false.
+	KeepManagedFields bool
+
+	// state is whether the sidecar is down, shared by every controller of a
+	// host (Setup). Defaults to the Reconciler's own.
+	state *sidecarState
+}
+
+// NewReconciler returns the Reconciler of controller c, which reads and
+// writes through cl and calls sc.
+func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts ReconcilerOptions) *Reconciler {
+	if opts.state == nil {
+		opts.state = &sidecarState{}
+	}
+	if opts.Recorder == nil {
+		// Its nil channel drops every event.
+		opts.Recorder = &events.FakeRecorder{}
+	}
+	if opts.MaxObjectSize <= 0 {
+		opts.MaxObjectSize = sidecar.DefaultMaxObjectSize
+	}
+	return &Reconciler{
+		Controller:    c,
+		Client:        cl,
+		APIReader:     opts.APIReader,
+		Sidecar:       sc,
+		Recorder:      opts.Recorder,
+		Children:      opts.Children,
+		MaxObjectSize: opts.MaxObjectSize,
+
+		limiter: newRateLimiter(opts.state, opts.SidecarDownMaxBackoff),
+		state:   opts.state,
+		kind:    &polyopv1alpha1.GroupVersionKind{Group: c.GVK.Group, Version: c.GVK.Version, Kind: c.GVK.Kind},
+		applied: newAppliedState(),
+		written: newWrittenVersions(),
+
+		keepManagedFields: opts.KeepManagedFields,
+	}
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -76,14 +139,6 @@ const staleRetryDelay = 100 * time.Millisecond
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	defer func() { r.scheduleRetry(req, err) }()
 	log := logf.FromContext(ctx)
-	r.once.Do(func() {
-		if r.applied == nil {
-			r.applied = newAppliedState()
-		}
-		if r.written == nil {
-			r.written = newWrittenVersions()
-		}
-	})
 
 	obj := object.New(r.Controller.GVK)
 	exists := true
@@ -120,9 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		Kind:       r.kind,
 		Key:        &polyopv1alpha1.ObjectKey{Namespace: req.Namespace, Name: req.Name},
 	}
-	if r.limiter != nil {
-		call.Retries = int32(r.limiter.NumRequeues(req))
-	}
+	call.Retries = int32(r.limiter.NumRequeues(req))
 	var observed []*object.Object
 	if exists {
 		raw, err := obj.MarshalJSON()
@@ -319,9 +372,6 @@ func (r *Reconciler) patch(ctx context.Context, obj *object.Object, patch client
 }
 
 func (r *Reconciler) recordEvents(obj client.Object, events []*polyopv1alpha1.Event) {
-	if r.Recorder == nil {
-		return
-	}
 	for _, e := range events {
 		eventType := corev1.EventTypeNormal
 		if e.GetType() == polyopv1alpha1.EventType_EVENT_TYPE_WARNING {
@@ -338,9 +388,6 @@ func (r *Reconciler) recordEvents(obj client.Object, events []*polyopv1alpha1.Ev
 // recordWarning records a Warning event on obj about something the host
 // could not do.
 func (r *Reconciler) recordWarning(obj client.Object, reason, message string) {
-	if r.Recorder == nil {
-		return
-	}
 	const limit = 1000
 	if len(message) > limit {
 		message = message[:limit] + "…"

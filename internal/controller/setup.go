@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -17,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // Options configure the controllers Setup builds.
@@ -38,65 +37,46 @@ type Options struct {
 	MaxObjectSize int
 }
 
-// Setup builds one controller per controller in desc and registers it with
+// Setup builds one controller per controller in res and registers it with
 // mgr, with the cache indexes its owned kinds and field-path watches need.
-// Every kind must already be resolvable through mgr's RESTMapper, and Setup
-// must run before mgr starts.
-func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options) error {
+// Setup must run before mgr starts.
+func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options) error {
 	state := &sidecarState{}
 	indexes := indexSet{}
-	clusterScoped := map[schema.GroupKind]bool{}
-	for _, c := range desc.Controllers {
-		namespaced, err := isNamespaced(mgr.GetRESTMapper(), c.GVK)
-		if err != nil {
-			return fmt.Errorf("controller %q: %w", c.Name, err)
-		}
-		if !namespaced {
-			clusterScoped[c.GVK.GroupKind()] = true
-		}
-	}
-	for _, c := range desc.Controllers {
-		namespaced := !clusterScoped[c.GVK.GroupKind()]
-		t := target{gvk: c.GVK, namespaced: namespaced, namespaces: c.Namespaces}
+	clusterScoped := res.ClusterScoped()
+	for _, c := range res.Controllers {
+		t := target{gvk: c.GVK, namespaced: res.Kinds[c.GVK].Namespaced, namespaces: c.Namespaces}
 		obj := object.New(c.GVK)
-		limiter := newRateLimiter(state, opts.SidecarDownMaxBackoff)
-		r := &Reconciler{
-			Controller: c,
-			Client:     mgr.GetClient(),
-			APIReader:  mgr.GetAPIReader(),
-			Sidecar:    sc,
-			Recorder:   mgr.GetEventRecorder(c.Name),
-			limiter:    limiter,
-			state:      state,
-			kind:       &polyopv1alpha1.GroupVersionKind{Group: c.GVK.Group, Version: c.GVK.Version, Kind: c.GVK.Kind},
-			applied:    newAppliedState(),
-			written:    newWrittenVersions(),
-
-			MaxObjectSize:     opts.MaxObjectSize,
-			keepManagedFields: opts.KeepManagedFields,
+		var children []ChildKind
+		for _, o := range c.Owns {
+			children = append(children, ChildKind{
+				GVK: o.GVK, Namespaced: res.Kinds[o.GVK].Namespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
+			})
 		}
+		r := NewReconciler(c, mgr.GetClient(), sc, ReconcilerOptions{
+			APIReader:             mgr.GetAPIReader(),
+			Recorder:              mgr.GetEventRecorder(c.Name),
+			Children:              children,
+			MaxObjectSize:         opts.MaxObjectSize,
+			SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
+			KeepManagedFields:     opts.KeepManagedFields,
+			state:                 state,
+		})
 
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(c.Name).
 			For(obj, builder.WithPredicates(updateFilterPredicates(filters(c))...)).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
-				RateLimiter:             limiter,
+				RateLimiter:             r.limiter,
 				LogConstructor:          logConstructor(mgr.GetLogger(), c.Name, c.GVK),
 			})
 
 		for _, o := range c.Owns {
-			childNamespaced, err := isNamespaced(mgr.GetRESTMapper(), o.GVK)
-			if err != nil {
-				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
-			}
 			child := object.New(o.GVK)
 			if err := indexes.addOwnerIndex(mgr, child, clusterScoped); err != nil {
-				return fmt.Errorf("controller %q owns %s: %w", c.Name, gvkString(o.GVK), err)
+				return fmt.Errorf("controller %q owns %s: %w", c.Name, description.GVKString(o.GVK), err)
 			}
-			r.Children = append(r.Children, ChildKind{
-				GVK: o.GVK, Namespaced: childNamespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
-			})
 			// Owns, written out: EnqueueRequestForOwner looks the owner's
 			// kind up by Go type, which object.Object does not tell, so the
 			// owner is described by an unstructured object of its kind.
@@ -107,7 +87,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 			var mapper handler.MapFunc
 			if len(w.FieldPath) > 0 {
 				if err := indexes.add(mgr, object.New(c.GVK), FieldIndex(w.FieldPath), fieldValues(w.FieldPath)); err != nil {
-					return fmt.Errorf("controller %q watches %s by %s: %w", c.Name, gvkString(w.GVK), FieldIndex(w.FieldPath), err)
+					return fmt.Errorf("controller %q watches %s by %s: %w", c.Name, description.GVKString(w.GVK), FieldIndex(w.FieldPath), err)
 				}
 				mapper = fieldPathMapper(mgr.GetClient(), w, t)
 			} else {
@@ -126,7 +106,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, desc *sidecar.Description, opts Options
 // filters are the controller's update filters. A controller with a finalizer
 // must see its object being deleted, so a filter list that would drop that
 // update gets UPDATE_FILTER_DELETION_CHANGED added.
-func filters(c sidecar.Controller) []polyopv1alpha1.UpdateFilter {
+func filters(c description.Controller) []polyopv1alpha1.UpdateFilter {
 	f := c.UpdateFilters
 	deletion := polyopv1alpha1.UpdateFilter_UPDATE_FILTER_DELETION_CHANGED
 	if c.Finalizer != "" && len(f) > 0 && !slices.Contains(f, deletion) {
@@ -163,7 +143,7 @@ func (s indexSet) once(obj *object.Object, name string, register func() error) e
 		return nil
 	}
 	if err := register(); err != nil {
-		return fmt.Errorf("indexing %s by %s: %w", gvkString(gvk), name, err)
+		return fmt.Errorf("indexing %s by %s: %w", description.GVKString(gvk), name, err)
 	}
 	if s[gvk] == nil {
 		s[gvk] = map[string]bool{}
@@ -178,12 +158,4 @@ func ownerType(gvk schema.GroupVersionKind) client.Object {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	return u
-}
-
-func isNamespaced(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return false, err
-	}
-	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }

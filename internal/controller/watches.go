@@ -13,8 +13,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // FieldIndex is the name of the cache index on the reconciled kind that a
@@ -98,7 +98,7 @@ func (t target) request(namespace, name string) (reconcile.Request, bool) {
 
 // nameMapper maps a watched object to the reconciled object a label or an
 // annotation of it names, in the watched object's namespace.
-func nameMapper(w sidecar.Watch, t target) handler.MapFunc {
+func nameMapper(w description.Watch, t target) handler.MapFunc {
 	return func(_ context.Context, obj client.Object) []reconcile.Request {
 		var name string
 		if w.Label != "" {
@@ -117,7 +117,7 @@ func nameMapper(w sidecar.Watch, t target) handler.MapFunc {
 // field at w.FieldPath holds its name, through the field's cache index. For a
 // namespaced watched kind they are looked up in its namespace; for a
 // cluster-scoped one, everywhere.
-func fieldPathMapper(c client.Reader, w sidecar.Watch, t target) handler.MapFunc {
+func fieldPathMapper(c client.Reader, w description.Watch, t target) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := object.NewList(t.gvk)
 		opts := []client.ListOption{client.MatchingFields{FieldIndex(w.FieldPath): obj.GetName()}, client.UnsafeDisableDeepCopy}

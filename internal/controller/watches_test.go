@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
 var widgetGVK = schema.GroupVersionKind{Group: "e2e.polyop.dev", Version: "v1", Kind: "Widget"}
@@ -60,11 +60,11 @@ func TestNameMapper(t *testing.T) {
 		u.SetAnnotations(annotations)
 		return u
 	}
-	byLabel := sidecar.Watch{Label: "example.com/owner"}
-	byAnnotation := sidecar.Watch{Annotation: "example.com/owner"}
+	byLabel := description.Watch{Label: "example.com/owner"}
+	byAnnotation := description.Watch{Annotation: "example.com/owner"}
 	namespaced := target{gvk: widgetGVK, namespaced: true}
 	for name, tc := range map[string]struct {
-		watch  sidecar.Watch
+		watch  description.Watch
 		target target
 		obj    client.Object
 		want   []reconcile.Request
@@ -102,7 +102,7 @@ func TestNameMapper(t *testing.T) {
 
 func TestFieldPathMapperUsesTheIndex(t *testing.T) {
 	t.Parallel()
-	w := sidecar.Watch{GVK: configMapGVK, FieldPath: []string{"spec", "configMapName"}}
+	w := description.Watch{GVK: configMapGVK, FieldPath: []string{"spec", "configMapName"}}
 	widget := func(namespace, name, cm string) client.Object {
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"configMapName": cm}}}
 		u.SetGroupVersionKind(widgetGVK)
@@ -138,13 +138,13 @@ func TestFiltersLetAFinalizingControllerSeeItsDeletion(t *testing.T) {
 	gen := polyopv1alpha1.UpdateFilter_UPDATE_FILTER_GENERATION_CHANGED
 	del := polyopv1alpha1.UpdateFilter_UPDATE_FILTER_DELETION_CHANGED
 	for name, tc := range map[string]struct {
-		c    sidecar.Controller
+		c    description.Controller
 		want []polyopv1alpha1.UpdateFilter
 	}{
-		"if there is no finalizer, the filters are as declared": {c: sidecar.Controller{UpdateFilters: []polyopv1alpha1.UpdateFilter{gen}}, want: []polyopv1alpha1.UpdateFilter{gen}},
-		"if there are no filters, every update passes already":  {c: sidecar.Controller{Finalizer: "x.io/f"}},
-		"if there is a finalizer, deletion changes pass too":    {c: sidecar.Controller{Finalizer: "x.io/f", UpdateFilters: []polyopv1alpha1.UpdateFilter{gen}}, want: []polyopv1alpha1.UpdateFilter{gen, del}},
-		"if deletion changes pass already, nothing is added":    {c: sidecar.Controller{Finalizer: "x.io/f", UpdateFilters: []polyopv1alpha1.UpdateFilter{del}}, want: []polyopv1alpha1.UpdateFilter{del}},
+		"if there is no finalizer, the filters are as declared": {c: description.Controller{UpdateFilters: []polyopv1alpha1.UpdateFilter{gen}}, want: []polyopv1alpha1.UpdateFilter{gen}},
+		"if there are no filters, every update passes already":  {c: description.Controller{Finalizer: "x.io/f"}},
+		"if there is a finalizer, deletion changes pass too":    {c: description.Controller{Finalizer: "x.io/f", UpdateFilters: []polyopv1alpha1.UpdateFilter{gen}}, want: []polyopv1alpha1.UpdateFilter{gen, del}},
+		"if deletion changes pass already, nothing is added":    {c: description.Controller{Finalizer: "x.io/f", UpdateFilters: []polyopv1alpha1.UpdateFilter{del}}, want: []polyopv1alpha1.UpdateFilter{del}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -22,7 +22,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // Path is where the host serves conversions, for every converted kind.
@@ -78,7 +78,7 @@ type Options struct {
 
 // NewHandler returns the ConversionReview handler for the kinds the sidecar
 // converts.
-func NewHandler(sc Sidecar, conversions []sidecar.Conversion, opts Options) http.Handler {
+func NewHandler(sc Sidecar, conversions []description.Conversion, opts Options) http.Handler {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}

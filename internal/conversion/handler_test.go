@@ -21,21 +21,11 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/conversion"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
 
-// fakeSidecar converts with convert.
-type fakeSidecar struct {
-	convert func(context.Context, *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error)
-	calls   int
-}
-
-func (f *fakeSidecar) Convert(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
-	f.calls++
-	return f.convert(ctx, req)
-}
-
-var widgets = []sidecar.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}}
+var widgets = []description.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}}
 
 func widget(version, name string) []byte {
 	return []byte(fmt.Sprintf(`{"apiVersion":"example.com/%s","kind":"Widget","metadata":{"namespace":"ns","name":%q,"uid":"u-%s"},"spec":{}}`, version, name, name))
@@ -56,7 +46,7 @@ func relabel(_ context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1al
 	return out, nil
 }
 
-func convert(t *testing.T, sc *fakeSidecar, desired string, query string, objects ...[]byte) *apiextensionsv1.ConversionResponse {
+func convert(t *testing.T, sc *sidecartest.Fake, desired string, query string, objects ...[]byte) *apiextensionsv1.ConversionResponse {
 	t.Helper()
 	review := apiextensionsv1.ConversionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
@@ -155,10 +145,10 @@ func TestConversion(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &fakeSidecar{convert: tc.answer}
+			sc := &sidecartest.Fake{OnConvert: tc.answer}
 			resp := convert(t, sc, tc.desired, "", tc.objects...)
-			if sc.calls != tc.wantCalls {
-				t.Errorf("the sidecar was called %d times, want %d", sc.calls, tc.wantCalls)
+			if sc.Calls() != tc.wantCalls {
+				t.Errorf("the sidecar was called %d times, want %d", sc.Calls(), tc.wantCalls)
 			}
 			if tc.wantMessage == "" {
 				if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != len(tc.objects) {
@@ -182,7 +172,7 @@ func TestConversionDeadlineFollowsTheAPIServersTimeout(t *testing.T) {
 	t.Parallel()
 	var deadline, called time.Time
 	var hasDeadline bool
-	sc := &fakeSidecar{convert: func(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
+	sc := &sidecartest.Fake{OnConvert: func(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
 		called = time.Now()
 		deadline, hasDeadline = ctx.Deadline()
 		return relabel(ctx, req)
@@ -234,7 +224,7 @@ func TestConversionRefusesWhatIsNotAConversionReview(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &fakeSidecar{convert: relabel}
+			sc := &sidecartest.Fake{OnConvert: relabel}
 			h := conversion.NewHandler(sc, widgets, conversion.Options{SidecarName: "widgets", MaxRequestBytes: 4096})
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, conversion.Path, tc.body))
@@ -244,8 +234,8 @@ func TestConversionRefusesWhatIsNotAConversionReview(t *testing.T) {
 			if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 				t.Errorf("the answer's content type is %q, want plain text", ct)
 			}
-			if sc.calls != 0 {
-				t.Errorf("the sidecar was called %d times", sc.calls)
+			if sc.Calls() != 0 {
+				t.Errorf("the sidecar was called %d times", sc.Calls())
 			}
 		})
 	}
@@ -261,7 +251,7 @@ func TestConversionReadsBodiesUpToTheLimit(t *testing.T) {
 		if !declared {
 			r = io.MultiReader(r)
 		}
-		sc := &fakeSidecar{convert: relabel}
+		sc := &sidecartest.Fake{OnConvert: relabel}
 		h := conversion.NewHandler(sc, widgets, conversion.Options{SidecarName: "widgets", MaxRequestBytes: int64(len(body))})
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, conversion.Path, r))

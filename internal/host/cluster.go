@@ -2,14 +2,12 @@ package host
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -19,97 +17,14 @@ import (
 
 	"github.com/polyop/polyop/internal/address"
 	clusterservice "github.com/polyop/polyop/internal/cluster"
-	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
-
-// resolveRelatedKinds checks that the API server serves every kind a
-// controller owns or watches, records whether each is namespaced, and refuses
-// declarations whose scopes cannot work: a namespaced object cannot own a
-// cluster-scoped child, and a label or annotation cannot name a namespaced
-// object from a cluster-scoped one (it names the object in the watched
-// object's own namespace).
-func resolveRelatedKinds(mapper meta.RESTMapper, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool) error {
-	var errs []error
-	resolve := func(c sidecar.Controller, verb string, gvk schema.GroupVersionKind) bool {
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("controller %q %s %s, which the API server does not serve: %w", c.Name, verb, gvkString(gvk), err))
-			return false
-		}
-		namespaced[gvk] = mapping.Scope.Name() == meta.RESTScopeNameNamespace
-		return true
-	}
-	for _, c := range desc.Controllers {
-		for _, o := range c.Owns {
-			if resolve(c, "owns", o.GVK) && namespaced[c.GVK] && !namespaced[o.GVK] {
-				errs = append(errs, fmt.Errorf("controller %q owns %s, which is cluster-scoped, but reconciles %s, which is namespaced: a cluster-scoped object cannot have a namespaced owner",
-					c.Name, gvkString(o.GVK), gvkString(c.GVK)))
-			}
-		}
-		for _, w := range c.Watches {
-			if resolve(c, "watches", w.GVK) && len(w.FieldPath) == 0 && namespaced[c.GVK] && !namespaced[w.GVK] {
-				errs = append(errs, fmt.Errorf("controller %q watches %s, which is cluster-scoped, by a label or annotation naming a namespaced %s: it cannot say which namespace; watch it by field_path instead",
-					c.Name, gvkString(w.GVK), gvkString(c.GVK)))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// addRelatedCacheViews gives every owned and watched kind a view in the cache:
-// the namespaces of the controllers that own or watch it (every namespace when
-// one of them watches every namespace), without their label selectors, which
-// select reconciled objects only. A kind that a controller also reconciles
-// keeps its reconciled view.
-func addRelatedCacheViews(o *cache.Options, desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, keepManagedFields bool) {
-	reconciled := map[schema.GroupVersionKind]bool{}
-	for obj := range o.ByObject {
-		reconciled[obj.GetObjectKind().GroupVersionKind()] = true
-	}
-	// A nil Namespaces is every namespace; once there, a view stays there.
-	related := map[schema.GroupVersionKind]*cache.ByObject{}
-	add := func(c sidecar.Controller, gvk schema.GroupVersionKind) {
-		if reconciled[gvk] {
-			return
-		}
-		by, seen := related[gvk]
-		switch {
-		case !seen:
-			by = &cache.ByObject{Transform: object.Transform(gvk, keepManagedFields)}
-			related[gvk] = by
-			if !namespaced[gvk] || len(c.Namespaces) == 0 {
-				return
-			}
-			by.Namespaces = map[string]cache.Config{}
-		case by.Namespaces == nil:
-			return
-		case len(c.Namespaces) == 0:
-			by.Namespaces = nil
-			return
-		}
-		for _, ns := range c.Namespaces {
-			by.Namespaces[ns] = cache.Config{}
-		}
-	}
-	for _, c := range desc.Controllers {
-		for _, own := range c.Owns {
-			add(c, own.GVK)
-		}
-		for _, w := range c.Watches {
-			add(c, w.GVK)
-		}
-	}
-	for gvk, by := range related {
-		o.ByObject[object.New(gvk)] = *by
-	}
-}
 
 // cachedKindList lists the kinds the cache holds, sorted.
 func cachedKindList(o cache.Options) []schema.GroupVersionKind {
 	kinds := make([]schema.GroupVersionKind, 0, len(o.ByObject))
-	for gvk := range cachedKinds(o) {
-		kinds = append(kinds, gvk)
+	for obj := range o.ByObject {
+		kinds = append(kinds, obj.GetObjectKind().GroupVersionKind())
 	}
 	slices.SortFunc(kinds, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
 	return kinds
@@ -117,38 +32,11 @@ func cachedKindList(o cache.Options) []schema.GroupVersionKind {
 
 // cachedKinds lists the kinds the cache holds, each with its namespaces (none:
 // every namespace, or a cluster-scoped kind), for the cluster service.
-func cachedKinds(o cache.Options) map[schema.GroupVersionKind][]string {
-	out := map[schema.GroupVersionKind][]string{}
-	for obj, by := range o.ByObject {
-		var namespaces []string
-		for ns := range by.Namespaces {
-			namespaces = append(namespaces, ns)
-		}
-		out[obj.GetObjectKind().GroupVersionKind()] = namespaces
+func cachedKinds(res *description.Resolved) map[schema.GroupVersionKind][]string {
+	out := make(map[schema.GroupVersionKind][]string, len(res.Views))
+	for gvk, view := range res.Views {
+		out[gvk] = view.Namespaces
 	}
-	return out
-}
-
-// watchedNamespaces are the namespaces the host watches, which the sidecar may
-// write in through the cluster service: those of every controller, as
-// narrowed by --namespace. None (every namespace) when a controller watches
-// every namespace, or, without controllers, when --namespace is not set.
-func watchedNamespaces(desc *sidecar.Description, opts Options) []string {
-	if len(desc.Controllers) == 0 {
-		return opts.Namespaces
-	}
-	var out []string
-	for _, c := range desc.Controllers {
-		if len(c.Namespaces) == 0 {
-			return nil
-		}
-		for _, ns := range c.Namespaces {
-			if !slices.Contains(out, ns) {
-				out = append(out, ns)
-			}
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 
@@ -206,7 +94,7 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
 // server, and writing through a dynamic client.
-func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, desc *sidecar.Description, cacheOpts cache.Options, tlsConfig *tls.Config, opts Options) error {
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil
@@ -221,12 +109,12 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		APIReader: mgr.GetAPIReader(),
 		Dynamic:   dyn,
 		Mapper:    mgr.GetRESTMapper(),
-		Recorder:  mgr.GetEventRecorder(desc.Name),
+		Recorder:  mgr.GetEventRecorder(res.Name),
 	}, clusterservice.Options{
-		CachedKinds:     cachedKinds(cacheOpts),
-		WriteNamespaces: watchedNamespaces(desc, opts),
+		CachedKinds:     cachedKinds(res),
+		WriteNamespaces: res.WatchedNamespaces(),
 		TLS:             tlsConfig,
-		FieldManager:    "polyop-" + desc.Name,
+		FieldManager:    "polyop-" + res.Name,
 		MaxMessageSize:  opts.MaxMessageSize,
 		Log:             ctrl.Log.WithName("cluster"),
 	})

@@ -2,15 +2,12 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -21,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/polyop/polyop/internal/controller"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 )
@@ -69,21 +67,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building the REST mapper: %w", err)
 	}
-	namespaced, err := resolveKinds(mapper, desc)
+	res, err := resolve(mapper, desc, opts)
 	if err != nil {
 		return err
 	}
-	if err := resolveRelatedKinds(mapper, desc, namespaced); err != nil {
-		return err
-	}
-	if err := narrow(desc, namespaced, opts); err != nil {
-		return err
-	}
-	cacheOpts, err := cacheOptions(desc, namespaced, opts)
-	if err != nil {
-		return err
-	}
-	addRelatedCacheViews(&cacheOpts, desc, namespaced, opts.KeepManagedFields)
+	cacheOpts := cacheOptions(res, opts.KeepManagedFields)
 
 	// The scheme maps every cached kind to object.Object, which the cache
 	// holds instead of map-based unstructured objects; every other kind the
@@ -129,104 +117,67 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddReadyzCheck("sidecar", sc.Check); err != nil {
 		return err
 	}
-	if err := controller.Setup(mgr, sc, desc, controller.Options{
+	if err := controller.Setup(mgr, sc, res, controller.Options{
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 		KeepManagedFields:     opts.KeepManagedFields,
 		MaxObjectSize:         opts.MaxObjectSize,
 	}); err != nil {
 		return err
 	}
-	informers, err := startInformers(mgr, watchedKinds(desc))
+	informers, err := startInformers(mgr, res.WatchedKinds())
 	if err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("informers", informers.Check); err != nil {
 		return err
 	}
-	if err := addClusterService(mgr, cfg, httpClient, desc, cacheOpts, clusterTLS, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, opts); err != nil {
 		return err
 	}
-	if err := setupWebhooks(ctx, cfg, mgr, sc, desc, mapper, opts.Webhook); err != nil {
+	if err := setupWebhooks(ctx, cfg, mgr, sc, res, opts.Webhook); err != nil {
 		return err
 	}
 	log.Info("starting manager", "sidecar", desc.Name, "address", sc.Address())
 	return mgr.Start(ctx)
 }
 
-// resolveKinds checks that the API server serves every declared kind, and
-// reports which are namespaced.
-func resolveKinds(mapper meta.RESTMapper, desc *sidecar.Description) (map[schema.GroupVersionKind]bool, error) {
-	namespaced := map[schema.GroupVersionKind]bool{}
-	var errs []error
-	for _, c := range desc.Controllers {
-		mapping, err := mapper.RESTMapping(c.GVK.GroupKind(), c.GVK.Version)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("controller %q reconciles %s, which the API server does not serve: %w", c.Name, gvkString(c.GVK), err))
-			continue
-		}
-		namespaced[c.GVK] = mapping.Scope.Name() == meta.RESTScopeNameNamespace
-		if !namespaced[c.GVK] && len(c.Namespaces) > 0 {
-			errs = append(errs, fmt.Errorf("controller %q declares namespaces for %s, which is cluster-scoped", c.Name, gvkString(c.GVK)))
-		}
-	}
-	return namespaced, errors.Join(errs...)
-}
-
-// narrow applies the host's --namespace and --label-selector flags. Namespaces
-// narrow namespaced kinds only.
-func narrow(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, opts Options) error {
-	selector := labels.Everything()
+// resolve resolves desc against the API server through mapper, narrowed by
+// the host's --namespace and --label-selector flags (namespaces narrow
+// namespaced kinds only), with the webhook Service the
+// --webhook-service-name and --webhook-service-namespace flags name. With the
+// webhook server off (--webhook-port 0), the kinds of webhooks and conversions
+// are not looked up: nothing serves them.
+func resolve(mapper meta.RESTMapper, desc *description.Description, opts Options) (*description.Resolved, error) {
+	var selector labels.Selector
 	if opts.LabelSelector != "" {
 		s, err := labels.Parse(opts.LabelSelector)
 		if err != nil {
-			return fmt.Errorf("--label-selector: %w", err)
+			return nil, fmt.Errorf("--label-selector: %w", err)
 		}
 		selector = s
 	}
-	var errs []error
-	for i := range desc.Controllers {
-		one := &sidecar.Description{Name: desc.Name, Controllers: []sidecar.Controller{desc.Controllers[i]}}
-		namespaces := opts.Namespaces
-		if !namespaced[desc.Controllers[i].GVK] {
-			namespaces = nil
-		}
-		if err := one.Narrow(namespaces, selector); err != nil {
-			errs = append(errs, err)
-		}
-		desc.Controllers[i] = one.Controllers[0]
-	}
-	return errors.Join(errs...)
+	return description.Resolve(mapper, desc, description.ResolveOptions{
+		Namespaces:       opts.Namespaces,
+		LabelSelector:    selector,
+		ServiceName:      opts.Webhook.ServiceName,
+		ServiceNamespace: opts.Webhook.ServiceNamespace,
+		WebhooksOff:      opts.Webhook.Port == 0,
+	})
 }
 
-// cacheOptions gives each reconciled kind its own cache view: its namespaces
-// and its label selector. Two controllers of one kind must agree on that view.
-func cacheOptions(desc *sidecar.Description, namespaced map[schema.GroupVersionKind]bool, opts Options) (cache.Options, error) {
+// cacheOptions gives every kind the cache holds its view, and the transform
+// that turns what the API server sends into the object the cache keeps.
+func cacheOptions(res *description.Resolved, keepManagedFields bool) cache.Options {
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	seen := map[schema.GroupVersionKind]sidecar.Controller{}
-	for _, c := range desc.Controllers {
-		if prev, ok := seen[c.GVK]; ok {
-			if !reflect.DeepEqual(prev.Namespaces, c.Namespaces) || prev.LabelSelector.String() != c.LabelSelector.String() {
-				return o, fmt.Errorf("controllers %q and %q both reconcile %s but watch different namespaces or labels; the host caches one view of each kind",
-					prev.Name, c.Name, gvkString(c.GVK))
-			}
-			continue
-		}
-		seen[c.GVK] = c
-		by := cache.ByObject{Transform: object.Transform(c.GVK, opts.KeepManagedFields)}
-		if !c.LabelSelector.Empty() {
-			by.Label = c.LabelSelector
-		}
-		if namespaced[c.GVK] && len(c.Namespaces) > 0 {
+	for gvk, view := range res.Views {
+		by := cache.ByObject{Transform: object.Transform(gvk, keepManagedFields), Label: view.Labels}
+		if len(view.Namespaces) > 0 {
 			by.Namespaces = map[string]cache.Config{}
-			for _, ns := range c.Namespaces {
+			for _, ns := range view.Namespaces {
 				by.Namespaces[ns] = cache.Config{}
 			}
 		}
-		o.ByObject[object.New(c.GVK)] = by
+		o.ByObject[object.New(gvk)] = by
 	}
-	return o, nil
-}
-
-func gvkString(gvk schema.GroupVersionKind) string {
-	return gvk.Kind + "." + gvk.GroupVersion().String()
+	return o
 }

@@ -4,60 +4,48 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
-var (
-	widget  = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
-	cluster = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "ClusterThing"}
-)
+var widget = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 
-func describe(cs ...sidecar.Controller) *sidecar.Description {
+func describe(cs ...description.Controller) *description.Description {
 	for i := range cs {
 		if cs[i].LabelSelector == nil {
 			cs[i].LabelSelector = labels.Everything()
 		}
 	}
-	return &sidecar.Description{Name: "s", Controllers: cs}
+	return &description.Description{Name: "s", Controllers: cs}
 }
 
-func TestNarrowAppliesHostFlagsToNamespacedKindsOnly(t *testing.T) {
-	t.Parallel()
-	desc := describe(
-		sidecar.Controller{Name: "w", GVK: widget},
-		sidecar.Controller{Name: "c", GVK: cluster},
-	)
-	namespaced := map[schema.GroupVersionKind]bool{widget: true, cluster: false}
-	opts := NewOptions()
-	opts.Namespaces = []string{"team-a"}
-	opts.LabelSelector = "shard=1"
-	if err := narrow(desc, namespaced, opts); err != nil {
+// resolved resolves desc with a mapper that serves Widgets in namespaces.
+func resolved(t *testing.T, desc *description.Description, opts Options) *description.Resolved {
+	t.Helper()
+	res, err := resolve(widgetMapper(), desc, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := desc.Controllers[0].Namespaces; len(got) != 1 || got[0] != "team-a" {
-		t.Errorf("namespaced kind watches %v, want [team-a]", got)
-	}
-	if got := desc.Controllers[1].Namespaces; len(got) != 0 {
-		t.Errorf("cluster-scoped kind watches namespaces %v, want none", got)
-	}
-	for _, c := range desc.Controllers {
-		if c.LabelSelector.String() != "shard=1" {
-			t.Errorf("controller %s selector = %q, want shard=1", c.Name, c.LabelSelector)
-		}
-	}
+	return res
 }
 
-func TestNarrowRejectsABadSelector(t *testing.T) {
+func widgetMapper() meta.RESTMapper {
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{widget.GroupVersion()})
+	mapper.Add(widget, meta.RESTScopeNamespace)
+	return mapper
+}
+
+func TestResolveRejectsABadSelector(t *testing.T) {
 	t.Parallel()
 	opts := NewOptions()
 	opts.LabelSelector = "a in ("
-	err := narrow(describe(sidecar.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
+	_, err := resolve(widgetMapper(), describe(description.Controller{Name: "w", GVK: widget}), opts)
 	if err == nil || !strings.Contains(err.Error(), "--label-selector") {
 		t.Errorf("error = %v, want one naming --label-selector", err)
 	}
@@ -68,11 +56,8 @@ func TestCacheOptions(t *testing.T) {
 	sel, _ := labels.Parse("app=web")
 	t.Run("each kind gets its namespaces and selector, and managedFields are stripped", func(t *testing.T) {
 		t.Parallel()
-		desc := describe(sidecar.Controller{Name: "w", GVK: widget, Namespaces: []string{"a", "b"}, LabelSelector: sel})
-		o, err := cacheOptions(desc, map[schema.GroupVersionKind]bool{widget: true}, NewOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
+		desc := describe(description.Controller{Name: "w", GVK: widget, Namespaces: []string{"a", "b"}, LabelSelector: sel})
+		o := cacheOptions(resolved(t, desc, NewOptions()), false)
 		if len(o.ByObject) != 1 {
 			t.Fatalf("ByObject has %d entries, want 1", len(o.ByObject))
 		}
@@ -90,27 +75,11 @@ func TestCacheOptions(t *testing.T) {
 	})
 	t.Run("with --keep-managed-fields nothing is stripped", func(t *testing.T) {
 		t.Parallel()
-		opts := NewOptions()
-		opts.KeepManagedFields = true
-		o, err := cacheOptions(describe(sidecar.Controller{Name: "w", GVK: widget}), map[schema.GroupVersionKind]bool{widget: true}, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := cacheOptions(resolved(t, describe(description.Controller{Name: "w", GVK: widget}), NewOptions()), true)
 		for _, by := range o.ByObject {
 			if managedFieldsAfter(t, by) != 1 {
 				t.Error("managedFields are stripped")
 			}
-		}
-	})
-	t.Run("two controllers of one kind must agree on what to cache", func(t *testing.T) {
-		t.Parallel()
-		desc := describe(
-			sidecar.Controller{Name: "one", GVK: widget, Namespaces: []string{"a"}},
-			sidecar.Controller{Name: "two", GVK: widget, Namespaces: []string{"b"}},
-		)
-		_, err := cacheOptions(desc, map[schema.GroupVersionKind]bool{widget: true}, NewOptions())
-		if err == nil || !strings.Contains(err.Error(), `controllers "one" and "two"`) {
-			t.Errorf("error = %v", err)
 		}
 	})
 }
@@ -149,4 +118,21 @@ func managedFieldsAfter(t *testing.T, by cache.ByObject) int {
 		t.Errorf("the transform set the kind %v, want %v", o.GroupVersionKind(), widget)
 	}
 	return len(o.ManagedFields)
+}
+
+// TestAHostWithoutAWebhookServerDoesNotResolveWebhookKinds: with
+// --webhook-port 0 nothing serves the sidecar's webhooks, so their kinds need
+// not be served either, as before the description was resolved in one place.
+func TestAHostWithoutAWebhookServerDoesNotResolveWebhookKinds(t *testing.T) {
+	t.Parallel()
+	gadget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}
+	desc := &description.Description{Name: "s", Webhooks: []description.Webhook{{GVK: gadget, Validate: true}}}
+	opts := NewOptions()
+	if _, err := resolve(widgetMapper(), desc, opts); err == nil || !strings.Contains(err.Error(), "Gadget.example.com/v1, which the API server does not serve") {
+		t.Errorf("with the webhook server on: %v, want the unserved kind named", err)
+	}
+	opts.Webhook.Port = 0
+	if _, err := resolve(widgetMapper(), desc, opts); err != nil {
+		t.Errorf("with the webhook server off: %v", err)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,30 +13,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecar"
 )
-
-// watchedKinds are the kinds the controllers of desc reconcile, own or watch,
-// each once, in the order they are declared.
-func watchedKinds(desc *sidecar.Description) []schema.GroupVersionKind {
-	var kinds []schema.GroupVersionKind
-	add := func(gvk schema.GroupVersionKind) {
-		if !slices.Contains(kinds, gvk) {
-			kinds = append(kinds, gvk)
-		}
-	}
-	for _, c := range desc.Controllers {
-		add(c.GVK)
-		for _, o := range c.Owns {
-			add(o.GVK)
-		}
-		for _, w := range c.Watches {
-			add(w.GVK)
-		}
-	}
-	return kinds
-}
 
 // startInformers makes the cache run the informer of each of kinds on every
 // replica, and reports when they have synced: it logs it, and is the readiness
@@ -54,12 +32,12 @@ func startInformers(mgr ctrl.Manager, kinds []schema.GroupVersionKind) (*informe
 	for _, gvk := range kinds {
 		// Before the manager starts, this only registers the informer.
 		if _, err := mgr.GetCache().GetInformer(context.Background(), object.New(gvk)); err != nil {
-			return nil, fmt.Errorf("starting the informer of %s: %w", gvkString(gvk), err)
+			return nil, fmt.Errorf("starting the informer of %s: %w", description.GVKString(gvk), err)
 		}
 	}
 	names := make([]string, len(kinds))
 	for i, gvk := range kinds {
-		names[i] = gvkString(gvk)
+		names[i] = description.GVKString(gvk)
 	}
 	s := &informersSynced{cache: mgr.GetCache(), kinds: names, log: ctrl.Log.WithName("host"), since: time.Now()}
 	if err := mgr.Add(s); err != nil {

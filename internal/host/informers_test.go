@@ -2,28 +2,9 @@ package host
 
 import (
 	"flag"
-	"slices"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/polyop/polyop/internal/sidecar"
 )
-
-func TestWatchedKindsListsEveryReconciledOwnedAndWatchedKindOnce(t *testing.T) {
-	t.Parallel()
-	configMap := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
-	desc := describe(
-		sidecar.Controller{Name: "w", GVK: widget, Owns: []sidecar.Owned{{GVK: configMap}}, Watches: []sidecar.Watch{{GVK: secret}}},
-		sidecar.Controller{Name: "c", GVK: cluster, Owns: []sidecar.Owned{{GVK: configMap}}, Watches: []sidecar.Watch{{GVK: widget}}},
-	)
-	want := []schema.GroupVersionKind{widget, configMap, secret, cluster}
-	if got := watchedKinds(desc); !slices.Equal(got, want) {
-		t.Errorf("watchedKinds = %v, want %v", got, want)
-	}
-}
 
 func TestLeaderElectionFlagsDefaultToControllerRuntimes(t *testing.T) {
 	t.Parallel()

@@ -3,15 +3,12 @@ package host
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -24,6 +21,7 @@ import (
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/certs"
 	"github.com/polyop/polyop/internal/conversion"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/webhookserver"
 )
@@ -88,8 +86,9 @@ type WebhookOptions struct {
 	SelfSigned bool
 	// ServiceName and ServiceNamespace name the Service in front of the
 	// webhook server; the self-made certificate covers its DNS names.
-	// Default to "<sidecar name>-webhook" and the pod's namespace ("default"
-	// outside a pod).
+	// Default to "<sidecar name>-webhook" and
+	// description.DefaultServiceNamespace(): $POD_NAMESPACE, else the service
+	// account's namespace, else "default", as for `host webhooks`.
 	ServiceName, ServiceNamespace string
 	// CertSecret is the Secret, in ServiceNamespace, that keeps the self-made
 	// certificate. Defaults to "<sidecar name>-webhook-cert".
@@ -149,7 +148,7 @@ func (o *WebhookOptions) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName,
 		`The Service in front of the webhook server, for the self-made certificate (default "<sidecar name>-webhook").`)
 	fs.StringVar(&o.ServiceNamespace, "webhook-service-namespace", o.ServiceNamespace,
-		`The namespace of that Service and of --webhook-cert-secret (default: the pod's namespace, or "default").`)
+		`The namespace of that Service and of --webhook-cert-secret (default: $POD_NAMESPACE, else the service account's namespace, else "default"; host webhooks --service-namespace defaults the same way).`)
 	fs.StringVar(&o.CertSecret, "webhook-cert-secret", o.CertSecret,
 		`The Secret keeping the self-made certificate (default "<sidecar name>-webhook-cert").`)
 	fs.StringVar(&o.ConfigurationName, "webhook-configuration-name", o.ConfigurationName,
@@ -161,7 +160,8 @@ func (o *WebhookOptions) BindFlags(fs *flag.FlagSet) {
 // setupWebhooks adds the webhook server to mgr when the sidecar declares
 // webhooks or conversions: one mutating and one validating endpoint per kind,
 // and the conversion endpoint, served by sc.
-func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *sidecar.Client, desc *sidecar.Description, mapper meta.RESTMapper, opts WebhookOptions) error {
+func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *sidecar.Client, res *description.Resolved, opts WebhookOptions) error {
+	desc := res.Description
 	if len(desc.Webhooks) == 0 && len(desc.Conversions) == 0 {
 		return nil
 	}
@@ -171,14 +171,11 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *
 			"webhooks", len(desc.Webhooks), "conversions", len(desc.Conversions))
 		return nil
 	}
-	opts = opts.withDefaults(desc.Name)
+	opts = opts.withDefaults(res)
 	if err := opts.validateBounds(); err != nil {
 		return err
 	}
-	crds, err := resolveWebhookKinds(mapper, desc)
-	if err != nil {
-		return err
-	}
+	crds := res.CRDNames()
 
 	files := certs.Files{Dir: opts.CertDir, CertName: opts.CertName, KeyName: opts.KeyName}
 	hosts := certs.ServiceHosts(opts.ServiceName, opts.ServiceNamespace, opts.CertHosts...)
@@ -276,7 +273,10 @@ func (o WebhookOptions) validateBounds() error {
 	return nil
 }
 
-func (o WebhookOptions) withDefaults(sidecarName string) WebhookOptions {
+// withDefaults fills in every option left unset; the Service is the one the
+// resolved description names.
+func (o WebhookOptions) withDefaults(res *description.Resolved) WebhookOptions {
+	sidecarName := res.Name
 	d := DefaultWebhookOptions()
 	if o.ConversionMaxRequestBytes <= 0 {
 		o.ConversionMaxRequestBytes = d.ConversionMaxRequestBytes
@@ -299,12 +299,7 @@ func (o WebhookOptions) withDefaults(sidecarName string) WebhookOptions {
 	if o.KeyName == "" {
 		o.KeyName = d.KeyName
 	}
-	if o.ServiceName == "" {
-		o.ServiceName = sidecarName + "-webhook"
-	}
-	if o.ServiceNamespace == "" {
-		o.ServiceNamespace = podNamespace()
-	}
+	o.ServiceName, o.ServiceNamespace = res.Service.Name, res.Service.Namespace
 	if o.CertSecret == "" {
 		o.CertSecret = sidecarName + "-webhook-cert"
 	}
@@ -312,34 +307,6 @@ func (o WebhookOptions) withDefaults(sidecarName string) WebhookOptions {
 		o.ConfigurationName = sidecarName
 	}
 	return o
-}
-
-// resolveWebhookKinds checks that the API server serves every kind the
-// sidecar declares webhooks and conversions for, and returns the names of the
-// CRDs of the converted kinds.
-func resolveWebhookKinds(mapper meta.RESTMapper, desc *sidecar.Description) ([]string, error) {
-	var errs []error
-	for _, wh := range desc.Webhooks {
-		mapping, err := mapper.RESTMapping(wh.GVK.GroupKind(), wh.GVK.Version)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("the sidecar declares a webhook for %s, which the API server does not serve: %w", gvkString(wh.GVK), err))
-			continue
-		}
-		if wh.Resource != "" && wh.Resource != mapping.Resource.Resource {
-			errs = append(errs, fmt.Errorf("the sidecar declares a webhook for %s with resource %q, but the API server serves it as %q",
-				gvkString(wh.GVK), wh.Resource, mapping.Resource.Resource))
-		}
-	}
-	var crds []string
-	for _, c := range desc.Conversions {
-		mapping, err := mapper.RESTMapping(c.GroupKind)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("the sidecar converts %s, which the API server does not serve: %w", c.GroupKind, err))
-			continue
-		}
-		crds = append(crds, mapping.Resource.Resource+"."+c.GroupKind.Group)
-	}
-	return crds, errors.Join(errs...)
 }
 
 // directClient is a client that reads from the API server, not a cache, for
@@ -353,18 +320,4 @@ func directClient(cfg *rest.Config) (client.Client, error) {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: scheme})
-}
-
-// podNamespace is the namespace the host runs in: $POD_NAMESPACE, else the
-// service account's namespace, else "default".
-func podNamespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-		if ns := strings.TrimSpace(string(data)); ns != "" {
-			return ns
-		}
-	}
-	return "default"
 }

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/manifests"
 )
 
 func TestWebhookFlags(t *testing.T) {
@@ -37,36 +37,40 @@ func TestWebhookFlags(t *testing.T) {
 
 func TestWebhookOptionsDefaultFromTheSidecarsName(t *testing.T) {
 	t.Parallel()
-	o := WebhookOptions{ServiceNamespace: "ops"}.withDefaults("widgets")
-	if o.ServiceName != "widgets-webhook" || o.CertSecret != "widgets-webhook-cert" || o.ConfigurationName != "widgets" || o.CertName != "tls.crt" || o.CertDir == "" {
+	opts := NewOptions()
+	opts.Webhook.ServiceNamespace = "ops"
+	res := resolved(t, &description.Description{Name: "widgets", Webhooks: []description.Webhook{{GVK: widget, Validate: true}}}, opts)
+	o := opts.Webhook.withDefaults(res)
+	if o.ServiceName != "widgets-webhook" || o.ServiceNamespace != "ops" || o.CertSecret != "widgets-webhook-cert" || o.ConfigurationName != "widgets" || o.CertName != "tls.crt" || o.CertDir == "" {
 		t.Errorf("defaults = %+v", o)
 	}
 }
 
-func TestResolveWebhookKinds(t *testing.T) {
-	t.Parallel()
-	widget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{widget.GroupVersion()})
-	mapper.Add(widget, meta.RESTScopeNamespace)
-	desc := &sidecar.Description{
-		Webhooks:    []sidecar.Webhook{{GVK: widget, Validate: true}},
-		Conversions: []sidecar.Conversion{{GroupKind: widget.GroupKind(), Versions: []string{"v1", "v2"}}},
-	}
-	crds, err := resolveWebhookKinds(mapper, desc)
-	if err != nil || strings.Join(crds, ",") != "widgets.example.com" {
-		t.Errorf("resolveWebhookKinds = %v, %v", crds, err)
-	}
+// TestPrintedAndRunTimeWebhookServiceAgree: the Service the host makes its
+// certificate for, with no --webhook-service-* flag, is the one the webhook
+// configurations `host webhooks` prints call, with no --service-* flag: both
+// in the pod's namespace.
+func TestPrintedAndRunTimeWebhookServiceAgree(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "operators")
+	desc := &description.Description{Name: "widgets", Webhooks: []description.Webhook{{GVK: widget, Validate: true}}}
+	runTime := NewOptions().Webhook.withDefaults(resolved(t, desc, NewOptions()))
 
-	desc.Webhooks = append(desc.Webhooks, sidecar.Webhook{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}})
-	desc.Webhooks[0].Resource = "widgetz"
-	_, err = resolveWebhookKinds(mapper, desc)
-	for _, want := range []string{
-		"the sidecar declares a webhook for Gadget.example.com/v1, which the API server does not serve",
-		`with resource "widgetz", but the API server serves it as "widgets"`,
-	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v, want it to contain %q", err, want)
-		}
+	printedRes, err := description.Resolve(description.GuessingMapper(desc), desc, description.ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifests.Webhooks(printedRes, manifests.WebhookOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validating, ok := objs[0].(*admissionregistrationv1.ValidatingWebhookConfiguration)
+	if !ok || len(validating.Webhooks) != 1 {
+		t.Fatalf("printed %v", objs)
+	}
+	printed := validating.Webhooks[0].ClientConfig.Service
+	if printed.Namespace != runTime.ServiceNamespace || printed.Name != runTime.ServiceName || printed.Namespace != "operators" {
+		t.Errorf("printed webhooks call Service %s/%s, the host's certificate is for %s/%s; want both operators/widgets-webhook",
+			printed.Namespace, printed.Name, runTime.ServiceNamespace, runTime.ServiceName)
 	}
 }
 

@@ -1,8 +1,6 @@
 package manifests
 
 import (
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -11,23 +9,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
-
-// Resource is what RBAC needs to know of a kind: its resource (plural, lower
-// case) and whether its objects live in namespaces.
-type Resource struct {
-	// Resource is the kind's resource, for example "deployments".
-	Resource string
-	// Namespaced is true for a kind whose objects live in namespaces.
-	Namespaced bool
-}
-
-// ResourceResolver maps a kind to its resource and scope, for example through
-// a RESTMapper.
-type ResourceResolver func(gvk schema.GroupVersionKind) (Resource, error)
 
 // RBACOptions shape the RBAC manifests.
 type RBACOptions struct {
@@ -38,10 +22,6 @@ type RBACOptions struct {
 	// Namespace is the namespace the host runs in: its ServiceAccount's, and
 	// its leader election lease's. Defaults to "default".
 	Namespace string
-	// WatchNamespaces narrows the namespaces every controller of a namespaced
-	// kind watches, as the host's --namespace flag does. Defaults to none:
-	// each controller watches the namespaces it declares.
-	WatchNamespaces []string
 	// ServiceAccount is the host's ServiceAccount. Defaults to Name.
 	ServiceAccount string
 	// LeaderElection adds a Role, and its RoleBinding, for the leader election
@@ -52,15 +32,9 @@ type RBACOptions struct {
 	// (--metrics-secure): creating TokenReviews and SubjectAccessReviews.
 	// Defaults to false.
 	MetricsAuth bool
-	// Resolve maps each kind to its resource and scope. Defaults to the
-	// resource a webhook of the kind declares, or else a guess from the kind
-	// (lower case, plural), namespaced unless it is one of the built-in
-	// cluster-scoped kinds, which is right for nearly every kind but not all:
-	// pass a resolver backed by API discovery to be sure.
-	Resolve ResourceResolver
 }
 
-func (o RBACOptions) withDefaults(desc *sidecar.Description) RBACOptions {
+func (o RBACOptions) withDefaults(desc *description.Resolved) RBACOptions {
 	if o.Name == "" {
 		o.Name = desc.Name
 	}
@@ -70,37 +44,7 @@ func (o RBACOptions) withDefaults(desc *sidecar.Description) RBACOptions {
 	if o.ServiceAccount == "" {
 		o.ServiceAccount = o.Name
 	}
-	if o.Resolve == nil {
-		o.Resolve = func(gvk schema.GroupVersionKind) (Resource, error) {
-			return Resource{Resource: resourceOf(desc, gvk.GroupKind(), gvk.Version), Namespaced: !clusterScoped[gvk.GroupKind()]}, nil
-		}
-	}
 	return o
-}
-
-// clusterScoped are the built-in kinds whose objects live in no namespace, for
-// guessing a kind's scope without discovery.
-var clusterScoped = map[schema.GroupKind]bool{}
-
-func init() {
-	for group, kinds := range map[string][]string{
-		"":                             {"Namespace", "Node", "PersistentVolume", "ComponentStatus"},
-		"rbac.authorization.k8s.io":    {"ClusterRole", "ClusterRoleBinding"},
-		"storage.k8s.io":               {"StorageClass", "CSIDriver", "CSINode", "VolumeAttachment", "VolumeAttributesClass"},
-		"apiextensions.k8s.io":         {"CustomResourceDefinition"},
-		"apiregistration.k8s.io":       {"APIService"},
-		"admissionregistration.k8s.io": {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},
-		"scheduling.k8s.io":            {"PriorityClass"},
-		"networking.k8s.io":            {"IngressClass", "IPAddress", "ServiceCIDR"},
-		"node.k8s.io":                  {"RuntimeClass"},
-		"certificates.k8s.io":          {"CertificateSigningRequest", "ClusterTrustBundle"},
-		"flowcontrol.apiserver.k8s.io": {"FlowSchema", "PriorityLevelConfiguration"},
-		"resource.k8s.io":              {"DeviceClass"},
-	} {
-		for _, kind := range kinds {
-			clusterScoped[schema.GroupKind{Group: group, Kind: kind}] = true
-		}
-	}
 }
 
 // The verbs each use of a kind needs.
@@ -112,7 +56,7 @@ var (
 	statusVerbs = []string{"get", "update", "patch"}
 )
 
-// RBAC renders the RBAC the host needs for what desc declares, and nothing
+// RBAC renders the RBAC the host needs for what res declares, and nothing
 // more. Each controller needs get, list and watch on its reconciled, owned and
 // watched kinds (the host caches them); get, update and patch on the
 // reconciled kind's status (the host writes the status the sidecar returns);
@@ -126,7 +70,7 @@ var (
 // Where those rules are granted follows where the controller watches:
 //
 //   - for a controller limited to namespaces (declared, or narrowed by
-//     WatchNamespaces), a Role in each of its namespaces, with a RoleBinding
+//     the host's --namespace when res was resolved), a Role in each of its namespaces, with a RoleBinding
 //     to the host's ServiceAccount, named Name; a cluster-scoped kind it
 //     watches goes to the ClusterRole, since the host watches it everywhere;
 //   - for a controller that watches every namespace, the ClusterRole, named
@@ -140,32 +84,18 @@ var (
 // What the sidecar reads or writes imperatively through the cluster service
 // beyond the kinds it declares is not in the description, so it is not here:
 // grant it in a role of its own, bound to the same ServiceAccount.
-func RBAC(desc *sidecar.Description, opts RBACOptions) ([]runtime.Object, error) {
-	opts = opts.withDefaults(desc)
+func RBAC(res *description.Resolved, opts RBACOptions) ([]runtime.Object, error) {
+	desc := res.Description
+	opts = opts.withDefaults(res)
 	cluster := ruleSet{}
 	namespaced := map[string]ruleSet{}
-	var errs []error
-	resolve := func(c sidecar.Controller, gvk schema.GroupVersionKind) Resource {
-		r, err := opts.Resolve(gvk)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("controller %q: %s: %w", c.Name, gvk.Kind, err))
-		}
-		return r
-	}
 	for _, c := range desc.Controllers {
-		reconciled := resolve(c, c.GVK)
+		reconciled := res.Kinds[c.GVK]
 		namespaces := c.Namespaces
-		if len(opts.WatchNamespaces) > 0 && reconciled.Namespaced {
-			namespaces = narrowNamespaces(namespaces, opts.WatchNamespaces)
-			if len(namespaces) == 0 {
-				errs = append(errs, fmt.Errorf("controller %q watches namespaces %v, none of which --namespace %v allows", c.Name, c.Namespaces, opts.WatchNamespaces))
-				continue
-			}
-		}
 		// add grants verbs on a resource where the controller watches it:
 		// in its namespaces, or cluster-wide for a controller that watches
 		// every namespace and for a cluster-scoped kind.
-		add := func(group string, r Resource, subresource string, verbs ...string) {
+		add := func(group string, r description.Kind, subresource string, verbs ...string) {
 			resource := r.Resource + subresource
 			if len(namespaces) == 0 || !r.Namespaced {
 				cluster.add(group, resource, verbs...)
@@ -187,17 +117,14 @@ func RBAC(desc *sidecar.Description, opts RBACOptions) ([]runtime.Object, error)
 			add(c.GVK.Group, reconciled, "/finalizers", "update")
 		}
 		for _, o := range c.Owns {
-			r := resolve(c, o.GVK)
+			r := res.Kinds[o.GVK]
 			add(o.GVK.Group, r, "", readVerbs...)
 			add(o.GVK.Group, r, "", writeVerbs...)
 		}
 		for _, w := range c.Watches {
-			add(w.GVK.Group, resolve(c, w.GVK), "", readVerbs...)
+			add(w.GVK.Group, res.Kinds[w.GVK], "", readVerbs...)
 		}
-		add("events.k8s.io", Resource{Resource: "events", Namespaced: true}, "", "create", "patch")
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		add("events.k8s.io", description.Kind{Resource: "events", Namespaced: true}, "", "create", "patch")
 	}
 	if opts.MetricsAuth {
 		cluster.add("authentication.k8s.io", "tokenreviews", "create")
@@ -251,22 +178,7 @@ func RBAC(desc *sidecar.Description, opts RBACOptions) ([]runtime.Object, error)
 	return objs, nil
 }
 
-// narrowNamespaces keeps the namespaces of declared that allowed allows; all
-// of allowed when declared is empty (every namespace).
-func narrowNamespaces(declared, allowed []string) []string {
-	if len(declared) == 0 {
-		return slices.Clone(allowed)
-	}
-	var keep []string
-	for _, ns := range declared {
-		if slices.Contains(allowed, ns) {
-			keep = append(keep, ns)
-		}
-	}
-	return keep
-}
-
-func rbacLabels(desc *sidecar.Description) map[string]string {
+func rbacLabels(desc *description.Description) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": desc.Name, "app.kubernetes.io/managed-by": "polyop"}
 }
 

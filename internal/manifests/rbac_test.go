@@ -2,17 +2,17 @@ package manifests
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 var (
@@ -22,6 +22,17 @@ var (
 	configMapGVK  = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	secretGVK     = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 )
+
+// resolve resolves desc as `host rbac` does without discovery, narrowed to
+// namespaces.
+func resolve(t *testing.T, desc *description.Description, namespaces ...string) *description.Resolved {
+	t.Helper()
+	res, err := description.Resolve(description.GuessingMapper(desc), desc, description.ResolveOptions{Namespaces: namespaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
 
 // rulesOf flattens rules into "group/resource: verbs" lines, sorted.
 func rulesOf(rules []rbacv1.PolicyRule) []string {
@@ -39,15 +50,15 @@ func rulesOf(rules []rbacv1.PolicyRule) []string {
 
 func TestRBACCoversWhatTheDescriptionNeedsAndNoMore(t *testing.T) {
 	t.Parallel()
-	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{
+	desc := &description.Description{Name: "shop", Controllers: []description.Controller{
 		{
 			Name: "widgets", GVK: widgetKind, Finalizer: "example.com/cleanup",
-			Owns:    []sidecar.Owned{{GVK: deploymentGVK}, {GVK: configMapGVK}},
-			Watches: []sidecar.Watch{{GVK: secretGVK, FieldPath: []string{"spec", "secretName"}}, {GVK: configMapGVK, Label: "x"}},
+			Owns:    []description.Owned{{GVK: deploymentGVK}, {GVK: configMapGVK}},
+			Watches: []description.Watch{{GVK: secretGVK, FieldPath: []string{"spec", "secretName"}}, {GVK: configMapGVK, Label: "x"}},
 		},
 		{Name: "gadgets", GVK: gadgetKind},
 	}}
-	objs, err := RBAC(desc, RBACOptions{})
+	objs, err := RBAC(resolve(t, desc), RBACOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +95,15 @@ func TestRBACCoversWhatTheDescriptionNeedsAndNoMore(t *testing.T) {
 
 func TestRBACOptions(t *testing.T) {
 	t.Parallel()
-	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{{Name: "widgets", GVK: widgetKind}}}
+	desc := &description.Description{Name: "shop", Controllers: []description.Controller{{Name: "widgets", GVK: widgetKind}}}
 
-	objs, err := RBAC(desc, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", LeaderElection: true, MetricsAuth: true,
-		Resolve: func(gvk schema.GroupVersionKind) (Resource, error) {
-			return Resource{Resource: "widgetz", Namespaced: true}, nil
-		}})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.AddSpecific(widgetKind, widgetKind.GroupVersion().WithResource("widgetz"), widgetKind.GroupVersion().WithResource("widget"), meta.RESTScopeNamespace)
+	res, err := description.Resolve(mapper, desc, description.ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", LeaderElection: true, MetricsAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +127,6 @@ func TestRBACOptions(t *testing.T) {
 		t.Errorf("RoleBinding subject %+v, want ops/host", s)
 	}
 
-	_, err = RBAC(desc, RBACOptions{Resolve: func(gvk schema.GroupVersionKind) (Resource, error) { return Resource{}, errors.New("not served") }})
-	if err == nil || !strings.Contains(err.Error(), `controller "widgets": Widget: not served`) {
-		t.Errorf("an unresolvable kind: %v, want an error naming the controller and the kind", err)
-	}
-
 	var out bytes.Buffer
 	if err := WriteYAML(&out, objs); err != nil {
 		t.Fatal(err)
@@ -125,19 +134,6 @@ func TestRBACOptions(t *testing.T) {
 	if n := strings.Count(out.String(), "\n---\n"); n != 3 {
 		t.Errorf("the YAML stream has %d separators, want 3:\n%s", n, out.String())
 	}
-}
-
-// kinds is a resolver of the test's kinds, Namespace and ClusterRole being
-// cluster-scoped.
-func kinds(gvk schema.GroupVersionKind) (Resource, error) {
-	r := Resource{Resource: strings.ToLower(gvk.Kind) + "s", Namespaced: true}
-	if gvk.Kind == "Namespace" || gvk.Kind == "ClusterRole" {
-		r.Namespaced = false
-	}
-	if gvk.Kind == "Namespace" {
-		r.Resource = "namespaces"
-	}
-	return r, nil
 }
 
 // granted flattens the rules of objs into "where group/resource: verbs"
@@ -183,12 +179,12 @@ func granted(t *testing.T, objs []runtime.Object, namespace, account string) []s
 
 func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 	t.Parallel()
-	widgets := sidecar.Controller{
+	widgets := description.Controller{
 		Name: "widgets", GVK: widgetKind, Finalizer: "example.com/cleanup",
-		Owns:    []sidecar.Owned{{GVK: configMapGVK}},
-		Watches: []sidecar.Watch{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, FieldPath: []string{"spec", "ns"}}},
+		Owns:    []description.Owned{{GVK: configMapGVK}},
+		Watches: []description.Watch{{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, FieldPath: []string{"spec", "ns"}}},
 	}
-	gadgets := sidecar.Controller{Name: "gadgets", GVK: gadgetKind, Owns: []sidecar.Owned{{GVK: secretGVK}}}
+	gadgets := description.Controller{Name: "gadgets", GVK: gadgetKind, Owns: []description.Owned{{GVK: secretGVK}}}
 	widgetRules := func(where string) []string {
 		return []string{
 			where + " /configmaps: get,list,watch,create,update,patch,delete",
@@ -199,20 +195,20 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 		}
 	}
 	for name, tc := range map[string]struct {
-		controllers     []sidecar.Controller
+		controllers     []description.Controller
 		watchNamespaces []string
 		metricsAuth     bool
 		want            []string
 		wantErr         string
 	}{
 		"if every controller declares namespaces, then Roles in them, and a ClusterRole for the cluster-scoped kind only": {
-			controllers: []sidecar.Controller{withNamespaces(widgets, "a", "b")},
+			controllers: []description.Controller{withNamespaces(widgets, "a", "b")},
 			want: slices.Concat(widgetRules("a"), widgetRules("b"), []string{
 				"cluster /namespaces: get,list,watch",
 			}),
 		},
 		"if the host's --namespace limits a controller declaring none, then Roles in that namespace": {
-			controllers:     []sidecar.Controller{withNamespaces(gadgets)},
+			controllers:     []description.Controller{withNamespaces(gadgets)},
 			watchNamespaces: []string{"ops"},
 			want: []string{
 				"ops /secrets: get,list,watch,create,update,patch,delete",
@@ -223,12 +219,12 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 			},
 		},
 		"if the host's --namespace narrows declared namespaces, then Roles in those both allow": {
-			controllers:     []sidecar.Controller{withNamespaces(widgets, "a", "b")},
+			controllers:     []description.Controller{withNamespaces(widgets, "a", "b")},
 			watchNamespaces: []string{"b", "c"},
 			want:            append(widgetRules("b"), "cluster /namespaces: get,list,watch"),
 		},
 		"if a controller watches every namespace, then its rules are cluster-wide and the others' namespaced": {
-			controllers: []sidecar.Controller{withNamespaces(widgets, "a"), withNamespaces(gadgets)},
+			controllers: []description.Controller{withNamespaces(widgets, "a"), withNamespaces(gadgets)},
 			metricsAuth: true,
 			want: slices.Concat(
 				// events are granted cluster-wide already
@@ -245,15 +241,18 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 				}),
 		},
 		"if the host's --namespace leaves a controller none of its namespaces, then it is an error": {
-			controllers:     []sidecar.Controller{withNamespaces(widgets, "a")},
+			controllers:     []description.Controller{withNamespaces(widgets, "a")},
 			watchNamespaces: []string{"b"},
-			wantErr:         `controller "widgets" watches namespaces [a], none of which --namespace [b] allows`,
+			wantErr:         `controller "widgets" watches namespaces [a], none of which the host may watch ([b])`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			desc := &sidecar.Description{Name: "shop", Controllers: tc.controllers}
-			objs, err := RBAC(desc, RBACOptions{Namespace: "ops", ServiceAccount: "host", WatchNamespaces: tc.watchNamespaces, MetricsAuth: tc.metricsAuth, Resolve: kinds})
+			desc := &description.Description{Name: "shop", Controllers: tc.controllers}
+			res, err := description.Resolve(description.GuessingMapper(desc), desc, description.ResolveOptions{Namespaces: tc.watchNamespaces})
+			if err == nil {
+				_, err = RBAC(res, RBACOptions{Namespace: "ops", ServiceAccount: "host", MetricsAuth: tc.metricsAuth})
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
@@ -263,6 +262,7 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			objs, _ := RBAC(res, RBACOptions{Namespace: "ops", ServiceAccount: "host", MetricsAuth: tc.metricsAuth})
 			want := slices.Clone(tc.want)
 			slices.Sort(want)
 			if got := granted(t, objs, "ops", "host"); !slices.Equal(got, want) {
@@ -274,14 +274,14 @@ func TestRBACIsNamespacedWhereTheControllersAre(t *testing.T) {
 
 func TestRBACWithoutDiscoveryKnowsTheBuiltInClusterScopedKinds(t *testing.T) {
 	t.Parallel()
-	desc := &sidecar.Description{Name: "shop", Controllers: []sidecar.Controller{withNamespaces(sidecar.Controller{
+	desc := &description.Description{Name: "shop", Controllers: []description.Controller{withNamespaces(description.Controller{
 		Name: "widgets", GVK: widgetKind,
-		Watches: []sidecar.Watch{
+		Watches: []description.Watch{
 			{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Node"}, FieldPath: []string{"spec", "node"}},
 			{GVK: schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, FieldPath: []string{"spec", "role"}},
 		},
 	}, "a")}}
-	objs, err := RBAC(desc, RBACOptions{})
+	objs, err := RBAC(resolve(t, desc), RBACOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestRBACWithoutDiscoveryKnowsTheBuiltInClusterScopedKinds(t *testing.T) {
 	}
 }
 
-func withNamespaces(c sidecar.Controller, namespaces ...string) sidecar.Controller {
+func withNamespaces(c description.Controller, namespaces ...string) description.Controller {
 	c.Namespaces = namespaces
 	return c
 }

@@ -10,18 +10,15 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
-	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/conversion"
-	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // CertManagerInjectAnnotation asks cert-manager's CA injector to fill in the
@@ -34,11 +31,9 @@ type WebhookOptions struct {
 	// ValidatingWebhookConfiguration. Defaults to the sidecar's name, as the
 	// host's --webhook-configuration-name does.
 	Name string
-	// ServiceName, ServiceNamespace and ServicePort name the Service in front
-	// of the host's webhook server. Default to "<sidecar name>-webhook",
-	// "default" and 443.
-	ServiceName, ServiceNamespace string
-	ServicePort                   int32
+	// ServicePort is the port of the Service in front of the host's webhook
+	// server, which the resolved description names. Defaults to 443.
+	ServicePort int32
 	// URL is the webhook server's base URL (for example
 	// https://127.0.0.1:9443), used instead of a Service: for a host that runs
 	// outside the cluster. Defaults to "": a Service.
@@ -58,15 +53,9 @@ type WebhookOptions struct {
 	InjectCAFrom string
 }
 
-func (o WebhookOptions) withDefaults(desc *sidecar.Description) WebhookOptions {
+func (o WebhookOptions) withDefaults(res *description.Resolved) WebhookOptions {
 	if o.Name == "" {
-		o.Name = desc.Name
-	}
-	if o.ServiceName == "" {
-		o.ServiceName = desc.Name + "-webhook"
-	}
-	if o.ServiceNamespace == "" {
-		o.ServiceNamespace = "default"
+		o.Name = res.Name
 	}
 	if o.ServicePort == 0 {
 		o.ServicePort = 443
@@ -74,7 +63,7 @@ func (o WebhookOptions) withDefaults(desc *sidecar.Description) WebhookOptions {
 	return o
 }
 
-func (o WebhookOptions) validate() error {
+func (o WebhookOptions) validate(svc description.Service) error {
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("name %q: %s", o.Name, strings.Join(msgs, "; ")))
@@ -90,11 +79,11 @@ func (o WebhookOptions) validate() error {
 			errs = append(errs, fmt.Errorf("URL %q: want https://host[:port]", o.URL))
 		}
 	} else {
-		if msgs := validation.IsDNS1123Label(o.ServiceName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("service name %q: %s", o.ServiceName, strings.Join(msgs, "; ")))
+		if msgs := validation.IsDNS1123Label(svc.Name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("service name %q: %s", svc.Name, strings.Join(msgs, "; ")))
 		}
-		if msgs := validation.IsDNS1123Label(o.ServiceNamespace); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("service namespace %q: %s", o.ServiceNamespace, strings.Join(msgs, "; ")))
+		if msgs := validation.IsDNS1123Label(svc.Namespace); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("service namespace %q: %s", svc.Namespace, strings.Join(msgs, "; ")))
 		}
 	}
 	if o.InjectCAFrom != "" {
@@ -105,18 +94,17 @@ func (o WebhookOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-// Webhooks renders, for what desc declares: a MutatingWebhookConfiguration
+// Webhooks renders, for what res declares: a MutatingWebhookConfiguration
 // with one webhook per kind that declares default, a
 // ValidatingWebhookConfiguration with one per kind that declares validate,
 // and for every converted kind a partial CustomResourceDefinition holding
 // its conversion stanza. Each is left out when there is nothing to put in it.
-//
-// A webhook's resource is the one declared, or else the plural guessed from
-// the kind (meta.UnsafeGuessKindToResource, as the CRD's own plural usually
-// is); the CRD's name is that plural and the group.
-func Webhooks(desc *sidecar.Description, opts WebhookOptions) ([]runtime.Object, error) {
-	opts = opts.withDefaults(desc)
-	if err := opts.validate(); err != nil {
+// The webhooks call res.Service (or opts.URL); each webhook's resource and
+// each CRD's name are the ones res resolved (through discovery, or
+// description.GuessingMapper).
+func Webhooks(res *description.Resolved, opts WebhookOptions) ([]runtime.Object, error) {
+	opts = opts.withDefaults(res)
+	if err := opts.validate(res.Service); err != nil {
 		return nil, fmt.Errorf("webhook manifests: %w", err)
 	}
 	var objs []runtime.Object
@@ -128,8 +116,8 @@ func Webhooks(desc *sidecar.Description, opts WebhookOptions) ([]runtime.Object,
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: opts.objectMeta(opts.Name),
 	}
-	for _, wh := range desc.Webhooks {
-		resource := resourceOf(desc, wh.GVK.GroupKind(), wh.GVK.Version)
+	for _, wh := range res.Webhooks {
+		resource := wh.Resource
 		failurePolicy := admissionregistrationv1.Fail
 		if wh.FailurePolicy == polyopv1alpha1.FailurePolicy_FAILURE_POLICY_IGNORE {
 			failurePolicy = admissionregistrationv1.Ignore
@@ -152,8 +140,8 @@ func Webhooks(desc *sidecar.Description, opts WebhookOptions) ([]runtime.Object,
 		}
 		if ops := operations(wh.Operations, false); wh.Default && len(ops) > 0 {
 			mutating.Webhooks = append(mutating.Webhooks, admissionregistrationv1.MutatingWebhook{
-				Name:                    webhookName("default", wh.GVK, resource),
-				ClientConfig:            opts.clientConfig(admission.DefaultPath(wh.GVK)),
+				Name:                    wh.DefaultName(),
+				ClientConfig:            opts.clientConfig(res.Service, wh.DefaultPath()),
 				Rules:                   rule(ops),
 				FailurePolicy:           &failurePolicy,
 				MatchPolicy:             &matchPolicy,
@@ -165,8 +153,8 @@ func Webhooks(desc *sidecar.Description, opts WebhookOptions) ([]runtime.Object,
 		}
 		if wh.Validate {
 			validating.Webhooks = append(validating.Webhooks, admissionregistrationv1.ValidatingWebhook{
-				Name:                    webhookName("validate", wh.GVK, resource),
-				ClientConfig:            opts.clientConfig(admission.ValidatePath(wh.GVK)),
+				Name:                    wh.ValidateName(),
+				ClientConfig:            opts.clientConfig(res.Service, wh.ValidatePath()),
 				Rules:                   rule(operations(wh.Operations, true)),
 				FailurePolicy:           &failurePolicy,
 				MatchPolicy:             &matchPolicy,
@@ -183,28 +171,10 @@ func Webhooks(desc *sidecar.Description, opts WebhookOptions) ([]runtime.Object,
 	if len(validating.Webhooks) > 0 {
 		objs = append(objs, validating)
 	}
-	for _, c := range desc.Conversions {
-		objs = append(objs, opts.conversionPatch(CRDName(desc, c.GroupKind)))
+	for _, crd := range res.CRDNames() {
+		objs = append(objs, opts.conversionPatch(res.Service, crd))
 	}
 	return objs, nil
-}
-
-// CRDName is the name of the CRD of a kind: its resource (as declared by a
-// webhook of the kind, or guessed from the kind) and its group.
-func CRDName(desc *sidecar.Description, gk schema.GroupKind) string {
-	return resourceOf(desc, gk, "") + "." + gk.Group
-}
-
-// resourceOf is the resource of a kind: as a webhook of the kind declares it,
-// or guessed.
-func resourceOf(desc *sidecar.Description, gk schema.GroupKind, version string) string {
-	for _, wh := range desc.Webhooks {
-		if wh.GVK.GroupKind() == gk && wh.Resource != "" && (version == "" || wh.GVK.Version == version) {
-			return wh.Resource
-		}
-	}
-	plural, _ := meta.UnsafeGuessKindToResource(gk.WithVersion(version))
-	return plural.Resource
 }
 
 // operations turns declared operations into a rule's. A mutating webhook
@@ -238,17 +208,6 @@ func operations(ops []polyopv1alpha1.Operation, all bool) []admissionregistratio
 	return out
 }
 
-// webhookName is a webhook's name in its configuration, a qualified name as
-// the API server requires, for example
-// default-v1.maintenancewindows.examples.polyop.dev.
-func webhookName(verb string, gvk schema.GroupVersionKind, resource string) string {
-	group := gvk.Group
-	if group == "" {
-		group = "core"
-	}
-	return fmt.Sprintf("%s-%s.%s.%s", verb, gvk.Version, resource, group)
-}
-
 func (o WebhookOptions) objectMeta(name string) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "polyop"}}
 	if o.InjectCAFrom != "" {
@@ -257,7 +216,7 @@ func (o WebhookOptions) objectMeta(name string) metav1.ObjectMeta {
 	return m
 }
 
-func (o WebhookOptions) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+func (o WebhookOptions) clientConfig(svc description.Service, path string) admissionregistrationv1.WebhookClientConfig {
 	cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
 	if o.URL != "" {
 		u := strings.TrimSuffix(o.URL, "/") + path
@@ -265,20 +224,20 @@ func (o WebhookOptions) clientConfig(path string) admissionregistrationv1.Webhoo
 		return cc
 	}
 	port := o.ServicePort
-	cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.ServiceNamespace, Name: o.ServiceName, Path: &path, Port: &port}
+	cc.Service = &admissionregistrationv1.ServiceReference{Namespace: svc.Namespace, Name: svc.Name, Path: &path, Port: &port}
 	return cc
 }
 
 // conversionPatch is the part of a CRD that sends its conversions to the
 // host.
-func (o WebhookOptions) conversionPatch(crdName string) *unstructured.Unstructured {
+func (o WebhookOptions) conversionPatch(svc description.Service, crdName string) *unstructured.Unstructured {
 	clientConfig := map[string]any{}
 	if o.URL != "" {
 		clientConfig["url"] = strings.TrimSuffix(o.URL, "/") + conversion.Path
 	} else {
 		clientConfig["service"] = map[string]any{
-			"namespace": o.ServiceNamespace,
-			"name":      o.ServiceName,
+			"namespace": svc.Namespace,
+			"name":      svc.Name,
 			"path":      conversion.Path,
 			"port":      int64(o.ServicePort),
 		}

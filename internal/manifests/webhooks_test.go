@@ -11,14 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/manifests"
-	"github.com/polyop/polyop/internal/sidecar"
 )
 
-func description() *sidecar.Description {
-	return &sidecar.Description{
+func webhookDescription() *description.Description {
+	return &description.Description{
 		Name: "widgets",
-		Webhooks: []sidecar.Webhook{
+		Webhooks: []description.Webhook{
 			{
 				GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, Default: true, Validate: true,
 				Operations:    []polyopv1alpha1.Operation{polyopv1alpha1.Operation_OPERATION_CREATE, polyopv1alpha1.Operation_OPERATION_UPDATE, polyopv1alpha1.Operation_OPERATION_DELETE},
@@ -30,13 +30,25 @@ func description() *sidecar.Description {
 				FailurePolicy: polyopv1alpha1.FailurePolicy_FAILURE_POLICY_IGNORE, TimeoutSeconds: 3,
 			},
 		},
-		Conversions: []sidecar.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}},
+		Conversions: []description.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}},
 	}
+}
+
+// resolved resolves webhookDescription as `host webhooks` does, with the
+// Service flags in svc.
+func resolved(t *testing.T, svc description.ResolveOptions) *description.Resolved {
+	t.Helper()
+	desc := webhookDescription()
+	res, err := description.Resolve(description.GuessingMapper(desc), desc, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 func TestWebhooksFromTheDescription(t *testing.T) {
 	t.Parallel()
-	objs, err := manifests.Webhooks(description(), manifests.WebhookOptions{ServiceNamespace: "ops"})
+	objs, err := manifests.Webhooks(resolved(t, description.ResolveOptions{ServiceNamespace: "ops"}), manifests.WebhookOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +100,7 @@ func TestWebhooksFromTheDescription(t *testing.T) {
 func TestWebhooksOptions(t *testing.T) {
 	t.Parallel()
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
-	objs, err := manifests.Webhooks(description(), manifests.WebhookOptions{
+	objs, err := manifests.Webhooks(resolved(t, description.ResolveOptions{}), manifests.WebhookOptions{
 		Name:              "custom",
 		URL:               "https://127.0.0.1:9443/",
 		FailurePolicy:     "Ignore",
@@ -126,15 +138,18 @@ func TestWebhooksOptions(t *testing.T) {
 
 func TestWebhooksRefusesBadOptions(t *testing.T) {
 	t.Parallel()
-	for name, opts := range map[string]manifests.WebhookOptions{
-		"if the failure policy is unknown, then it fails":       {FailurePolicy: "Sometimes"},
-		"if the URL is not https, then it fails":                {URL: "http://127.0.0.1:9443"},
-		"if inject-ca-from has no namespace, then it fails":     {InjectCAFrom: "cert"},
-		"if the service name is not a DNS label, then it fails": {ServiceName: "Web_hook"},
+	for name, tc := range map[string]struct {
+		opts    manifests.WebhookOptions
+		service string
+	}{
+		"if the failure policy is unknown, then it fails":       {opts: manifests.WebhookOptions{FailurePolicy: "Sometimes"}},
+		"if the URL is not https, then it fails":                {opts: manifests.WebhookOptions{URL: "http://127.0.0.1:9443"}},
+		"if inject-ca-from has no namespace, then it fails":     {opts: manifests.WebhookOptions{InjectCAFrom: "cert"}},
+		"if the service name is not a DNS label, then it fails": {service: "Web_hook"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := manifests.Webhooks(description(), opts); err == nil {
+			if _, err := manifests.Webhooks(resolved(t, description.ResolveOptions{ServiceName: tc.service}), tc.opts); err == nil {
 				t.Error("no error")
 			}
 		})

@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // DefaultMaxMessageSize is the largest gRPC message either side accepts unless
@@ -166,47 +168,48 @@ func (c *Client) check(ctx context.Context) error {
 	return nil
 }
 
+// readyPoll is how often WaitReady asks the sidecar's health service: a
+// health check over a local socket costs next to nothing.
+const readyPoll = 100 * time.Millisecond
+
 // WaitReady blocks until the sidecar's health service reports SERVING, the
 // timeout passes, or ctx is done. It logs while it waits, so that a host
 // started before its sidecar says what it is waiting for.
 func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	start := time.Now()
-	delay := 50 * time.Millisecond
 	lastLog := time.Time{}
-	for {
+	var err error
+	pollErr := wait.PollUntilContextTimeout(ctx, readyPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		attemptCtx, attemptCancel := context.WithTimeout(ctx, c.opts.CheckTimeout)
-		err := c.check(attemptCtx)
+		err = c.check(attemptCtx)
 		attemptCancel()
 		if err == nil {
-			log.Info("sidecar is ready", "address", c.opts.Address, "waited", time.Since(start).Round(time.Millisecond).String())
-			return nil
+			return true, nil
 		}
 		if time.Since(lastLog) > 5*time.Second {
 			log.Info("waiting for the sidecar", "address", c.opts.Address, "reason", err.Error())
 			lastLog = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("sidecar at %s did not become ready within %s: %w", c.opts.Address, timeout, err)
-			}
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, time.Second)
+		return false, nil
+	})
+	switch {
+	case pollErr == nil:
+		log.Info("sidecar is ready", "address", c.opts.Address, "waited", time.Since(start).Round(time.Millisecond).String())
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return fmt.Errorf("sidecar at %s did not become ready within %s: %w", c.opts.Address, timeout, err)
 }
 
 // Describe asks the sidecar what it implements and validates the answer. A
 // protocol version other than ProtocolVersion is an error that names both.
-func (c *Client) Describe(ctx context.Context, hostVersion string) (*Description, error) {
+func (c *Client) Describe(ctx context.Context, hostVersion string) (*description.Description, error) {
 	resp, err := c.DescribeRaw(ctx, hostVersion)
 	if err != nil {
 		return nil, err
 	}
-	return NewDescription(resp)
+	return description.NewDescription(resp)
 }
 
 // DescribeRaw asks the sidecar what it implements and returns the answer
@@ -215,7 +218,7 @@ func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1
 	ctx, cancel := context.WithTimeout(ctx, c.opts.DescribeTimeout)
 	defer cancel()
 	resp, err := c.svc.Describe(ctx, &polyopv1alpha1.DescribeRequest{
-		ProtocolVersion: ProtocolVersion,
+		ProtocolVersion: description.ProtocolVersion,
 		HostVersion:     hostVersion,
 		ClusterAddress:  c.opts.ClusterAddress,
 	})
@@ -223,10 +226,10 @@ func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1
 		switch status.Code(err) {
 		case codes.Unimplemented:
 			return nil, fmt.Errorf("sidecar at %s does not implement %s (it may speak another protocol version than %s): %w",
-				c.opts.Address, polyopv1alpha1.SidecarService_ServiceDesc.ServiceName, ProtocolVersion, err)
+				c.opts.Address, polyopv1alpha1.SidecarService_ServiceDesc.ServiceName, description.ProtocolVersion, err)
 		case codes.FailedPrecondition:
 			return nil, fmt.Errorf("sidecar at %s refused the host's protocol version %s: %s",
-				c.opts.Address, ProtocolVersion, status.Convert(err).Message())
+				c.opts.Address, description.ProtocolVersion, status.Convert(err).Message())
 		}
 		return nil, fmt.Errorf("describe call to sidecar at %s: %w", c.opts.Address, err)
 	}

@@ -2,62 +2,24 @@ package sidecar
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/sidecartest"
 )
-
-// fakeSidecar is a minimal SidecarService whose Describe answer a test sets.
-type fakeSidecar struct {
-	polyopv1alpha1.UnimplementedSidecarServiceServer
-	describe func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error)
-}
-
-func (f *fakeSidecar) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
-	return f.describe(req)
-}
-
-// serve serves svc (and health, unless svc is nil) on a fresh unix socket and
-// returns its address.
-func serve(t *testing.T, svc polyopv1alpha1.SidecarServiceServer, register bool) (string, *health.Server) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "po-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "s.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	if register {
-		polyopv1alpha1.RegisterSidecarServiceServer(srv, svc)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return "unix://" + sock, hs
-}
 
 func TestDescribeErrors(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		describe func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error)
+		describe func(context.Context, *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error)
 		register bool
 		want     string
 	}{
@@ -66,14 +28,14 @@ func TestDescribeErrors(t *testing.T) {
 		},
 		"if the sidecar refuses the host's version, its message is passed on": {
 			register: true,
-			describe: func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+			describe: func(context.Context, *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 				return nil, status.Error(codes.FailedPrecondition, "I only speak v2")
 			},
 			want: "refused the host's protocol version PROTOCOL_VERSION_V1ALPHA1: I only speak v2",
 		},
 		"if the sidecar answers another protocol version, both are named": {
 			register: true,
-			describe: func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+			describe: func(context.Context, *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 				return &polyopv1alpha1.DescribeResponse{ProtocolVersion: 2}, nil
 			},
 			want: "the sidecar speaks 2, this host speaks PROTOCOL_VERSION_V1ALPHA1",
@@ -81,7 +43,11 @@ func TestDescribeErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			addr, _ := serve(t, &fakeSidecar{describe: tc.describe}, tc.register)
+			var sc *sidecartest.Fake
+			if tc.register {
+				sc = &sidecartest.Fake{OnDescribe: tc.describe}
+			}
+			addr, _ := sidecartest.Serve(t, sc)
 			c, err := New(Options{Address: addr})
 			if err != nil {
 				t.Fatal(err)
@@ -98,16 +64,16 @@ func TestDescribeErrors(t *testing.T) {
 func TestDescribeSendsTheHostsVersion(t *testing.T) {
 	t.Parallel()
 	var got *polyopv1alpha1.DescribeRequest
-	addr, _ := serve(t, &fakeSidecar{describe: func(r *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+	addr, _ := sidecartest.Serve(t, &sidecartest.Fake{OnDescribe: func(_ context.Context, r *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 		got = r
 		return &polyopv1alpha1.DescribeResponse{
-			ProtocolVersion: ProtocolVersion,
+			ProtocolVersion: description.ProtocolVersion,
 			Name:            "s",
 			Controllers: []*polyopv1alpha1.ControllerDescription{{
 				Name: "c", ForKind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 			}},
 		}, nil
-	}}, true)
+	}})
 	c, err := New(Options{Address: addr})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +97,7 @@ func TestWaitReady(t *testing.T) {
 	t.Parallel()
 	t.Run("if the sidecar becomes SERVING, WaitReady returns", func(t *testing.T) {
 		t.Parallel()
-		addr, hs := serve(t, nil, false)
+		addr, hs := sidecartest.Serve(t, nil)
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		c, err := New(Options{Address: addr})
 		if err != nil {

@@ -2,15 +2,16 @@ package sidecar
 
 import (
 	"context"
-	"net"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 func TestConnectParams(t *testing.T) {
@@ -65,14 +66,7 @@ func TestReconnectDelayIsCapped(t *testing.T) {
 	sock := filepath.Join(dir, "s.sock")
 	start := func() *grpc.Server {
 		t.Helper()
-		_ = os.Remove(sock)
-		lis, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := grpc.NewServer()
-		healthpb.RegisterHealthServer(srv, health.NewServer())
-		go func() { _ = srv.Serve(lis) }()
+		srv, _ := sidecartest.ServeOn(t, sock, nil)
 		return srv
 	}
 
@@ -89,10 +83,7 @@ func TestReconnectDelayIsCapped(t *testing.T) {
 	// The outage itself. Calls keep coming meanwhile, as the host's
 	// readiness probes and retries do, so that gRPC keeps trying to
 	// reconnect (an idle connection waits for the next call instead).
-	for end := time.Now().Add(outage); time.Now().Before(end); {
-		waitCheck(t, c, time.Second, false)
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.Consistently(t, outage, "the health check of a stopped sidecar fails", checkPasses(c, false))
 	srv = start()
 	t.Cleanup(srv.Stop)
 	back := time.Now()
@@ -109,17 +100,22 @@ func TestReconnectDelayIsCapped(t *testing.T) {
 // false).
 func waitCheck(t *testing.T, c *Client, timeout time.Duration, pass bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.check(ctx)
-		cancel()
-		if (err == nil) == pass {
-			return
+	testenv.Eventually(t, timeout, map[bool]string{true: "the health check passes", false: "the health check fails"}[pass], checkPasses(c, pass))
+}
+
+// checkPasses is a condition: c's health check passes (or fails, with pass
+// false).
+func checkPasses(c *Client, pass bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		switch err := c.check(ctx); {
+		case (err == nil) == pass:
+			return nil
+		case err == nil:
+			return errors.New("it passes")
+		default:
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the health check did not %s within %s: %v", map[bool]string{true: "pass", false: "fail"}[pass], timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -7,4 +7,8 @@
 // writes an admin kubeconfig that child processes and kubectl can use. Build
 // compiles a main package of the module once per test binary; Start of a
 // Process runs it with its output captured and mirrored to the test log.
+//
+// Eventually and Consistently are the tests' one way to wait on a condition,
+// built on apimachinery's wait.PollUntilContextTimeout: they report what was
+// awaited and what the condition saw last.
 package testenv

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 var (
@@ -217,21 +219,18 @@ func (p *Process) Kill() {
 
 // WaitForOutput waits until the process's output contains s.
 func (p *Process) WaitForOutput(ctx context.Context, s string) error {
-	for {
-		if strings.Contains(p.Output(), s) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s never printed %q: %w", p.Name, s, ctx.Err())
-		case <-p.done:
-			if strings.Contains(p.Output(), s) {
-				return nil
-			}
-			return fmt.Errorf("%w, before printing %q; its output:\n%s", p.ExitError(), s, Tail(p.Output(), 40))
-		case <-time.After(50 * time.Millisecond):
-		}
+	var exited bool
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		exited = p.Exited()
+		return exited || strings.Contains(p.Output(), s), nil
+	})
+	switch {
+	case strings.Contains(p.Output(), s):
+		return nil
+	case exited:
+		return fmt.Errorf("%w, before printing %q; its output:\n%s", p.ExitError(), s, Tail(p.Output(), 40))
 	}
+	return fmt.Errorf("%s never printed %q: %w", p.Name, s, err)
 }
 
 // Tail returns the last n lines of s.

@@ -23,8 +23,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/polyop/polyop/internal/sidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/sidecar"
 )
 
 func main() {
@@ -134,7 +135,7 @@ func (s *server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 		owns = append(owns, &polyopv1alpha1.OwnedKind{Kind: jobKind, ReplaceOnImmutable: s.replaceJobs})
 	}
 	return &polyopv1alpha1.DescribeResponse{
-		ProtocolVersion: sidecar.ProtocolVersion,
+		ProtocolVersion: description.ProtocolVersion,
 		Name:            s.name,
 		Controllers: []*polyopv1alpha1.ControllerDescription{{
 			Name:    s.controller,

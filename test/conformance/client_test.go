@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memcachedv1 "github.com/polyop/polyop/examples/go/memcached/api/v1"
+	"github.com/polyop/polyop/internal/testenv"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
 )
 
@@ -37,7 +38,7 @@ func hostWithClient(t *testing.T, hostArgs ...string) (*fixture, *polyopclient.C
 	f.waitForSocket(f.clusterAddress())
 	c := f.client()
 	// The host serves once its cache has synced; until then, calls may fail.
-	eventually(t, 2*time.Minute, "the Cluster service answers", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, "the Cluster service answers", func() (bool, string) {
 		err := c.List(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(f.ns))
 		return err == nil, errString(err)
 	})
@@ -378,7 +379,7 @@ func TestTheClientReadsAndWritesThroughTheHost(t *testing.T) {
 	if err := c.RecordEvent(ctx, d, corev1.EventTypeNormal, "Checked", "Checking", "checked by the conformance test"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the event is recorded", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, "the event is recorded", func() (bool, string) {
 		var events corev1.EventList
 		if err := k8s.List(ctx, &events, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // TestFinalizeReconcilerBehindTheHost declares a finalizer with the SDK's
@@ -32,7 +34,7 @@ func TestFinalizeReconcilerBehindTheHost(t *testing.T) {
 	if err := k8s.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the host adds the finalizer", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, "the host adds the finalizer", func() (bool, string) {
 		if err := k8s.Get(ctx, key, cm); err != nil {
 			return false, err.Error()
 		}
@@ -42,7 +44,7 @@ func TestFinalizeReconcilerBehindTheHost(t *testing.T) {
 	if err := k8s.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "Finalize holds the object", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, "Finalize holds the object", func() (bool, string) {
 		return reasons(t, f.ns)["Holding"] >= 2, fmt.Sprint(reasons(t, f.ns))
 	})
 	if err := k8s.Get(ctx, key, cm); err != nil {
@@ -56,13 +58,13 @@ func TestFinalizeReconcilerBehindTheHost(t *testing.T) {
 	if err := k8s.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "held"}}, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the object goes once Finalize is done", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, "the object goes once Finalize is done", func() (bool, string) {
 		err := k8s.Get(ctx, key, &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), errString(err)
 	})
 	// Events are written in the background: the object can be gone before
 	// the event that Finalize recorded is.
-	eventually(t, time.Minute, "the Finalized event is recorded", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, "the Finalized event is recorded", func() (bool, string) {
 		got := reasons(t, f.ns)
 		return got["Finalized"] >= 1, fmt.Sprint(got)
 	})

@@ -91,25 +91,8 @@ func (f *fixture) client() *polyopclient.Client {
 func (f *fixture) waitForSocket(address string) {
 	f.t.Helper()
 	path := address[len("unix://"):]
-	eventually(f.t, 2*time.Minute, "the socket "+path+" exists", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the socket "+path+" exists", func() (bool, string) {
 		_, err := os.Stat(path)
 		return err == nil, "none"
 	})
-}
-
-// eventually polls cond until it holds or timeout passes; cond's message says
-// what was last seen.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s; last seen: %s", what, timeout, seen)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memcachedv1 "github.com/polyop/polyop/examples/go/memcached/api/v1"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // memcachedState is what the Memcached reconciler leaves in a namespace, with
@@ -125,7 +126,7 @@ func TestMemcachedRunsTheSameInASidecarAsInAManager(t *testing.T) {
 		}
 		states := map[string]memcachedState{}
 		for name, f := range runs {
-			eventually(t, 3*time.Minute, fmt.Sprintf("%s: the %s run is done", what, name), func() (bool, string) {
+			testenv.Eventually(t, 3*time.Minute, fmt.Sprintf("%s: the %s run is done", what, name), func() (bool, string) {
 				s := memcachedStateOf(t, f.ns)
 				states[name] = s
 				return done(s), s.String()
@@ -133,7 +134,7 @@ func TestMemcachedRunsTheSameInASidecarAsInAManager(t *testing.T) {
 		}
 		// Both may still be finishing (an event recorded in the background,
 		// a last update): wait until they agree, and say where they do not.
-		eventually(t, 3*time.Minute, what+": both runs leave the same state", func() (bool, string) {
+		testenv.Eventually(t, 3*time.Minute, what+": both runs leave the same state", func() (bool, string) {
 			for name, f := range runs {
 				states[name] = memcachedStateOf(t, f.ns)
 			}

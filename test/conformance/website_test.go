@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	websitev1 "github.com/polyop/polyop/examples/go/website/api/v1"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 const contentHashAnnotation = "examples.polyop.dev/content-hash"
@@ -43,7 +44,7 @@ func TestWebsiteExample(t *testing.T) {
 
 	// The children appear, owned by the Website.
 	var d appsv1.Deployment
-	eventually(t, 2*time.Minute, "the children exist", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, "the children exist", func() (bool, string) {
 		for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}} {
 			name := "hello"
 			if _, ok := obj.(*corev1.ConfigMap); ok {
@@ -78,7 +79,7 @@ func TestWebsiteExample(t *testing.T) {
 		t.Errorf("replicas = %d", *d.Spec.Replicas)
 	}
 	firstHash := d.Spec.Template.Annotations[contentHashAnnotation]
-	eventually(t, time.Minute, "the status reports the content", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, "the status reports the content", func() (bool, string) {
 		if err := k8s.Get(ctx, key("hello"), site); err != nil {
 			return false, err.Error()
 		}
@@ -91,7 +92,7 @@ func TestWebsiteExample(t *testing.T) {
 	if err := k8s.Status().Update(ctx, &d); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the site is Ready from its observed Deployment", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, "the site is Ready from its observed Deployment", func() (bool, string) {
 		if err := k8s.Get(ctx, key("hello"), site); err != nil {
 			return false, err.Error()
 		}
@@ -109,7 +110,7 @@ func TestWebsiteExample(t *testing.T) {
 	if err := k8s.Update(ctx, content); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the new content is published and rolled out", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, "the new content is published and rolled out", func() (bool, string) {
 		var published corev1.ConfigMap
 		if err := k8s.Get(ctx, key("hello-published"), &published); err != nil {
 			return false, err.Error()
@@ -131,14 +132,14 @@ func TestWebsiteExample(t *testing.T) {
 	if err := k8s.Update(ctx, site); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the Service is pruned", func() (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, "the Service is pruned", func() (bool, string) {
 		err := k8s.Get(ctx, key("hello"), &corev1.Service{})
 		return apierrors.IsNotFound(err), errString(err)
 	})
 	if err := k8s.Get(ctx, key("hello"), &d); err != nil {
 		t.Errorf("pruning the Service took the Deployment too: %v", err)
 	}
-	eventually(t, time.Minute, "the status drops the URL", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, "the status drops the URL", func() (bool, string) {
 		if err := k8s.Get(ctx, key("hello"), site); err != nil {
 			return false, err.Error()
 		}

@@ -10,6 +10,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // fieldOwner is the field manager of the tests' server-side applies.
@@ -80,7 +82,7 @@ func applyOne(ctx context.Context, u *unstructured.Unstructured, mode applyMode)
 
 func waitEstablished(t *testing.T, name string) {
 	t.Helper()
-	waitFor(t, time.Minute, "CRD "+name+" established", func(ctx context.Context) error {
+	testenv.Eventually(t, time.Minute, "CRD "+name+" established", func(ctx context.Context) error {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 			return err

@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -237,24 +235,6 @@ func startWithEnv(t *testing.T, name string, c *corev1.Container, dirs *podDirs,
 	}
 	envArgs = append(envArgs, extraEnv...)
 	return testenv.StartProcess(t, name, "/usr/bin/env", append(envArgs, args...)...)
-}
-
-// waitFor polls check until it returns nil, for at most timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var err error
-	for {
-		if err = check(ctx); err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // sidecarAddress is the address the sidecar container serves on: its address

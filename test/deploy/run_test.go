@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // TestHostRunsWithTheDeployedRBAC runs each overlay's pod here, as the
@@ -101,7 +103,7 @@ func TestHostRunsWithTheDeployedRBAC(t *testing.T) {
 			})
 
 			// The kubelet's probes.
-			waitFor(t, 3*time.Minute, "the host's readiness probe", func(ctx context.Context) error {
+			testenv.Eventually(t, 3*time.Minute, "the host's readiness probe", func(ctx context.Context) error {
 				if hostProc.Exited() {
 					return fmt.Errorf("the host exited")
 				}
@@ -110,7 +112,7 @@ func TestHostRunsWithTheDeployedRBAC(t *testing.T) {
 			// The kubelet probes again and again: one probe that a busy
 			// machine made miss its own timeout does not fail the pod.
 			probe := dirs.localAll(sidecar.ReadinessProbe.Exec.Command)
-			waitFor(t, 2*time.Minute, fmt.Sprintf("the sidecar's readiness probe %q", probe), func(ctx context.Context) error {
+			testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("the sidecar's readiness probe %q", probe), func(ctx context.Context) error {
 				if out, err := exec.CommandContext(ctx, probe[0], probe[1:]...).CombinedOutput(); err != nil {
 					return fmt.Errorf("%w\n%s", err, out)
 				}
@@ -134,7 +136,7 @@ func TestHostRunsWithTheDeployedRBAC(t *testing.T) {
 				if !reconciled[sample.GroupVersionKind().Group+"/"+sample.GetKind()] {
 					continue // an object the sample needs, such as a ConfigMap
 				}
-				waitFor(t, 2*time.Minute, "the sample "+sample.GetName()+"'s status", func(ctx context.Context) error {
+				testenv.Eventually(t, 2*time.Minute, "the sample "+sample.GetName()+"'s status", func(ctx context.Context) error {
 					got := &unstructured.Unstructured{}
 					got.SetGroupVersionKind(sample.GroupVersionKind())
 					if err := k8s.Get(ctx, client.ObjectKeyFromObject(sample), got); err != nil {
@@ -158,7 +160,7 @@ func TestHostRunsWithTheDeployedRBAC(t *testing.T) {
 				if err := k8s.Delete(context.Background(), sample); err != nil {
 					t.Fatalf("deleting the sample %s: %v", sample.GetName(), err)
 				}
-				waitFor(t, 2*time.Minute, "the sample "+sample.GetName()+" gone", func(ctx context.Context) error {
+				testenv.Eventually(t, 2*time.Minute, "the sample "+sample.GetName()+" gone", func(ctx context.Context) error {
 					err := k8s.Get(ctx, client.ObjectKeyFromObject(sample), sample.DeepCopy())
 					if apierrors.IsNotFound(err) {
 						return nil
@@ -166,7 +168,7 @@ func TestHostRunsWithTheDeployedRBAC(t *testing.T) {
 					return fmt.Errorf("still there: %w", err)
 				})
 			}
-			waitFor(t, time.Minute, "an event recorded by the host", func(ctx context.Context) error {
+			testenv.Eventually(t, time.Minute, "an event recorded by the host", func(ctx context.Context) error {
 				events := &unstructured.UnstructuredList{}
 				events.SetAPIVersion("events.k8s.io/v1")
 				events.SetKind("EventList")
@@ -343,7 +345,7 @@ func scrape(t *testing.T, objs []*unstructured.Unstructured, namespace string, p
 		t.Fatalf("requesting a token for the scraper: %v", err)
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
-	waitFor(t, time.Minute, "a scrape of the host's metrics", func(ctx context.Context) error {
+	testenv.Eventually(t, time.Minute, "a scrape of the host's metrics", func(ctx context.Context) error {
 		return httpGet(ctx, url, tok.Status.Token)
 	})
 	if err := httpGet(ctx, url, ""); err == nil {
@@ -357,7 +359,7 @@ func scrape(t *testing.T, objs []*unstructured.Unstructured, namespace string, p
 func checkSelfSigned(t *testing.T, objs []*unstructured.Unstructured, namespace string, args []string) {
 	t.Helper()
 	secretName, _ := flagValue(args, "webhook-cert-secret")
-	waitFor(t, 2*time.Minute, "the host's CA in every webhook configuration and converted CRD", func(ctx context.Context) error {
+	testenv.Eventually(t, 2*time.Minute, "the host's CA in every webhook configuration and converted CRD", func(ctx context.Context) error {
 		secret := &corev1.Secret{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: secretName}, secret); err != nil {
 			return err

@@ -48,7 +48,7 @@ func TestARelativeClusterAddressReachesASidecarInAnotherDirectory(t *testing.T) 
 
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "settings"}, Data: map[string]string{"value": "hi"}})
 	f.createWidget("w", map[string]any{"configMapName": "settings"})
-	f.eventually(60*time.Second, "the sidecar reads the ConfigMap through the host's Cluster service", func() (bool, string) {
+	testenv.Eventually(f.t, 60*time.Second, "the sidecar reads the ConfigMap through the host's Cluster service", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusString(u, "configMapValue") == "hi", fmt.Sprint(u.Object["status"])
 	})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // TestExampleAdmission drives the example sidecar's webhooks (defaulting and
@@ -184,7 +186,7 @@ func TestAdmissionDeniesClearlyWhileTheSidecarIsDown(t *testing.T) {
 	}
 
 	f.startTestSidecar("--webhooks", "--admission-log-file", f.admissionLog())
-	f.eventually(time.Minute, "admission works again once the sidecar is back", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "admission works again once the sidecar is back", func() (bool, string) {
 		out, err := kubectlIn(t, f.windowYAML("after", "2026-01-01T00:00:00Z", "1h", "", nil), "create", "-f", "-")
 		return err == nil, out
 	})

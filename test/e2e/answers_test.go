@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // waitWarning waits for a Warning event with reason regarding the object
@@ -23,7 +24,7 @@ import (
 func (f *fixture) waitWarning(name, reason string, notes ...string) string {
 	f.t.Helper()
 	var found string
-	f.eventually(60*time.Second, fmt.Sprintf("a Warning %s event on %s", reason, name), func() (bool, string) {
+	testenv.Eventually(f.t, 60*time.Second, fmt.Sprintf("a Warning %s event on %s", reason, name), func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
@@ -102,7 +103,7 @@ func TestAnOversizedStatusIsRefusedInBoundedMemory(t *testing.T) {
 		t.Error(err)
 	}
 	// Retried, each time with the same answer.
-	f.eventually(60*time.Second, "the object is retried", func() (bool, string) {
+	testenv.Eventually(f.t, 60*time.Second, "the object is retried", func() (bool, string) {
 		calls := f.calls("huge")
 		return len(calls) >= 3, fmt.Sprintf("%d calls", len(calls))
 	})
@@ -139,12 +140,12 @@ func TestAnUnreachableSidecarIsLoggedOncePerOutage(t *testing.T) {
 		changed := f.update("w", func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, fmt.Sprintf("%dh", outage+1), "spec", "duration")
 		}, false)
-		f.eventually(60*time.Second, "the object is retried while the sidecar is down", func() (bool, string) {
+		testenv.Eventually(f.t, 60*time.Second, "the object is retried while the sidecar is down", func() (bool, string) {
 			n := reconcileErrors(t, metrics) - errorsBefore
 			return n >= 10, fmt.Sprintf("%g reconcile errors", n)
 		})
 		sc = f.startTestSidecar()
-		f.eventually(60*time.Second, "the change is reconciled once the sidecar is back", func() (bool, string) {
+		testenv.Eventually(f.t, 60*time.Second, "the change is reconciled once the sidecar is back", func() (bool, string) {
 			calls := f.calls("w")
 			last := calls[len(calls)-1]
 			return last.Generation == changed.GetGeneration(), fmt.Sprintf("last call %+v", last)
@@ -152,7 +153,7 @@ func TestAnUnreachableSidecarIsLoggedOncePerOutage(t *testing.T) {
 		if calls := f.calls("w"); calls[len(calls)-1].Retries < 9 {
 			t.Errorf("outage %d: the sidecar saw %d retries, want the key's backoff kept while it was down", outage, calls[len(calls)-1].Retries)
 		}
-		f.eventually(30*time.Second, "the host logs that the sidecar is back", func() (bool, string) {
+		testenv.Eventually(f.t, 30*time.Second, "the host logs that the sidecar is back", func() (bool, string) {
 			n := strings.Count(host.Output(), "sidecar reachable again")
 			return n == outage, fmt.Sprintf("%d lines", n)
 		})

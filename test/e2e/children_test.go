@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
@@ -30,7 +32,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	}}}})
 
 	f.createWidget("w", map[string]any{"configMaps": []any{"a", "b"}, "secrets": []any{"s"}, "value": "one"})
-	f.eventually(time.Minute, "the children exist and are observed", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the children exist and are observed", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a,b" && f.secret("s") != nil, fmt.Sprintf("status.configMaps %q", statusList(u, "configMaps"))
 	})
@@ -63,7 +65,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	f.waitReconciled("w", u.GetGeneration(), seen)
 	// The host writes the status after it has applied (and would have
 	// pruned) the children of the same answer.
-	f.eventually(time.Minute, "the partial answer's status is written", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the partial answer's status is written", func() (bool, string) {
 		g, _, _ := unstructured.NestedInt64(f.getWidget("w").Object, "status", "observedGeneration")
 		return g == u.GetGeneration(), fmt.Sprintf("observedGeneration %d", g)
 	})
@@ -74,7 +76,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	// Nor does an answer that reports an error, even when it says complete.
 	seen = len(f.widgetCalls("w", "Reconcile"))
 	u = f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "one", "fail": "not now"})
-	f.eventually(time.Minute, "the failing reconcile is retried", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the failing reconcile is retried", func() (bool, string) {
 		calls := f.widgetCalls("w", "Reconcile")
 		last := calls[len(calls)-1]
 		return len(calls) > seen && last.Generation == u.GetGeneration() && last.Retries >= 2, fmt.Sprintf("last %+v", last)
@@ -86,7 +88,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	// A complete answer prunes what is no longer desired, of every owned
 	// kind, and only that.
 	f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "two"})
-	f.eventually(time.Minute, "b and s are pruned and a is updated", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "b and s are pruned and a is updated", func() (bool, string) {
 		a := f.configMap("a")
 		return f.configMap("b") == nil && f.secret("s") == nil && a != nil && a.Data["value"] == "two",
 			fmt.Sprintf("b exists: %v, s exists: %v, a: %v", f.configMap("b") != nil, f.secret("s") != nil, a)
@@ -94,7 +96,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	if f.configMap("bystander") == nil || f.configMap("someone-elses") == nil {
 		t.Errorf("pruning deleted a ConfigMap the controller does not own")
 	}
-	f.eventually(time.Minute, "the status observes the pruned set", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the status observes the pruned set", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a", statusList(u, "configMaps")
 	})
@@ -105,7 +107,7 @@ func TestDesiredChildrenAreAppliedOwnedObservedAndPruned(t *testing.T) {
 	if err := k8s.Update(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(time.Minute, "the tampered child is repaired", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the tampered child is repaired", func() (bool, string) {
 		a := f.configMap("a")
 		return a.Data["value"] == "two", fmt.Sprint(a.Data)
 	})
@@ -129,7 +131,7 @@ func TestInvalidDesiredChildrenAreRefusedWholesale(t *testing.T) {
 		}
 	}
 	for how := range map[string]bool{"not-json": true, "wrong-kind": true, "no-name": true, "other-namespace": true} {
-		f.eventually(time.Minute, how+" is retried", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, how+" is retried", func() (bool, string) {
 			calls := f.widgetCalls(how, "Reconcile")
 			return len(calls) >= 3, fmt.Sprintf("%d calls", len(calls))
 		})
@@ -140,7 +142,7 @@ func TestInvalidDesiredChildrenAreRefusedWholesale(t *testing.T) {
 			t.Errorf("%s: the status was written beside invalid children: %v", how, u.Object["status"])
 		}
 	}
-	f.eventually(time.Minute, "a Warning event names the problem", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "a Warning event names the problem", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
@@ -155,7 +157,7 @@ func TestInvalidDesiredChildrenAreRefusedWholesale(t *testing.T) {
 
 	// Once the sidecar answers properly, the next reconcile repairs all.
 	f.setSpec("wrong-kind", map[string]any{"configMaps": []any{"wrong-kind-good"}, "value": "v"})
-	f.eventually(time.Minute, "the fixed widget converges", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the fixed widget converges", func() (bool, string) {
 		u := f.getWidget("wrong-kind")
 		return f.configMap("wrong-kind-good") != nil && statusString(u, "phase") == "Ready", statusString(u, "phase")
 	})

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // manualLabel marks the Widgets TestClusterService writes by hand, which its
@@ -52,7 +53,7 @@ func TestClusterService(t *testing.T) {
 
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cm1", Labels: map[string]string{"app": "x"}}})
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cm2"}})
-	f.eventually(2*time.Minute, "the cluster service serves from a synced cache", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the cluster service serves from a synced cache", func() (bool, string) {
 		resp, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: configMapKind, Key: key("cm2")})
 		if err != nil {
 			return false, err.Error()
@@ -141,7 +142,7 @@ func TestClusterService(t *testing.T) {
 		if len(rest.GetItems()) != 1 || rest.GetContinueToken() != "" || rest.GetSource() != polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER {
 			t.Fatalf("second page: %d items, continue %q, source %s", len(rest.GetItems()), rest.GetContinueToken(), rest.GetSource())
 		}
-		f.eventually(time.Minute, "the cache lists all three, ignoring the limit", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, "the cache lists all three, ignoring the limit", func() (bool, string) {
 			all, err := cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMapKind, Namespace: f.ns, LabelSelector: "page=yes", Limit: 2})
 			if err != nil {
 				return false, err.Error()
@@ -152,7 +153,7 @@ func TestClusterService(t *testing.T) {
 
 	t.Run("a field the host indexes is selected from the cache; another is refused", func(t *testing.T) {
 		f.createWidget("pointer", map[string]any{"configMapName": "cm1"})
-		f.eventually(time.Minute, "the widget is selected by its spec.configMapName", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, "the widget is selected by its spec.configMapName", func() (bool, string) {
 			resp, err := cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: widgetKind, Namespace: f.ns, FieldSelector: "spec.configMapName=cm1"})
 			if err != nil {
 				return false, err.Error()
@@ -415,7 +416,7 @@ func TestClusterService(t *testing.T) {
 			t.Fatal(err)
 		}
 		uid := f.configMap("cm1").UID
-		f.eventually(time.Minute, "the event is recorded", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, "the event is recorded", func() (bool, string) {
 			var list eventsv1.EventList
 			if err := k8s.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
 				return false, err.Error()

@@ -56,7 +56,7 @@ func TestTheClusterServiceOnTheNetworkNeedsMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	f.eventually(60*time.Second, "a client with a certificate reads through the Cluster service", func() (bool, string) {
+	testenv.Eventually(f.t, 60*time.Second, "a client with a certificate reads through the Cluster service", func() (bool, string) {
 		err := c.Get(ctxTimeout(t, 10*time.Second), client.ObjectKey{Namespace: f.ns, Name: "settings"}, &corev1.ConfigMap{})
 		return err == nil, errString(err)
 	})

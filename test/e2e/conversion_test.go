@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 const windowCRD = "maintenancewindows.examples.polyop.dev"
@@ -97,7 +99,7 @@ func TestConversionAndSelfSignedCertificates(t *testing.T) {
 	if onDisk, err := os.ReadFile(certDir + "/tls.crt"); err != nil || !bytes.Equal(onDisk, secret.Data["tls.crt"]) {
 		t.Fatalf("the cert dir does not hold the Secret's certificate (%v)", err)
 	}
-	f.eventually(time.Minute, "the host sets every caBundle to its CA", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the host sets every caBundle to its CA", func() (bool, string) {
 		var missing []string
 		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Name: f.webhookConfigurationName()}, mutating); err != nil || !bytes.Equal(mutating.Webhooks[0].ClientConfig.CABundle, ca) {
@@ -132,7 +134,7 @@ spec:
   suspend: true
 `
 		var out string
-		f.eventually(time.Minute, "the API server reaches the conversion webhook", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, "the API server reaches the conversion webhook", func() (bool, string) {
 			var err error
 			out, err = kubectlIn(t, manifest, "create", "-f", "-")
 			return err == nil, out

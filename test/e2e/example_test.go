@@ -24,7 +24,7 @@ func TestMaintenanceWindowExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
-	f.eventually(2*time.Minute, "the sample is Ready", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the sample is Ready", func() (bool, string) {
 		out, err := kubectl(t, "get", "maintenancewindows", "-n", f.ns, "-o", "jsonpath={range .items[*]}{.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}{end}")
 		if err != nil {
 			return false, err.Error()

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 const widgetFinalizer = "e2e.polyop.dev/cleanup"
@@ -28,7 +30,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	f.create(w)
 
 	// The finalizer is in place before the sidecar first sees the object.
-	f.eventually(time.Minute, "the widget is reconciled", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the widget is reconciled", func() (bool, string) {
 		return len(f.widgetCalls("w", "Reconcile")) > 0, ""
 	})
 	if first := f.widgetCalls("w", "Reconcile")[0]; !slices.Contains(first.Finalizers, widgetFinalizer) {
@@ -43,7 +45,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	if err := k8s.Delete(context.Background(), f.getWidget("w")); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(time.Minute, "Finalize is retried", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "Finalize is retried", func() (bool, string) {
 		calls := f.widgetCalls("w", "Finalize")
 		return len(calls) >= 4, fmt.Sprintf("%d calls", len(calls))
 	})
@@ -74,7 +76,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	f.updateWidget("w", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{"e2e.polyop.dev/finalize": "ok", "e2e.polyop.dev/cleanup-configmap": "external"})
 	})
-	f.eventually(time.Minute, "the widget is deleted", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the widget is deleted", func() (bool, string) {
 		u := f.getWidget("w")
 		if u == nil {
 			return true, ""
@@ -84,7 +86,7 @@ func TestFinalizerBlocksDeletionUntilTheSidecarIsDone(t *testing.T) {
 	if f.configMap("external") != nil {
 		t.Errorf("Finalize's clean-up did not delete ConfigMap external")
 	}
-	f.eventually(time.Minute, "the Finalized event is recorded", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the Finalized event is recorded", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
@@ -107,14 +109,14 @@ func TestFinalizeThatAsksToWaitIsCalledAgainWithoutBackoff(t *testing.T) {
 	w := f.newWidget("patient", map[string]any{})
 	w.SetAnnotations(map[string]string{"e2e.polyop.dev/finalize": "wait"})
 	f.create(w)
-	f.eventually(time.Minute, "the finalizer is added", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the finalizer is added", func() (bool, string) {
 		u := f.getWidget("patient")
 		return slices.Contains(u.GetFinalizers(), widgetFinalizer), fmt.Sprint(u.GetFinalizers())
 	})
 	if err := k8s.Delete(context.Background(), f.getWidget("patient")); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(time.Minute, "Finalize is called again and again", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "Finalize is called again and again", func() (bool, string) {
 		return len(f.widgetCalls("patient", "Finalize")) >= 5, ""
 	})
 	calls := f.widgetCalls("patient", "Finalize")
@@ -139,7 +141,7 @@ func TestFinalizeThatAsksToWaitIsCalledAgainWithoutBackoff(t *testing.T) {
 		t.Fatalf("the widget was deleted while Finalize asked to wait")
 	}
 	f.updateWidget("patient", func(u *unstructured.Unstructured) { u.SetAnnotations(nil) })
-	f.eventually(time.Minute, "the widget is deleted", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the widget is deleted", func() (bool, string) {
 		return f.getWidget("patient") == nil, ""
 	})
 }

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/testenv"
@@ -122,24 +123,24 @@ func (f *fixture) get(name string) *unstructured.Unstructured {
 // update reads name, applies change and writes it back, retrying conflicts.
 func (f *fixture) update(name string, change func(*unstructured.Unstructured), subresource bool) *unstructured.Unstructured {
 	f.t.Helper()
-	for {
-		u := f.get(name)
+	var u *unstructured.Unstructured
+	err := retry.RetryOnConflict(conflictRetry, func() error {
+		u = f.get(name)
 		change(u)
-		var err error
 		if subresource {
-			err = k8s.Status().Update(context.Background(), u)
-		} else {
-			err = k8s.Update(context.Background(), u)
+			return k8s.Status().Update(context.Background(), u)
 		}
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			f.t.Fatalf("updating %s: %v", name, err)
-		}
-		return u
+		return k8s.Update(context.Background(), u)
+	})
+	if err != nil {
+		f.t.Fatalf("updating %s: %v", name, err)
 	}
+	return u
 }
+
+// conflictRetry retries a write that lost a race with the host's own writes
+// for up to about 10s: the host writes an object a few times per reconcile.
+var conflictRetry = wait.Backoff{Steps: 200, Duration: 50 * time.Millisecond, Factor: 1, Jitter: 0.1}
 
 // call is one line of test/testsidecar's call log.
 type call struct {
@@ -164,23 +165,6 @@ func (f *fixture) calls(name string) []call {
 	return out
 }
 
-// eventually polls cond until it holds or timeout passes; cond's message says
-// what was last seen.
-func (f *fixture) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
-	f.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s: not true within %s; last seen: %s", what, timeout, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // phase is the object's status.phase.
 func phase(u *unstructured.Unstructured) string {
 	p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
@@ -203,7 +187,7 @@ func condition(u *unstructured.Unstructured, typ string) string {
 func (f *fixture) waitPhase(name, want string, timeout time.Duration) *unstructured.Unstructured {
 	f.t.Helper()
 	var u *unstructured.Unstructured
-	f.eventually(timeout, fmt.Sprintf("%s has phase %q", name, want), func() (bool, string) {
+	testenv.Eventually(f.t, timeout, fmt.Sprintf("%s has phase %q", name, want), func() (bool, string) {
 		u = f.get(name)
 		return phase(u) == want, fmt.Sprintf("phase %q", phase(u))
 	})

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // This file reads the host's Prometheus metrics (controller-runtime's, with
@@ -70,7 +72,7 @@ func metric(scrape, name string, labels ...string) float64 {
 // backoff, a requeue_after, an event still on its way) is not waited for.
 func (f *fixture) waitIdle(metricsAddr, controller string) {
 	f.t.Helper()
-	f.eventually(2*time.Minute, "controller "+controller+" is idle", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "controller "+controller+" is idle", func() (bool, string) {
 		return f.idle(metricsAddr, controller), "busy"
 	})
 }
@@ -105,7 +107,7 @@ func (f *fixture) retries(metricsAddr, controller string) float64 {
 func (f *fixture) waitSettled(metricsAddr, name string) {
 	f.t.Helper()
 	f.waitIdle(metricsAddr, "widget")
-	f.eventually(2*time.Minute, name+" is settled", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, name+" is settled", func() (bool, string) {
 		calls := f.widgetCalls(name, "Reconcile")
 		u := f.getWidget(name)
 		if len(calls) == 0 || u == nil {

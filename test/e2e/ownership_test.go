@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // This file tests the host's ownership rules for desired children: another
@@ -35,7 +37,7 @@ func TestAChildThatAnotherOwnerControlsIsRefusedWithoutALoop(t *testing.T) {
 	f.createWidget("a", map[string]any{"configMaps": []any{"shared"}, "value": "from-a"})
 	// a's status lists the children the host's cache holds: once it names
 	// the child, b's reconciles find it there.
-	f.eventually(30*time.Second, "a's child exists and the host's cache holds it", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "a's child exists and the host's cache holds it", func() (bool, string) {
 		u := f.getWidget("a")
 		return statusList(u, "configMaps") == "shared", statusList(u, "configMaps")
 	})
@@ -64,7 +66,7 @@ func TestAChildThatAnotherOwnerControlsIsRefusedWithoutALoop(t *testing.T) {
 	// nothing has written the child, so a was not reconciled again either.
 	const retries = 8
 	var callsOfB int
-	f.eventually(60*time.Second, "b's reconcile is retried with backoff", func() (bool, string) {
+	testenv.Eventually(f.t, 60*time.Second, "b's reconcile is retried with backoff", func() (bool, string) {
 		calls := f.widgetCalls("b", "Reconcile")
 		callsOfB = len(calls)
 		if callsOfB == 0 {
@@ -110,7 +112,7 @@ func TestAnObjectNobodyControlsIsRefusedAndNeverPruned(t *testing.T) {
 	if !strings.Contains(event.Note, "ConfigMap "+f.ns+"/handmade") || !strings.Contains(event.Note, "adopt") {
 		t.Errorf("the event says %q, want it to name the ConfigMap and adoption", event.Note)
 	}
-	f.eventually(30*time.Second, "w's reconcile is retried", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "w's reconcile is retried", func() (bool, string) {
 		calls := f.widgetCalls("w", "Reconcile")
 		return len(calls) > 0 && calls[len(calls)-1].Retries >= 3, fmt.Sprintf("%d calls", len(calls))
 	})
@@ -122,7 +124,7 @@ func TestAnObjectNobodyControlsIsRefusedAndNeverPruned(t *testing.T) {
 	// A complete answer without it prunes w's own child, and leaves the
 	// ConfigMap w never controlled.
 	f.setSpec("w", map[string]any{"configMaps": []any{}, "value": "theirs"})
-	f.eventually(30*time.Second, "w's own child is pruned", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "w's own child is pruned", func() (bool, string) {
 		return f.configMap("own") == nil, "it exists"
 	})
 	checkUntouched(t, f.configMap("handmade"))
@@ -147,7 +149,7 @@ func TestAnObjectNobodyControlsIsAdoptedAndPrunedWhenTheKindDeclaresAdoption(t *
 
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "handmade"}, Data: map[string]string{"value": "mine", "other": "kept"}})
 	w := f.createWidget("w", map[string]any{"configMaps": []any{"handmade"}, "value": "theirs"})
-	f.eventually(30*time.Second, "the ConfigMap is adopted", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "the ConfigMap is adopted", func() (bool, string) {
 		cm := f.configMap("handmade")
 		return cm.Data["value"] == "theirs" && len(cm.OwnerReferences) == 1, fmt.Sprintf("data %v, owner references %v", cm.Data, cm.OwnerReferences)
 	})
@@ -158,7 +160,7 @@ func TestAnObjectNobodyControlsIsAdoptedAndPrunedWhenTheKindDeclaresAdoption(t *
 	}
 
 	f.setSpec("w", map[string]any{"configMaps": []any{}, "value": "theirs"})
-	f.eventually(30*time.Second, "the adopted ConfigMap is pruned like any child", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "the adopted ConfigMap is pruned like any child", func() (bool, string) {
 		return f.configMap("handmade") == nil, "it exists"
 	})
 }
@@ -170,7 +172,7 @@ func TestPruneLeavesAChildTheHostDidNotApply(t *testing.T) {
 	f.startHost()
 
 	f.createWidget("w", map[string]any{"configMaps": []any{"applied"}, "value": "v"})
-	f.eventually(30*time.Second, "the child exists", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "the child exists", func() (bool, string) {
 		return f.configMap("applied") != nil, "it does not"
 	})
 	w := f.getWidget("w")
@@ -181,7 +183,7 @@ func TestPruneLeavesAChildTheHostDidNotApply(t *testing.T) {
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "byhand", OwnerReferences: []metav1.OwnerReference{{
 		APIVersion: "e2e.polyop.dev/v1", Kind: "Widget", Name: "w", UID: w.GetUID(), Controller: ptr.To(true),
 	}}}, Data: map[string]string{"value": "mine"}})
-	f.eventually(30*time.Second, "w observes the hand-made child", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "w observes the hand-made child", func() (bool, string) {
 		calls := f.widgetCalls("w", "Reconcile")
 		return slices.ContainsFunc(calls, func(c widgetCall) bool { return slices.Contains(c.Children, "ConfigMap/byhand") }),
 			fmt.Sprint(calls[len(calls)-1].Children)
@@ -191,10 +193,10 @@ func TestPruneLeavesAChildTheHostDidNotApply(t *testing.T) {
 	}
 
 	f.setSpec("w", map[string]any{"configMaps": []any{}, "value": "v"})
-	f.eventually(30*time.Second, "the applied child is pruned", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "the applied child is pruned", func() (bool, string) {
 		return f.configMap("applied") == nil, "it exists"
 	})
-	f.eventually(30*time.Second, "w observes the hand-made child alone", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "w observes the hand-made child alone", func() (bool, string) {
 		calls := f.widgetCalls("w", "Reconcile")
 		last := calls[len(calls)-1]
 		return slices.Equal(last.Children, []string{"ConfigMap/byhand"}), fmt.Sprint(last.Children)
@@ -220,7 +222,7 @@ func TestAChildRefusedOnAnImmutableFieldIsReported(t *testing.T) {
 			t.Errorf("the event says %q, want it to name %q", event.Note, want)
 		}
 	}
-	f.eventually(30*time.Second, "w's reconcile is retried", func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, "w's reconcile is retried", func() (bool, string) {
 		calls := f.widgetCalls("w", "Reconcile")
 		return len(calls) > 0 && calls[len(calls)-1].Retries >= 3, fmt.Sprintf("%d calls", len(calls))
 	})
@@ -252,7 +254,7 @@ func TestAChildRefusedOnAnImmutableFieldIsReplacedWhenTheKindDeclaresIt(t *testi
 func (f *fixture) waitJob(name, image string) *batchv1.Job {
 	f.t.Helper()
 	var j *batchv1.Job
-	f.eventually(30*time.Second, fmt.Sprintf("Job %s runs %s", name, image), func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, fmt.Sprintf("Job %s runs %s", name, image), func() (bool, string) {
 		j = f.job(name)
 		return jobImage(j) == image, jobImage(j)
 	})
@@ -291,7 +293,7 @@ func (f *fixture) waitEvent(name, reason string, seen func() string) (found even
 			f.t.Errorf("the %s event on %s is of type %q, want %s", reason, name, found.Type, want)
 		}
 	}()
-	f.eventually(30*time.Second, fmt.Sprintf("a %s event on %s", reason, name), func() (bool, string) {
+	testenv.Eventually(f.t, 30*time.Second, fmt.Sprintf("a %s event on %s", reason, name), func() (bool, string) {
 		found = eventsv1.Event{}
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {

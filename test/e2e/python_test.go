@@ -108,7 +108,7 @@ func TestPythonTenantExample(t *testing.T) {
 		if out, err := kubectl(t, "apply", "-n", f.ns, "-f", sample); err != nil {
 			t.Fatalf("kubectl apply: %v\n%s", err, out)
 		}
-		f.eventually(2*time.Minute, "the tenant is Ready", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "the tenant is Ready", func() (bool, string) {
 			out, err := kubectl(t, "get", "tenants", "payments", "-n", f.ns, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 			return err == nil && out == "True", out
 		})
@@ -116,7 +116,7 @@ func TestPythonTenantExample(t *testing.T) {
 		var quota *corev1.ResourceQuota
 		var limits *corev1.LimitRange
 		var settings *corev1.ConfigMap
-		f.eventually(time.Minute, "the three children exist", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, "the three children exist", func() (bool, string) {
 			quota, limits, settings = f.tenantChildren("payments")
 			return quota != nil && limits != nil && settings != nil, fmt.Sprintf("quota %v, limits %v, settings %v", quota != nil, limits != nil, settings != nil)
 		})
@@ -155,7 +155,7 @@ func TestPythonTenantExample(t *testing.T) {
 		if out, err := kubectl(t, "patch", "tenant", "payments", "-n", f.ns, "--type", "merge", "-p", patch); err != nil {
 			t.Fatalf("kubectl patch: %v\n%s", err, out)
 		}
-		f.eventually(2*time.Minute, "the quota says 16 CPUs and the limit range is gone", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "the quota says 16 CPUs and the limit range is gone", func() (bool, string) {
 			quota, limits, _ := f.tenantChildren("payments")
 			if quota == nil {
 				return false, "no quota"
@@ -163,7 +163,7 @@ func TestPythonTenantExample(t *testing.T) {
 			cpu := quota.Spec.Hard[corev1.ResourceRequestsCPU]
 			return cpu.String() == "16" && limits == nil, fmt.Sprintf("requests.cpu %s, limit range present %v", cpu.String(), limits != nil)
 		})
-		f.eventually(time.Minute, "the status describes the new generation", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, "the status describes the new generation", func() (bool, string) {
 			tenant := f.tenant("payments")
 			g, _, _ := unstructured.NestedInt64(tenant.Object, "status", "observedGeneration")
 			return g == tenant.GetGeneration(), fmt.Sprintf("observedGeneration %d, generation %d", g, tenant.GetGeneration())
@@ -218,7 +218,7 @@ spec:
 			t.Fatalf("changing the quota: %v", err)
 		}
 		sidecar = f.startPythonTenant(py)
-		f.eventually(2*time.Minute, "the settings are back and the quota says 16 CPUs again", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "the settings are back and the quota says 16 CPUs again", func() (bool, string) {
 			quota, _, settings := f.tenantChildren("payments")
 			if quota == nil {
 				return false, "no quota"
@@ -251,7 +251,7 @@ func TestPythonClusterClient(t *testing.T) {
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "probe", Labels: map[string]string{"polyop.dev/probe": "true"}}}
 	f.create(probe)
 	report := &corev1.ConfigMap{}
-	f.eventually(2*time.Minute, "the probe's report exists", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the probe's report exists", func() (bool, string) {
 		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "probe-report"}, report)
 		return err == nil, fmt.Sprint(err)
 	})

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // TestHostRunsWithTheRBACItPrints applies what `host rbac --namespace NS`
@@ -108,18 +109,18 @@ func TestHostRunsWithTheRBACItPrints(t *testing.T) {
 
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "settings"}, Data: map[string]string{"value": "hi"}})
 	f.createWidget("w", map[string]any{"configMaps": []any{"a"}, "secrets": []any{"s"}, "value": "v", "configMapName": "settings"})
-	f.eventually(2*time.Minute, "the widget converges as the ServiceAccount", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the widget converges as the ServiceAccount", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a" && statusString(u, "configMapValue") == "hi" && f.secret("s") != nil, fmt.Sprint(u.Object["status"])
 	})
 	f.setSpec("w", map[string]any{"configMaps": []any{"a"}, "value": "v"})
-	f.eventually(time.Minute, "the Secret is pruned", func() (bool, string) { return f.secret("s") == nil, "" })
+	testenv.Eventually(f.t, time.Minute, "the Secret is pruned", func() (bool, string) { return f.secret("s") == nil, "" })
 
 	if err := k8s.Delete(context.Background(), f.getWidget("w")); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(time.Minute, "the finalizer is removed and the widget deleted", func() (bool, string) { return f.getWidget("w") == nil, "" })
-	f.eventually(time.Minute, "the Finalized event is recorded", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the finalizer is removed and the widget deleted", func() (bool, string) { return f.getWidget("w") == nil, "" })
+	testenv.Eventually(f.t, time.Minute, "the Finalized event is recorded", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()

@@ -11,6 +11,8 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 func TestCreateWritesStatusAndRecordsEvent(t *testing.T) {
@@ -30,7 +32,7 @@ func TestCreateWritesStatusAndRecordsEvent(t *testing.T) {
 	if g, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration"); g != u.GetGeneration() {
 		t.Errorf("observedGeneration = %d, want %d", g, u.GetGeneration())
 	}
-	f.eventually(time.Minute, "a Reconciled event is recorded on the object", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "a Reconciled event is recorded on the object", func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return false, err.Error()
@@ -70,7 +72,7 @@ func TestSpecChangeReconcilesAgainButStatusChangeDoesNot(t *testing.T) {
 	changed := f.update("gen", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, "2h", "spec", "duration")
 	}, false)
-	f.eventually(time.Minute, "the spec change is reconciled", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the spec change is reconciled", func() (bool, string) {
 		calls := f.calls("gen")
 		return len(calls) > 0 && calls[len(calls)-1].Generation == changed.GetGeneration(), fmt.Sprintf("%+v", calls)
 	})
@@ -93,7 +95,7 @@ func TestDeletedObjectReachesTheSidecarAsGone(t *testing.T) {
 	if err := k8s.Delete(context.Background(), f.get("doomed")); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(time.Minute, "the sidecar sees the object gone", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the sidecar sees the object gone", func() (bool, string) {
 		calls := f.calls("doomed")
 		return len(calls) > 0 && !calls[len(calls)-1].Exists, fmt.Sprintf("%+v", calls)
 	})
@@ -145,7 +147,7 @@ func TestTerminalErrorIsNotRetried(t *testing.T) {
 	host := f.startHost("--metrics-bind-address", metrics, "--metrics-secure=false")
 
 	f.create(f.window("fatal", map[string]string{"e2e.polyop.dev/terminal": "spec can never work"}))
-	f.eventually(2*time.Minute, "the sidecar is called", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the sidecar is called", func() (bool, string) {
 		return len(f.calls("fatal")) > 0, ""
 	})
 	if err := host.WaitForOutput(ctxTimeout(t, time.Minute), "spec can never work"); err != nil {
@@ -155,7 +157,7 @@ func TestTerminalErrorIsNotRetried(t *testing.T) {
 	// requeue the request (a retry is queued before the count), so the
 	// counters say it was not retried, without waiting for a retry to come.
 	var scrape string
-	f.eventually(time.Minute, "the host counts a terminal error", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the host counts a terminal error", func() (bool, string) {
 		var err error
 		if scrape, err = f.scrapeMetrics(metrics); err != nil {
 			return false, err.Error()
@@ -195,7 +197,7 @@ func TestMalformedStatusIsAClearErrorAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// It stays queued: retries keep coming with growing counts.
-	f.eventually(time.Minute, "the object is retried", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the object is retried", func() (bool, string) {
 		calls := f.calls("garbled")
 		return len(calls) >= 3 && calls[len(calls)-1].Retries >= 2, fmt.Sprintf("%d calls", len(calls))
 	})
@@ -217,7 +219,7 @@ func TestSidecarKilledWithWorkPendingLosesNothing(t *testing.T) {
 	for i := range n {
 		f.create(f.window(fmt.Sprintf("w%03d", i), nil))
 	}
-	f.eventually(2*time.Minute, "some objects are reconciled", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "some objects are reconciled", func() (bool, string) {
 		c := f.reconciled(n)
 		return c >= 10, fmt.Sprintf("%d reconciled", c)
 	})
@@ -227,12 +229,12 @@ func TestSidecarKilledWithWorkPendingLosesNothing(t *testing.T) {
 	}
 	// The host notices the outage (its readiness follows the sidecar) before
 	// the sidecar comes back.
-	f.eventually(2*time.Minute, "the host is not ready while the sidecar is down", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the host is not ready while the sidecar is down", func() (bool, string) {
 		ok, seen := readyz(probe)
 		return !ok, seen
 	})
 	f.startTestSidecar()
-	f.eventually(3*time.Minute, "every object converges after the sidecar returns", func() (bool, string) {
+	testenv.Eventually(f.t, 3*time.Minute, "every object converges after the sidecar returns", func() (bool, string) {
 		c := f.reconciled(n)
 		return c == n, fmt.Sprintf("%d of %d reconciled", c, n)
 	})
@@ -275,14 +277,14 @@ func TestReadinessFollowsTheSidecar(t *testing.T) {
 	f.startHost("--health-probe-bind-address", probe)
 
 	ready := func() (bool, string) { return readyz(probe) }
-	f.eventually(2*time.Minute, "the host is ready", ready)
+	testenv.Eventually(f.t, 2*time.Minute, "the host is ready", ready)
 	sc.Kill()
-	f.eventually(time.Minute, "the host is not ready while the sidecar is down", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the host is not ready while the sidecar is down", func() (bool, string) {
 		ok, seen := ready()
 		return !ok, seen
 	})
 	f.startTestSidecar()
-	f.eventually(2*time.Minute, "the host is ready again", ready)
+	testenv.Eventually(f.t, 2*time.Minute, "the host is ready again", ready)
 }
 
 // readyz reports whether the host's readiness probe at probe passes, and what

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // TestSidecarOutageRecoveryIsBounded takes the sidecar away for 10s, 45s and
@@ -53,13 +55,13 @@ func TestSidecarOutageRecoveryIsBounded(t *testing.T) {
 			probe := freePort(t)
 			sc := f.startTestSidecar()
 			f.startHost("--sidecar-down-max-backoff", maxBackoff.String(), "--health-probe-bind-address", probe)
-			f.eventually(60*time.Second, "the host is ready", func() (bool, string) { return readyz(probe) })
+			testenv.Eventually(f.t, 60*time.Second, "the host is ready", func() (bool, string) { return readyz(probe) })
 			f.create(f.window("before", nil))
 			f.waitPhase("before", "Reconciled", 60*time.Second)
 
 			sc.Kill()
 			down := time.Now()
-			f.eventually(30*time.Second, "the host is not ready while the sidecar is down", func() (bool, string) {
+			testenv.Eventually(f.t, 30*time.Second, "the host is not ready while the sidecar is down", func() (bool, string) {
 				ok, seen := readyz(probe)
 				return !ok, seen
 			})
@@ -74,10 +76,10 @@ func TestSidecarOutageRecoveryIsBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			back := time.Now()
-			f.eventually(2*time.Minute+readyBound, "the host is ready again", func() (bool, string) { return readyz(probe) })
+			testenv.Eventually(f.t, 2*time.Minute+readyBound, "the host is ready again", func() (bool, string) { return readyz(probe) })
 			readyAfter := time.Since(back)
 			var calledAfter time.Duration
-			f.eventually(2*time.Minute+callBound, "the sidecar is called for the object created during the outage", func() (bool, string) {
+			testenv.Eventually(f.t, 2*time.Minute+callBound, "the sidecar is called for the object created during the outage", func() (bool, string) {
 				calls := f.calls("during")
 				if len(calls) == 0 {
 					return false, "no call"
@@ -178,12 +180,12 @@ func TestNewLeaderReconcilesFromAWarmCache(t *testing.T) {
 		"--health-probe-bind-address", probe,
 	)...)
 	second.Name = "second host"
-	f.eventually(60*time.Second, "the second host is ready", func() (bool, string) { return readyz(probe) })
+	testenv.Eventually(f.t, 60*time.Second, "the second host is ready", func() (bool, string) { return readyz(probe) })
 
 	for i := range n {
 		f.create(f.window(fmt.Sprintf("w%03d", i), nil))
 	}
-	f.eventually(60*time.Second, "the leader reconciles some objects", func() (bool, string) {
+	testenv.Eventually(f.t, 60*time.Second, "the leader reconciles some objects", func() (bool, string) {
 		c := f.reconciled(n)
 		return c > 0, fmt.Sprintf("%d reconciled", c)
 	})
@@ -197,7 +199,7 @@ func TestNewLeaderReconcilesFromAWarmCache(t *testing.T) {
 		t.Fatalf("the follower reconciled before the leader died: %+v", calls[0])
 	}
 
-	f.eventually(3*time.Minute, "every object converges under the new leader", func() (bool, string) {
+	testenv.Eventually(f.t, 3*time.Minute, "every object converges under the new leader", func() (bool, string) {
 		c := f.reconciled(n)
 		return c == n, fmt.Sprintf("%d of %d reconciled", c, n)
 	})
@@ -229,7 +231,7 @@ func TestNewLeaderReconcilesFromAWarmCache(t *testing.T) {
 
 	// Every object's status was written once: the new leader rewrote none
 	// that the old one had written.
-	f.eventually(60*time.Second, "the watch has seen every object's status written", func() (bool, string) {
+	testenv.Eventually(f.t, 60*time.Second, "the watch has seen every object's status written", func() (bool, string) {
 		for i := range n {
 			if name := fmt.Sprintf("w%03d", i); writes.count(name) == 0 {
 				return false, name + " not yet"

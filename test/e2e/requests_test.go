@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 // TestSteadyStateReconcileCostsNoAPIRequests counts the API requests the host
@@ -24,7 +26,7 @@ func TestSteadyStateReconcileCostsNoAPIRequests(t *testing.T) {
 	host := f.startHost("--metrics-bind-address", metrics, "--metrics-secure=false")
 
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "settings"}, Data: map[string]string{"value": "hello"}})
-	f.eventually(2*time.Minute, "the host serves metrics", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the host serves metrics", func() (bool, string) {
 		_, err := f.scrapeMetrics(metrics)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -36,7 +38,7 @@ func TestSteadyStateReconcileCostsNoAPIRequests(t *testing.T) {
 	before := requestCounts(t, metrics)
 	spec := map[string]any{"configMaps": []any{"a", "b"}, "secrets": []any{"s"}, "value": "v1", "configMapName": "settings"}
 	f.createWidget("w", spec)
-	f.eventually(2*time.Minute, "the widget converges", func() (bool, string) {
+	testenv.Eventually(f.t, 2*time.Minute, "the widget converges", func() (bool, string) {
 		u := f.getWidget("w")
 		return statusList(u, "configMaps") == "a,b" && statusString(u, "configMapValue") == "hello" && f.secret("s") != nil,
 			fmt.Sprintf("status %v", u.Object["status"])
@@ -56,7 +58,7 @@ func TestSteadyStateReconcileCostsNoAPIRequests(t *testing.T) {
 	poked := f.updateWidget("w", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{"e2e.polyop.dev/poke": "1"})
 	})
-	f.eventually(time.Minute, "the annotation change is reconciled", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the annotation change is reconciled", func() (bool, string) {
 		calls := f.widgetCalls("w", "Reconcile")
 		return calls[len(calls)-1].ResourceVersion == poked.GetResourceVersion(), fmt.Sprintf("%d calls", len(calls))
 	})
@@ -73,7 +75,7 @@ func TestSteadyStateReconcileCostsNoAPIRequests(t *testing.T) {
 	// Nor do reconciles the sidecar asks for with requeue_after.
 	spec["requeueAfter"] = "250ms"
 	requeueing := f.setSpec("w", spec)
-	f.eventually(time.Minute, "the requeueing spec is reconciled", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the requeueing spec is reconciled", func() (bool, string) {
 		u := f.getWidget("w")
 		g, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		return g == requeueing.GetGeneration(), fmt.Sprint(g)
@@ -81,7 +83,7 @@ func TestSteadyStateReconcileCostsNoAPIRequests(t *testing.T) {
 	f.waitIdle(metrics, "widget")
 	before = requestCounts(t, metrics)
 	calls := len(f.widgetCalls("w", "Reconcile"))
-	f.eventually(time.Minute, "the widget is requeued 5 times", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the widget is requeued 5 times", func() (bool, string) {
 		n := len(f.widgetCalls("w", "Reconcile")) - calls
 		return n >= 5, fmt.Sprintf("%d requeued reconciles", n)
 	})
@@ -99,7 +101,7 @@ func TestSteadyStateReconcileCostsNoAPIRequests(t *testing.T) {
 	before = requestCounts(t, metrics)
 	spec["value"] = "v2"
 	changed := f.setSpec("w", spec)
-	f.eventually(time.Minute, "the new value reaches every child", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "the new value reaches every child", func() (bool, string) {
 		u := f.getWidget("w")
 		g, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		return f.configMap("a").Data["value"] == "v2" && f.configMap("b").Data["value"] == "v2" && string(f.secret("s").Data["value"]) == "v2" && g == changed.GetGeneration(), ""

@@ -152,7 +152,7 @@ spec:
 		if targetName != "ca-bundle" || strings.Join(targets, ",") != teamA+","+teamB || sync.GetLabels()["configmapsync.examples.polyop.dev/source"] != "ca-bundle" {
 			t.Errorf("not defaulted: targetName %q, targetNamespaces %v, labels %v", targetName, targets, sync.GetLabels())
 		}
-		f.eventually(2*time.Minute, "the sync is Ready", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "the sync is Ready", func() (bool, string) {
 			out, err := kubectl(t, "get", "configmapsyncs", "ca-bundle", "-n", f.ns, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.syncedNamespaces}`)
 			return err == nil && strings.HasPrefix(out, "True "), out
 		})
@@ -179,7 +179,7 @@ spec:
 		if out, err := kubectl(t, "patch", "configmap", "ca-bundle", "-n", f.ns, "--type", "merge", "-p", `{"data":{"ca.crt":"CERT-2"}}`); err != nil {
 			t.Fatalf("kubectl patch: %v\n%s", err, out)
 		}
-		f.eventually(2*time.Minute, "every copy holds CERT-2", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "every copy holds CERT-2", func() (bool, string) {
 			a, b, c := f.configMapData(teamA, "ca-bundle"), f.configMapData(teamB, "ca-bundle"), f.configMapData(selected, "ca-bundle")
 			return a["ca.crt"] == "CERT-2" && b["ca.crt"] == "CERT-2" && c["ca.crt"] == "CERT-2", fmt.Sprintf("%v %v %v", a, b, c)
 		})
@@ -216,7 +216,7 @@ spec:
 		if out, err := kubectl(t, "patch", "configmapsync", "ca-bundle", "-n", f.ns, "--type", "merge", "-p", patch); err != nil {
 			t.Fatalf("kubectl patch: %v\n%s", err, out)
 		}
-		f.eventually(2*time.Minute, "only the copy in the first target is left", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "only the copy in the first target is left", func() (bool, string) {
 			a, b, c := f.configMapData(teamA, "ca-bundle"), f.configMapData(teamB, "ca-bundle"), f.configMapData(selected, "ca-bundle")
 			return a != nil && b == nil && c == nil, fmt.Sprintf("a %v, b %v, c %v", a, b, c)
 		})
@@ -231,7 +231,7 @@ spec:
 			t.Fatalf("kubectl patch: %v\n%s", err, out)
 		}
 		sidecar = f.startConfigMapSync(nodeBin)
-		f.eventually(2*time.Minute, "the copy is back with CERT-3", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "the copy is back with CERT-3", func() (bool, string) {
 			a := f.configMapData(teamA, "ca-bundle")
 			return a["ca.crt"] == "CERT-3", fmt.Sprintf("%v", a)
 		})
@@ -241,7 +241,7 @@ spec:
 		if out, err := kubectl(t, "delete", "configmapsync", "ca-bundle", "-n", f.ns, "--wait=false"); err != nil {
 			t.Fatalf("kubectl delete: %v\n%s", err, out)
 		}
-		f.eventually(2*time.Minute, "the sync and its copies are gone", func() (bool, string) {
+		testenv.Eventually(f.t, 2*time.Minute, "the sync and its copies are gone", func() (bool, string) {
 			_, err := f.configMapSync("ca-bundle")
 			a := f.configMapData(teamA, "ca-bundle")
 			return apierrors.IsNotFound(err) && a == nil, fmt.Sprintf("sync: %v, copy %v", err, a)

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
@@ -24,13 +26,13 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 	f.createWidget("second", map[string]any{"configMapName": "settings"})
 	f.createWidget("unrelated", map[string]any{"configMapName": "other"})
 	for _, name := range []string{"first", "second"} {
-		f.eventually(time.Minute, name+" reads the ConfigMap from the cache", func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, name+" reads the ConfigMap from the cache", func() (bool, string) {
 			u := f.getWidget(name)
 			return statusString(u, "configMapValue") == "v1" && statusString(u, "configMapSource") == "cache",
 				fmt.Sprintf("value %q from %q", statusString(u, "configMapValue"), statusString(u, "configMapSource"))
 		})
 	}
-	f.eventually(time.Minute, "unrelated sees its ConfigMap missing", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "unrelated sees its ConfigMap missing", func() (bool, string) {
 		u := f.getWidget("unrelated")
 		return statusString(u, "configMapValue") == "<missing>", statusString(u, "configMapValue")
 	})
@@ -43,7 +45,7 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"first", "second"} {
-		f.eventually(time.Minute, "a change of the ConfigMap reconciles "+name, func() (bool, string) {
+		testenv.Eventually(f.t, time.Minute, "a change of the ConfigMap reconciles "+name, func() (bool, string) {
 			u := f.getWidget(name)
 			return statusString(u, "configMapValue") == "v2", statusString(u, "configMapValue")
 		})
@@ -58,7 +60,7 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 
 	// Creating the ConfigMap a widget points at reconciles it too.
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "other"}, Data: map[string]string{"value": "late"}})
-	f.eventually(time.Minute, "creating the ConfigMap reconciles unrelated", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "creating the ConfigMap reconciles unrelated", func() (bool, string) {
 		u := f.getWidget("unrelated")
 		return statusString(u, "configMapValue") == "late", statusString(u, "configMapValue")
 	})
@@ -66,7 +68,7 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 	// label: a ServiceAccount labelled with a widget's name.
 	seen := len(f.widgetCalls("first", "Reconcile"))
 	f.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "robot", Labels: map[string]string{"e2e.polyop.dev/widget": "first"}}})
-	f.eventually(time.Minute, "a labelled ServiceAccount reconciles first", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "a labelled ServiceAccount reconciles first", func() (bool, string) {
 		n := len(f.widgetCalls("first", "Reconcile"))
 		return n > seen, fmt.Sprintf("%d calls, %d before", n, seen)
 	})
@@ -74,7 +76,7 @@ func TestWatchesEnqueueTheObjectsTheyName(t *testing.T) {
 	// annotation: a ConfigMap annotated with a widget's name.
 	seen = len(f.widgetCalls("second", "Reconcile"))
 	f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "note", Annotations: map[string]string{"e2e.polyop.dev/widget": "second"}}})
-	f.eventually(time.Minute, "an annotated ConfigMap reconciles second", func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, "an annotated ConfigMap reconciles second", func() (bool, string) {
 		n := len(f.widgetCalls("second", "Reconcile"))
 		return n > seen, fmt.Sprintf("%d calls, %d before", n, seen)
 	})

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
@@ -97,21 +98,18 @@ func (f *fixture) getWidget(name string) *unstructured.Unstructured {
 // conflicts.
 func (f *fixture) updateWidget(name string, change func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	f.t.Helper()
-	for {
-		u := f.getWidget(name)
-		if u == nil {
+	var u *unstructured.Unstructured
+	err := retry.RetryOnConflict(conflictRetry, func() error {
+		if u = f.getWidget(name); u == nil {
 			f.t.Fatalf("updating widget %s: it does not exist", name)
 		}
 		change(u)
-		err := k8s.Update(context.Background(), u)
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			f.t.Fatalf("updating widget %s: %v", name, err)
-		}
-		return u
+		return k8s.Update(context.Background(), u)
+	})
+	if err != nil {
+		f.t.Fatalf("updating widget %s: %v", name, err)
 	}
+	return u
 }
 
 // setSpec replaces a Widget's spec.
@@ -168,7 +166,7 @@ func (f *fixture) widgetCalls(name, method string) []widgetCall {
 func (f *fixture) waitReconciled(name string, generation int64, seen int) widgetCall {
 	f.t.Helper()
 	var last widgetCall
-	f.eventually(time.Minute, fmt.Sprintf("%s is reconciled at generation %d", name, generation), func() (bool, string) {
+	testenv.Eventually(f.t, time.Minute, fmt.Sprintf("%s is reconciled at generation %d", name, generation), func() (bool, string) {
 		calls := f.widgetCalls(name, "Reconcile")
 		if len(calls) <= seen {
 			return false, fmt.Sprintf("%d calls", len(calls))
