@@ -10,10 +10,10 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // descriptionSource is where a subcommand reads the sidecar's description: a

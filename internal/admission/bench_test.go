@@ -24,10 +24,10 @@ import (
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
 )
 

@@ -19,9 +19,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/description"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
 )
 

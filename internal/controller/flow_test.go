@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/polyop/polyop/internal/object"
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecartest"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // These tests run the Reconciler against controller-runtime's fake client,

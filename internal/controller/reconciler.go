@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // Sidecar is what a Reconciler needs of the sidecar connection.

@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 var widgetGVK = schema.GroupVersionKind{Group: "e2e.polyop.dev", Version: "v1", Kind: "Widget"}

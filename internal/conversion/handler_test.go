@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/conversion"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecartest"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 var widgets = []description.Conversion{{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}}

@@ -8,9 +8,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecartest"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 func TestDescribeSendsTheClusterAddressAndFinalizeIsCalled(t *testing.T) {

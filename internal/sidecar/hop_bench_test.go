@@ -19,10 +19,10 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/sdk/go/conditions"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
 )
 

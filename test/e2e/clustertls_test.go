@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/testenv"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // TestTheClusterServiceOnTheNetworkNeedsMutualTLS runs the host with its
