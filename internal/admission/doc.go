@@ -14,9 +14,10 @@
 //
 // A denial with field errors becomes a 422 Invalid status with one cause per
 // field error, built by apierrors.NewInvalid as the API server's own
-// validation builds it, so kubectl prints it the familiar way; a denial
-// without field errors is a 403 Forbidden with the sidecar's message. Warnings
-// pass through in both cases.
+// validation builds it, with the message NewInvalid builds from the field
+// errors, so kubectl prints it the familiar way (the denial's own message goes
+// to the host's log); a denial without field errors is a 403 Forbidden with
+// the sidecar's message. Warnings pass through in both cases.
 //
 // Every call carries a deadline below the API server's timeout for the webhook
 // (see Deadline). A sidecar that cannot answer in time, cannot be reached, or

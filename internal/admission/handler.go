@@ -15,8 +15,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // Sidecar is the part of the host's sidecar client the handlers call;
@@ -183,6 +183,13 @@ func (h *handler) denied(ctx context.Context, req admission.Request, d *polyopv1
 	resp, err := Denied(h.wh.GVK.GroupKind(), req.Name, d)
 	if err != nil {
 		return h.failure(ctx, req, http.StatusInternalServerError, fmt.Errorf("it answered with a denial that %w", err))
+	}
+	if d.GetMessage() != "" && len(d.GetFieldErrors()) > 0 {
+		// The client sees the Invalid message built from the field errors, as
+		// for the API server's own validation: the sidecar's message is for
+		// the log only.
+		logf.FromContext(ctx).Info("The sidecar denied the request with field errors; its message is logged, not shown to the client",
+			"sidecar", h.opts.SidecarName, "webhook", h.verb, "kind", req.Kind.Kind, "object", objectRef(req), "message", d.GetMessage())
 	}
 	return resp.WithWarnings(warnings...)
 }

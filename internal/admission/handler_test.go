@@ -7,19 +7,23 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
@@ -226,12 +230,13 @@ func TestDefaultingWebhookSendsTheRequest(t *testing.T) {
 	dryRun := true
 	sent := time.Now()
 	review(t, h, admissionv1.AdmissionRequest{
-		Operation: admissionv1.Update,
-		OldObject: runtime.RawExtension{Raw: []byte(widgetJSON)},
-		DryRun:    &dryRun,
-		Resource:  metav1.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
+		Operation:   admissionv1.Update,
+		OldObject:   runtime.RawExtension{Raw: []byte(widgetJSON)},
+		DryRun:      &dryRun,
+		Resource:    metav1.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
+		SubResource: "status",
 	}, "?timeout=2s")
-	if got.GetOperation() != polyopv1alpha1.Operation_OPERATION_UPDATE || !got.GetDryRun() || got.GetResource() != "widgets" ||
+	if got.GetOperation() != polyopv1alpha1.Operation_OPERATION_UPDATE || !got.GetDryRun() || got.GetResource() != "widgets" || got.GetSubresource() != "status" ||
 		got.GetKey().GetName() != "w" || got.GetKey().GetNamespace() != "ns" || string(got.GetOldObject()) != widgetJSON || string(got.GetObject()) != widgetJSON {
 		t.Errorf("the sidecar got %v", got)
 	}
@@ -395,4 +400,47 @@ func TestAReviewWithoutARequestIsABadRequest(t *testing.T) {
 	if sc.calls != 0 {
 		t.Errorf("the sidecar was called %d times", sc.calls)
 	}
+}
+
+func TestADenialsMessageBesideFieldErrorsGoesToTheLogNotTheClient(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var logged []string
+	h := admission.NewValidating(denyingSidecar{&polyopv1alpha1.Denial{
+		Message: "the widget is wrong in several ways",
+		FieldErrors: []*polyopv1alpha1.FieldError{
+			{Field: "spec.size", Type: polyopv1alpha1.FieldErrorType_FIELD_ERROR_TYPE_INVALID, BadValue: []byte(`0`), Detail: "must be positive"},
+		},
+	}}, widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL), opts)
+	h.LogConstructor = func(logr.Logger, *ctrladmission.Request) logr.Logger {
+		return funcr.New(func(prefix, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			logged = append(logged, args)
+		}, funcr.Options{})
+	}
+	resp := review(t, h, admissionv1.AdmissionRequest{}, "")
+	if want := `Widget.example.com "w" is invalid: spec.size: Invalid value: 0: must be positive`; resp.Allowed || resp.Result.Code != 422 || resp.Result.Message != want {
+		t.Errorf("result = %+v, want 422 with the message %q", resp.Result, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	found := false
+	for _, l := range logged {
+		found = found || strings.Contains(l, `"message"="the widget is wrong in several ways"`) && strings.Contains(l, `"object"="ns/w"`)
+	}
+	if !found {
+		t.Errorf("logged %q, want a line with the denial's message naming the object", logged)
+	}
+}
+
+// denyingSidecar denies every Default and Validate with its Denial.
+type denyingSidecar struct{ denial *polyopv1alpha1.Denial }
+
+func (s denyingSidecar) Default(context.Context, *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	return &polyopv1alpha1.DefaultResponse{Denied: s.denial}, nil
+}
+
+func (s denyingSidecar) Validate(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	return &polyopv1alpha1.ValidateResponse{Denied: s.denial}, nil
 }

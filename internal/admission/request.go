@@ -15,7 +15,7 @@ func NewRequest(req admission.Request) *polyopv1alpha1.AdmissionRequest {
 		Uid:         string(req.UID),
 		Kind:        &polyopv1alpha1.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind},
 		Resource:    req.Resource.Resource,
-		SubResource: req.SubResource,
+		Subresource: req.SubResource,
 		Key:         &polyopv1alpha1.ObjectKey{Namespace: req.Namespace, Name: req.Name},
 		Operation:   operations[req.Operation],
 		UserInfo: &polyopv1alpha1.UserInfo{

@@ -21,9 +21,10 @@ import (
 // named name of kind gk.
 //
 // With field errors it is a 422 Invalid status with one cause per field error,
-// as apierrors.NewInvalid builds it (and as controller-runtime answers for a
-// validator returning such an error); its message is the Denial's, or
-// NewInvalid's when the Denial has none. Without field errors it is a 403
+// and the message apierrors.NewInvalid builds from them, as controller-runtime
+// answers for a validator returning such an error and as the API server's own
+// validation reads; the Denial's message is not shown (the handlers log it).
+// Without field errors it is a 403
 // Forbidden with the Denial's message, as admission.Denied. The Denial's code
 // and reason, when set, replace the status's, as controller-runtime answers a
 // webhook returning any API status error with that status. A code outside 400
@@ -42,9 +43,6 @@ func Denied(gk schema.GroupKind, name string, d *polyopv1alpha1.Denial) (admissi
 		status = *admission.Denied(msg).Result
 	} else {
 		status = apierrors.NewInvalid(gk, name, FieldErrors(d.GetFieldErrors())).Status()
-		if d.GetMessage() != "" {
-			status.Message = d.GetMessage()
-		}
 	}
 	if code != 0 {
 		status.Code, status.Reason = code, reasonForCode(code)

@@ -65,13 +65,13 @@ func describeRequest(req any) []any {
 		}
 	case *polyopv1alpha1.CreateRequest:
 		if r.GetSubresource() != "" {
-			kv = append(kv, "kind", kindName(r.GetParentKind()), "object", keyName(r.GetParentKey().GetNamespace(), r.GetParentKey().GetName()),
-				"subresource", r.GetSubresource())
+			kv = append(kv, "subresource", r.GetSubresource())
 			break
 		}
-		kv = append(kv, objectNames(r.GetObject())...)
+		if r.GetKey().GetName() == "" {
+			kv = append(kv, "generateName", generateName(r.GetObject()))
+		}
 	case *polyopv1alpha1.UpdateRequest:
-		kv = append(kv, objectNames(r.GetObject())...)
 		if r.GetSubresource() != "" {
 			kv = append(kv, "subresource", r.GetSubresource())
 		}
@@ -84,25 +84,16 @@ func describeRequest(req any) []any {
 	return kv
 }
 
-// objectNames reads the kind and name of an object sent as JSON, for the log.
-func objectNames(raw []byte) []any {
+// generateName reads the metadata.generateName of an object sent as JSON,
+// for the log of a create whose key has no name.
+func generateName(raw []byte) string {
 	var o struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Namespace    string `json:"namespace"`
-			Name         string `json:"name"`
+		Metadata struct {
 			GenerateName string `json:"generateName"`
 		} `json:"metadata"`
 	}
-	if json.Unmarshal(raw, &o) != nil {
-		return nil
-	}
-	name := o.Metadata.Name
-	if name == "" && o.Metadata.GenerateName != "" {
-		name = o.Metadata.GenerateName + "*"
-	}
-	return []any{"kind", o.Kind + "." + o.APIVersion, "object", keyName(o.Metadata.Namespace, name)}
+	_ = json.Unmarshal(raw, &o)
+	return o.Metadata.GenerateName
 }
 
 func kindName(k *polyopv1alpha1.GroupVersionKind) string {

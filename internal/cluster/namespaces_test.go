@@ -21,11 +21,11 @@ func TestWritesOutsideTheWatchedNamespacesAreForbidden(t *testing.T) {
 	key := func(ns string) *polyopv1alpha1.ObjectKey { return &polyopv1alpha1.ObjectKey{Namespace: ns, Name: "a"} }
 	writes := map[string]func(s *Server, ns string) error{
 		"create": func(s *Server, ns string) error {
-			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: cm(ns, "new")})
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: ns, Name: "new"}, Object: cm(ns, "new")})
 			return err
 		},
 		"update": func(s *Server, ns string) error {
-			_, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: cm(ns, "a")})
+			_, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Kind: configMap, Key: key(ns), Object: cm(ns, "a")})
 			return err
 		},
 		"patch": func(s *Server, ns string) error {
@@ -37,7 +37,7 @@ func TestWritesOutsideTheWatchedNamespacesAreForbidden(t *testing.T) {
 			return err
 		},
 		"create the eviction subresource": func(s *Server, ns string) error {
-			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Subresource: "eviction", ParentKind: configMap, ParentKey: key(ns),
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Subresource: "eviction", Kind: configMap, Key: key(ns),
 				Object: []byte(`{"apiVersion":"policy/v1","kind":"Eviction"}`)})
 			return err
 		},
@@ -86,7 +86,7 @@ func TestWritesOutsideTheWatchedNamespacesAreForbidden(t *testing.T) {
 		t.Parallel()
 		s, _ := newTestServer(t)
 		s.opts.WriteNamespaces = []string{"cached"}
-		_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"fresh"}}`)})
+		_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: namespace, Key: &polyopv1alpha1.ObjectKey{Name: "fresh"}, Object: []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"fresh"}}`)})
 		if err != nil {
 			t.Errorf("creating a Namespace: %v", err)
 		}

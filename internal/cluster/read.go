@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // Get implements polyopv1alpha1.ClusterServiceServer.
@@ -32,7 +32,7 @@ func (s *Server) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (*poly
 	if sub := req.GetSubresource(); sub != "" && sub != "status" {
 		return s.getSubresource(ctx, m, key, sub)
 	}
-	reader, source := s.reader(m, key.Namespace, req.GetUncached())
+	reader, source := s.reader(m, key.Namespace, req.GetOptions().GetUncached())
 	obj, opts := readTarget(m.GroupVersionKind, source)
 	if err := reader.Get(ctx, key, obj, opts...); err != nil {
 		return nil, toStatus(err)
@@ -88,7 +88,7 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 		opts = append(opts, client.MatchingFieldsSelector{Selector: sel})
 	}
 	// A continue token comes from the API server and only it can honour it.
-	reader, source := s.reader(m, namespace, req.GetUncached() || req.GetContinueToken() != "")
+	reader, source := s.reader(m, namespace, req.GetOptions().GetUncached() || req.GetContinueToken() != "")
 	if source == polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER {
 		if req.GetLimit() > 0 {
 			opts = append(opts, client.Limit(req.GetLimit()))

@@ -21,9 +21,14 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
+
+// cachedKey is the key of ConfigMap name in namespace "cached".
+func cachedKey(name string) *polyopv1alpha1.ObjectKey {
+	return &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: name}
+}
 
 var (
 	configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
@@ -55,7 +60,8 @@ func (r *fakeRecorder) AnnotatedEventf(regarding, related runtime.Object, _ map[
 
 // newTestServer serves ConfigMaps from a cache in namespace "cached" only;
 // the cache and the API server each hold a ConfigMap "a" there whose data says
-// which it is.
+// which it is, and the writes go to a fake API server that holds the API
+// server's.
 func newTestServer(t *testing.T) (*Server, *fakeRecorder) {
 	t.Helper()
 	scheme := clientgoscheme.Scheme
@@ -82,7 +88,7 @@ func newTestServer(t *testing.T) (*Server, *fakeRecorder) {
 	s := New(Clients{
 		Cache:     fake.NewClientBuilder().WithScheme(cacheScheme).WithObjects(cachedObject).Build(),
 		APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm("api"), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cached"}}).Build(),
-		Dynamic:   dynamicfake.NewSimpleDynamicClient(scheme),
+		Dynamic:   dynamicfake.NewSimpleDynamicClient(scheme, cm("api")),
 		Mapper:    mapper,
 		Recorder:  rec,
 	}, Options{CachedKinds: map[schema.GroupVersionKind][]string{configMapGVK: {"cached"}}, FieldManager: "polyop-test"})
@@ -103,7 +109,7 @@ func TestGetRoutesBetweenCacheAndAPIServer(t *testing.T) {
 			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}}, wantFrom: "cache", source: polyopv1alpha1.ReadSource_READ_SOURCE_CACHE,
 		},
 		"if the read asks for the API server, then the API server": {
-			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}, Uncached: true}, wantFrom: "api", source: polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER,
+			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}, Options: &polyopv1alpha1.ReadOptions{Uncached: true}}, wantFrom: "api", source: polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER,
 		},
 		"if the host caches the kind in other namespaces only, then the API server": {
 			req: &polyopv1alpha1.GetRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Namespace: "elsewhere", Name: "a"}}, code: codes.NotFound,
@@ -182,34 +188,42 @@ func TestWritesRefuseMalformedRequests(t *testing.T) {
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
 		"if the object is not JSON": func() error {
-			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte("{")})
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMap, Key: cachedKey("a"), Object: []byte("{")})
 			return err
 		},
-		"if the object has no kind": func() error {
-			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte(`{"apiVersion":"v1","metadata":{"name":"a"}}`)})
+		"if the object is not a JSON object": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMap, Key: cachedKey("a"), Object: []byte("[]")})
 			return err
 		},
-		"if a namespaced object has no namespace": func() error {
-			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`)})
+		"if a create names no kind": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Key: cachedKey("a"), Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap"}`)})
 			return err
 		},
-		"if a subresource create names no parent": func() error {
+		"if a create of a namespaced kind has no key.namespace": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMap, Key: &polyopv1alpha1.ObjectKey{Name: "a"}, Object: []byte(`{"metadata":{"namespace":"cached"}}`)})
+			return err
+		},
+		"if a create has neither key.name nor metadata.generateName": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMap, Key: cachedKey(""), Object: []byte(`{}`)})
+			return err
+		},
+		"if a subresource create names no object it belongs to": func() error {
 			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Subresource: "eviction", Object: []byte(`{"apiVersion":"policy/v1","kind":"Eviction"}`)})
 			return err
 		},
 		"if a subresource create has no body": func() error {
-			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Subresource: "eviction", ParentKind: configMap, ParentKey: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"}})
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Subresource: "eviction", Kind: configMap, Key: cachedKey("a")})
 			return err
 		},
 		"if a subresource's body names another object": func() error {
 			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{
-				Subresource: "eviction", ParentKind: configMap, ParentKey: &polyopv1alpha1.ObjectKey{Namespace: "cached", Name: "a"},
+				Subresource: "eviction", Kind: configMap, Key: cachedKey("a"),
 				Object: []byte(`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"namespace":"elsewhere"}}`),
 			})
 			return err
 		},
 		"if an update names no object": func() error {
-			_, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"cached"}}`)})
+			_, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Kind: configMap, Key: cachedKey(""), Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"cached"}}`)})
 			return err
 		},
 		"if the patch type is unspecified": func() error {
@@ -247,6 +261,7 @@ func TestCreateDefaultsTheFieldManager(t *testing.T) {
 	t.Parallel()
 	s, _ := newTestServer(t)
 	resp, err := s.Create(context.Background(), &polyopv1alpha1.CreateRequest{
+		Kind: configMap, Key: cachedKey("new"),
 		Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new","namespace":"cached"}}`),
 	})
 	if err != nil {
@@ -370,4 +385,126 @@ func workingDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+func TestWritesAddressTheirObjectByKindAndKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	create := func(s *Server, key *polyopv1alpha1.ObjectKey, body string) ([]byte, error) {
+		resp, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMap, Key: key, Object: []byte(body)})
+		return resp.GetObject(), err
+	}
+	update := func(s *Server, key *polyopv1alpha1.ObjectKey, body string) ([]byte, error) {
+		resp, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Kind: configMap, Key: key, Object: []byte(body)})
+		return resp.GetObject(), err
+	}
+	for name, tc := range map[string]struct {
+		write func(*Server, *polyopv1alpha1.ObjectKey, string) ([]byte, error)
+		key   *polyopv1alpha1.ObjectKey
+		body  string
+		want  []string // in the written object, or in the error's message
+		code  codes.Code
+	}{
+		"if a create's object leaves out apiVersion, kind, namespace and name, then kind and key fill them in": {
+			write: create, key: cachedKey("filled"), body: `{"data":{"k":"v"}}`,
+			want: []string{`"apiVersion":"v1"`, `"kind":"ConfigMap"`, `"namespace":"cached"`, `"name":"filled"`, `"k":"v"`},
+		},
+		"if an update's object leaves them out, then kind and key fill them in": {
+			write: update, key: cachedKey("a"), body: `{"data":{"k":"updated"}}`,
+			want: []string{`"apiVersion":"v1"`, `"kind":"ConfigMap"`, `"namespace":"cached"`, `"name":"a"`, `"k":"updated"`},
+		},
+		"if a create's object says what kind and key say, then it is written": {
+			write: create, key: cachedKey("same"), body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"cached","name":"same"}}`,
+			want: []string{`"name":"same"`},
+		},
+		"if a create has no key.name and the object a generateName, then it is written": {
+			write: create, key: cachedKey(""), body: `{"metadata":{"generateName":"gen-"}}`,
+			want: []string{`"generateName":"gen-"`},
+		},
+		"if the object's apiVersion differs from kind, then INVALID_ARGUMENT naming both": {
+			write: create, key: cachedKey("x"), body: `{"apiVersion":"apps/v1"}`, code: codes.InvalidArgument,
+			want: []string{`apiVersion is "apps/v1"`, `kind.group and kind.version says "v1"`},
+		},
+		"if the object's kind differs from kind, then INVALID_ARGUMENT naming both": {
+			write: update, key: cachedKey("a"), body: `{"kind":"Secret"}`, code: codes.InvalidArgument,
+			want: []string{`kind is "Secret"`, `kind.kind says "ConfigMap"`},
+		},
+		"if the object's name differs from key.name, then INVALID_ARGUMENT naming both": {
+			write: update, key: cachedKey("a"), body: `{"metadata":{"name":"b"}}`, code: codes.InvalidArgument,
+			want: []string{`metadata.name is "b"`, `key.name says "a"`},
+		},
+		"if the object's namespace differs from key.namespace, then INVALID_ARGUMENT naming both": {
+			write: create, key: cachedKey("x"), body: `{"metadata":{"namespace":"other"}}`, code: codes.InvalidArgument,
+			want: []string{`metadata.namespace is "other"`, `key.namespace says "cached"`},
+		},
+		"if a create's object has a name and key none, then INVALID_ARGUMENT naming it": {
+			write: create, key: cachedKey(""), body: `{"metadata":{"name":"b"}}`, code: codes.InvalidArgument,
+			want: []string{`metadata.name is "b"`, `key.name is empty`},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newTestServer(t)
+			written, err := tc.write(s, tc.key, tc.body)
+			if got := status.Code(err); got != tc.code {
+				t.Fatalf("code %s (%v), want %s", got, err, tc.code)
+			}
+			text := string(written)
+			if err != nil {
+				text = status.Convert(err).Message()
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("%s does not contain %s", text, w)
+				}
+			}
+		})
+	}
+}
+
+func TestWritesKeepLargeIntegersExact(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	obj, _, err := s.decode("create", configMap, cachedKey("big"), []byte(`{"spec":{"big":9007199254740993}}`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.Object["spec"].(map[string]any)["big"]; got != int64(9007199254740993) {
+		t.Errorf("spec.big decoded as %T %v, want the int64 9007199254740993", got, got)
+	}
+}
+
+func TestForceIsOnlyForAnApplyPatch(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	ctx := context.Background()
+	force := &polyopv1alpha1.WriteOptions{Force: true}
+	for name, call := range map[string]func() error{
+		"a Create": func() error {
+			_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMap, Key: cachedKey("new"), Options: force, Object: []byte(`{}`)})
+			return err
+		},
+		"an Update": func() error {
+			_, err := s.Update(ctx, &polyopv1alpha1.UpdateRequest{Kind: configMap, Key: cachedKey("a"), Options: force, Object: []byte(`{}`)})
+			return err
+		},
+		"a Delete": func() error {
+			_, err := s.Delete(ctx, &polyopv1alpha1.DeleteRequest{Kind: configMap, Key: cachedKey("a"), Options: force})
+			return err
+		},
+		"PATCH_TYPE_MERGE": func() error {
+			_, err := s.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: configMap, Key: cachedKey("a"), Options: force,
+				Type: polyopv1alpha1.PatchType_PATCH_TYPE_MERGE, Patch: []byte(`{"data":{"k":"v"}}`)})
+			return err
+		},
+	} {
+		t.Run("if "+name+" asks for force, then INVALID_ARGUMENT naming apply", func(t *testing.T) {
+			err := call()
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "options.force") ||
+				!strings.Contains(st.Message(), "PATCH_TYPE_APPLY") || !strings.Contains(st.Message(), name) {
+				t.Errorf("%v, want INVALID_ARGUMENT naming options.force, PATCH_TYPE_APPLY and %s", err, name)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
@@ -20,8 +21,11 @@ func (s *Server) Create(ctx context.Context, req *polyopv1alpha1.CreateRequest) 
 		ri  dynamic.ResourceInterface
 		err error
 	)
+	if err := noForce("a Create", req.GetOptions()); err != nil {
+		return nil, err
+	}
 	if req.GetSubresource() == "" {
-		obj, ri, err = s.decode("create", req.GetObject(), false)
+		obj, ri, err = s.decode("create", req.GetKind(), req.GetKey(), req.GetObject(), false)
 	} else {
 		obj, ri, err = s.decodeSubresourceBody(req)
 	}
@@ -44,7 +48,10 @@ func (s *Server) Create(ctx context.Context, req *polyopv1alpha1.CreateRequest) 
 
 // Update implements polyopv1alpha1.ClusterServiceServer.
 func (s *Server) Update(ctx context.Context, req *polyopv1alpha1.UpdateRequest) (*polyopv1alpha1.UpdateResponse, error) {
-	obj, ri, err := s.decode("update", req.GetObject(), true)
+	if err := noForce("an Update", req.GetOptions()); err != nil {
+		return nil, err
+	}
+	obj, ri, err := s.decode("update", req.GetKind(), req.GetKey(), req.GetObject(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -94,9 +101,10 @@ func (s *Server) Patch(ctx context.Context, req *polyopv1alpha1.PatchRequest) (*
 		DryRun:       dryRun(req.GetOptions()),
 		FieldManager: s.fieldManager(req.GetOptions()),
 	}
-	if req.GetForce() {
-		// The API server refuses force on anything but apply, with its own
-		// message; pass it on rather than guess.
+	if req.GetOptions().GetForce() {
+		if pt != types.ApplyPatchType {
+			return nil, invalid("options.force is server-side apply's: it needs type PATCH_TYPE_APPLY, not %s", req.GetType())
+		}
 		force := true
 		opts.Force = &force
 	}
@@ -120,6 +128,9 @@ var propagations = map[polyopv1alpha1.DeletePropagation]metav1.DeletionPropagati
 
 // Delete implements polyopv1alpha1.ClusterServiceServer.
 func (s *Server) Delete(ctx context.Context, req *polyopv1alpha1.DeleteRequest) (*polyopv1alpha1.DeleteResponse, error) {
+	if err := noForce("a Delete", req.GetOptions()); err != nil {
+		return nil, err
+	}
 	m, err := s.mapping(req.GetKind())
 	if err != nil {
 		return nil, err
@@ -193,31 +204,50 @@ func (s *Server) RecordEvent(ctx context.Context, req *polyopv1alpha1.RecordEven
 	return &polyopv1alpha1.RecordEventResponse{}, nil
 }
 
-// decode parses a whole object sent for a create or an update (verb) and finds
-// the resource it is written to, in a namespace the server writes in. An
-// update needs a name; a create may use metadata.generateName instead.
-func (s *Server) decode(verb string, raw []byte, needName bool) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+// decode parses the whole object of a create or an update (verb), which kind
+// and key address, and finds the resource it is written to, in a namespace the
+// server writes in. The object's apiVersion, kind, metadata.namespace and
+// metadata.name default to kind's and key's; an object that names another is
+// refused, naming both. An update needs a name; a create may leave it out for
+// the object's metadata.generateName.
+func (s *Server) decode(verb string, kind *polyopv1alpha1.GroupVersionKind, key *polyopv1alpha1.ObjectKey, raw []byte, needName bool) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+	m, err := s.mapping(kind)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(raw) == 0 {
 		return nil, nil, invalid("object is required")
 	}
 	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(raw); err != nil {
-		return nil, nil, invalid("object is not a Kubernetes object as JSON (with apiVersion and kind): %v", err)
+	// The API machinery's JSON decoding keeps integers as int64.
+	if err := utiljson.Unmarshal(raw, &obj.Object); err != nil || obj.Object == nil {
+		return nil, nil, invalid("object is not a JSON object: %v", err)
 	}
-	gvk := obj.GroupVersionKind()
-	m, err := s.mapping(gvkProto(gvk))
-	if err != nil {
-		return nil, nil, err
+	gvk := m.GroupVersionKind
+	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+	if namespaced && key.GetNamespace() == "" {
+		return nil, nil, invalid("key.namespace is required: %s is namespaced", gvk.Kind)
 	}
-	if needName && obj.GetName() == "" {
-		return nil, nil, invalid("object has no metadata.name")
+	fields := []addressField{
+		{"apiVersion", "kind.group and kind.version", gvk.GroupVersion().String(), obj.GetAPIVersion, obj.SetAPIVersion},
+		{"kind", "kind.kind", gvk.Kind, obj.GetKind, obj.SetKind},
+		{"metadata.name", "key.name", key.GetName(), obj.GetName, obj.SetName},
 	}
 	namespace := ""
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		namespace = obj.GetNamespace()
-		if namespace == "" {
-			return nil, nil, invalid("object has no metadata.namespace: %s is namespaced", gvk.Kind)
+	if namespaced {
+		namespace = key.GetNamespace()
+		fields = append(fields, addressField{"metadata.namespace", "key.namespace", namespace, obj.GetNamespace, obj.SetNamespace})
+	}
+	for _, f := range fields {
+		if err := f.fill(); err != nil {
+			return nil, nil, err
 		}
+	}
+	if key.GetName() == "" && (needName || obj.GetGenerateName() == "") {
+		if needName {
+			return nil, nil, invalid("key.name is required")
+		}
+		return nil, nil, invalid("key.name is required, unless the object sets metadata.generateName")
 	}
 	name := obj.GetName()
 	if name == "" {
@@ -229,19 +259,56 @@ func (s *Server) decode(verb string, raw []byte, needName bool) (*unstructured.U
 	return obj, s.resource(m, namespace), nil
 }
 
-// decodeSubresourceBody decodes the body of a subresource create and returns
-// the client of its parent's resource. The dynamic client posts to the URL of
-// the body's name, so the body is given its parent's namespace and name, and
-// refused when it names another object.
-func (s *Server) decodeSubresourceBody(req *polyopv1alpha1.CreateRequest) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
-	if req.GetParentKind() == nil || req.GetParentKey() == nil {
-		return nil, nil, invalid("creating the %q subresource needs parent_kind and parent_key", req.GetSubresource())
+// addressField is a field of a written object that its request's kind or key
+// also says.
+type addressField struct {
+	field, from string // the object's field, and the request's
+	want        string // the request's value
+	get         func() string
+	set         func(string)
+}
+
+// fill gives the object the request's value when it has none, and refuses an
+// object whose value differs. An empty value in the request (a create's name,
+// left to generateName) leaves the object's alone.
+func (f addressField) fill() error {
+	switch got := f.get(); {
+	case got == "":
+		if f.want != "" {
+			f.set(f.want)
+		}
+	case f.want == "":
+		return invalid("object's %s is %q, but the request's %s is empty: set %s, or leave %s out of the object",
+			f.field, got, f.from, f.from, f.field)
+	case got != f.want:
+		return invalid("object's %s is %q, but the request's %s says %q: they must agree (or leave %s out of the object)",
+			f.field, got, f.from, f.want, f.field)
 	}
-	m, err := s.mapping(req.GetParentKind())
+	return nil
+}
+
+// noForce refuses WriteOptions.force on a write other than an apply patch.
+func noForce(call string, o *polyopv1alpha1.WriteOptions) error {
+	if o.GetForce() {
+		return invalid("options.force is server-side apply's: only a Patch of type PATCH_TYPE_APPLY takes it, not %s", call)
+	}
+	return nil
+}
+
+// decodeSubresourceBody decodes the body of a subresource create and returns
+// the client of the resource of the object it belongs to, which the request's
+// kind and key name. The dynamic client posts to the URL of the body's name,
+// so the body is given that object's namespace and name, and refused when it
+// names another object.
+func (s *Server) decodeSubresourceBody(req *polyopv1alpha1.CreateRequest) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+	if req.GetKind() == nil || req.GetKey() == nil {
+		return nil, nil, invalid("creating the %q subresource needs kind and key: the object it belongs to", req.GetSubresource())
+	}
+	m, err := s.mapping(req.GetKind())
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := objectKey(m, req.GetParentKey())
+	key, err := objectKey(m, req.GetKey())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -260,7 +327,7 @@ func (s *Server) decodeSubresourceBody(req *polyopv1alpha1.CreateRequest) (*unst
 		{"metadata.namespace", body.GetNamespace(), key.Namespace},
 	} {
 		if f.got != "" && f.got != f.want {
-			return nil, nil, invalid("object's %s is %q, but the subresource belongs to %s %s", f.what, f.got, m.GroupVersionKind.Kind, keyName(key.Namespace, key.Name))
+			return nil, nil, invalid("object's %s is %q, but the subresource belongs to %s %s (the request's kind and key)", f.what, f.got, m.GroupVersionKind.Kind, keyName(key.Namespace, key.Name))
 		}
 	}
 	body.SetName(key.Name)

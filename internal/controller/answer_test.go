@@ -3,10 +3,14 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -39,6 +43,18 @@ func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
 			wantReason: ReasonInvalidDesiredChildren,
 			wantErr:    []string{"desired_children[1] is 2008 bytes, over the limit of 1000 bytes"},
 		},
+		"if the error is terminal and has a retry_after, the event is InvalidFailure naming the contradiction": {
+			resp: &polyopv1alpha1.ReconcileResponse{Status: []byte(`{"phase":"x"}`), DesiredChildren: [][]byte{secretChild("a", "x")},
+				Events: []*polyopv1alpha1.Event{{Reason: "Seen"}},
+				Error:  &polyopv1alpha1.Failure{Message: "m", Terminal: true, RetryAfter: durationpb.New(time.Second)}},
+			wantReason: ReasonInvalidFailure,
+			wantErr:    []string{"error is terminal (never retried) and has a retry_after of 1s (retried then): it must be one or the other"},
+		},
+		"if the error's retry_after is not a valid duration, the event is InvalidFailure": {
+			resp:       &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "m", RetryAfter: &durationpb.Duration{Seconds: 1, Nanos: -1}}},
+			wantReason: ReasonInvalidFailure,
+			wantErr:    []string{"error.retry_after is not a valid duration"},
+		},
 		"if a child is invalid, the event is InvalidDesiredChildren": {
 			resp:       &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{[]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`)}},
 			wantReason: ReasonInvalidDesiredChildren,
@@ -56,6 +72,9 @@ func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
 			if err == nil {
 				t.Fatal("Reconcile succeeded, want an error")
 			}
+			if errors.Is(err, reconcile.TerminalError(nil)) {
+				t.Errorf("error %v is terminal, want it retried with backoff", err)
+			}
 			for _, want := range append(tc.wantErr, `ConfigMap ns/o: controller "maps" refused the Reconcile answer of the sidecar at fake and wrote nothing`) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error = %q, want it to contain %q", err, want)
@@ -71,6 +90,11 @@ func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
 				}
 			default:
 				t.Error("no event recorded")
+			}
+			select {
+			case e := <-rec.Events:
+				t.Errorf("a refused answer recorded %q too, want its events left out", e)
+			default:
 			}
 		})
 	}

@@ -9,8 +9,11 @@
 // with a JSON patch that replaces the status and carries the object's
 // resourceVersion, so a status computed from a stale object is a conflict),
 // records the returned events, and maps the
-// decision onto controller-runtime's (requeue, requeue after, exponential
-// backoff on error, reconcile.TerminalError).
+// decision onto controller-runtime's (requeue after, exponential backoff on
+// error, reconcile.TerminalError). A failure that says when to retry
+// (Failure.retry_after) is retried then instead of after its backoff, and
+// still counts as a failure: in controller-runtime's error metrics, in the
+// retries the next request carries, and in the backoff of a later failure.
 //
 // What a controller declares beyond its kind becomes controller-runtime
 // machinery too:

@@ -12,17 +12,17 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // finalize handles an object that is being deleted, for a controller that
 // declares a finalizer: while the object carries the finalizer, the sidecar's
 // Finalize is called, and the finalizer is removed once it reports success.
-// A failure keeps the finalizer and retries with backoff (or waits for the
-// next event, for a terminal error); requeue_after calls Finalize again after
-// that long. An object without the finalizer is left to whoever else holds
-// it: the sidecar is not called.
+// A failure keeps the finalizer and is retried as Reconcile's are (after
+// retry_after, or with backoff, or on the next event for a terminal one);
+// requeue_after calls Finalize again after that long. An object without the
+// finalizer is left to whoever else holds it: the sidecar is not called.
 func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *object.Object) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
@@ -47,7 +47,11 @@ func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *o
 		return reconcile.Result{}, r.callFailed(log, "Finalize", err)
 	}
 	r.callAnswered(log)
+	if err := checkFailure(resp.GetError()); err != nil {
+		return reconcile.Result{}, r.refuseCallAnswer(obj, "Finalize", ReasonInvalidFailure, err)
+	}
 	r.recordEvents(obj, resp.GetEvents())
+	r.recordFailure(obj, ReasonFinalizeFailed, resp.GetError())
 
 	result, err := decide(&polyopv1alpha1.ReconcileResponse{Error: resp.GetError(), RequeueAfter: resp.GetRequeueAfter()})
 	if err != nil || result.RequeueAfter > 0 {

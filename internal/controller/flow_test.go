@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // These tests run the Reconciler against controller-runtime's fake client,
@@ -73,7 +73,7 @@ func (w *writes) take() map[string]int {
 	return c
 }
 
-func newFlow(t *testing.T, finalizer string, sc *fakeSidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
+func newFlow(t *testing.T, finalizer string, sc Sidecar, objs ...client.Object) (*Reconciler, client.Client, *writes) {
 	t.Helper()
 	w := &writes{counts: map[string]int{}}
 	// The host's cache and client know every kind as object.Object.
@@ -171,8 +171,8 @@ func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing
 	if got := w.take(); len(got) != 0 {
 		t.Errorf("an unchanged answer wrote %v, want nothing", got)
 	}
-	if last := sc.reconciles[len(sc.reconciles)-1]; len(last.GetChildren()) != 2 {
-		t.Errorf("the sidecar observed %d children, want 2", len(last.GetChildren()))
+	if last := sc.reconciles[len(sc.reconciles)-1]; len(last.GetObservedChildren()) != 2 {
+		t.Errorf("the sidecar observed %d children, want 2", len(last.GetObservedChildren()))
 	}
 
 	// Someone else changes a field the controller manages: it is applied again.
@@ -196,7 +196,7 @@ func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing
 	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "MQ==")}}
 	run()
 	resp = &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "MQ==")}, ChildrenComplete: true,
-		Error: &polyopv1alpha1.ReconcileError{Message: "later"}}
+		Error: &polyopv1alpha1.Failure{Message: "later"}}
 	if _, err := r.Reconcile(ctx, req); err == nil {
 		t.Errorf("the sidecar's error was not returned")
 	}
@@ -258,7 +258,7 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	finalizeResp = &polyopv1alpha1.FinalizeResponse{Error: &polyopv1alpha1.ReconcileError{Message: "not yet"}}
+	finalizeResp = &polyopv1alpha1.FinalizeResponse{Error: &polyopv1alpha1.Failure{Message: "not yet"}}
 	if _, err := r.Reconcile(ctx, req); err == nil || !strings.Contains(err.Error(), "not yet") {
 		t.Errorf("a failed Finalize: %v, want its error", err)
 	}

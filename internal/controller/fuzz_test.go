@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // FuzzCheckStatus checks the host's reading of a sidecar's status: it is
@@ -230,25 +230,31 @@ func checkDesiredChild(t *testing.T, raw []byte, c desiredChild, kinds []ChildKi
 
 // FuzzDecide checks that the sidecar's decision maps onto controller-runtime's:
 // a reported error is an error (terminal when the sidecar says so) and no
-// requeue; an invalid requeue_after is an error; otherwise no error, a
-// positive requeue_after is kept, and the result never asks for a negative
-// delay.
+// requeue, with its retry_after when positive; a terminal error with a
+// positive retry_after, or an invalid duration, is a transient error;
+// otherwise no error, a positive requeue_after is kept, and the result never
+// asks for a negative delay.
 func FuzzDecide(f *testing.F) {
-	f.Add(false, "", false, false, int64(0), int32(0), false)
-	f.Add(false, "", false, true, int64(90), int32(0), true)
-	f.Add(false, "", false, false, int64(0), int32(0), true)
-	f.Add(true, "boom", false, true, int64(1), int32(0), false)
-	f.Add(true, "never", true, false, int64(0), int32(0), false)
-	f.Add(true, "", false, false, int64(0), int32(0), false)
-	f.Add(false, "", false, true, int64(1), int32(-5), false)
-	f.Add(false, "", false, true, int64(-5), int32(0), true)
-	f.Add(false, "", false, true, int64(0), int32(1), false)
-	f.Add(false, "", false, true, int64(315576000000), int32(999999999), false)
-	f.Add(false, "", false, true, int64(315576000001), int32(0), false)
-	f.Fuzz(func(t *testing.T, hasError bool, message string, terminal, hasRequeueAfter bool, seconds int64, nanos int32, requeue bool) {
-		resp := &polyopv1alpha1.ReconcileResponse{Requeue: requeue}
+	f.Add(false, "", false, false, int64(0), int32(0), false, int64(0))
+	f.Add(false, "", false, true, int64(90), int32(0), false, int64(0))
+	f.Add(true, "boom", false, true, int64(1), int32(0), false, int64(0))
+	f.Add(true, "busy", false, false, int64(0), int32(0), true, int64(2))
+	f.Add(true, "busy", false, false, int64(0), int32(0), true, int64(-2))
+	f.Add(true, "never", true, false, int64(0), int32(0), false, int64(0))
+	f.Add(true, "never", true, false, int64(0), int32(0), true, int64(3))
+	f.Add(true, "", false, false, int64(0), int32(0), true, int64(315576000001))
+	f.Add(false, "", false, true, int64(1), int32(-5), false, int64(0))
+	f.Add(false, "", false, true, int64(-5), int32(0), false, int64(0))
+	f.Add(false, "", false, true, int64(0), int32(1), false, int64(0))
+	f.Add(false, "", false, true, int64(315576000000), int32(999999999), false, int64(0))
+	f.Add(false, "", false, true, int64(315576000001), int32(0), false, int64(0))
+	f.Fuzz(func(t *testing.T, hasError bool, message string, terminal, hasRequeueAfter bool, seconds int64, nanos int32, hasRetryAfter bool, retrySeconds int64) {
+		resp := &polyopv1alpha1.ReconcileResponse{}
 		if hasError {
-			resp.Error = &polyopv1alpha1.ReconcileError{Message: message, Terminal: terminal}
+			resp.Error = &polyopv1alpha1.Failure{Message: message, Terminal: terminal}
+			if hasRetryAfter {
+				resp.Error.RetryAfter = &durationpb.Duration{Seconds: retrySeconds}
+			}
 		}
 		if hasRequeueAfter {
 			resp.RequeueAfter = &durationpb.Duration{Seconds: seconds, Nanos: nanos}
@@ -257,7 +263,15 @@ func FuzzDecide(f *testing.F) {
 		if result.RequeueAfter < 0 {
 			t.Fatalf("%v: result %+v asks for a negative delay", resp, result)
 		}
+		retryAfter := resp.GetError().GetRetryAfter()
 		switch {
+		case hasError && retryAfter != nil && (retryAfter.CheckValid() != nil || terminal && retryAfter.AsDuration() > 0):
+			if err == nil || errors.Is(err, reconcile.TerminalError(nil)) || !strings.Contains(err.Error(), "retry_after") {
+				t.Fatalf("%v: a broken error gave %v; want a transient error naming retry_after", resp, err)
+			}
+			if result != (reconcile.Result{}) {
+				t.Fatalf("%v: result %+v beside an error", resp, result)
+			}
 		case hasError:
 			if err == nil || !strings.Contains(err.Error(), message) {
 				t.Fatalf("%v: error %v, want the sidecar's %q", resp, err, message)
@@ -268,6 +282,14 @@ func FuzzDecide(f *testing.F) {
 			if result != (reconcile.Result{}) {
 				t.Fatalf("%v: result %+v beside an error", resp, result)
 			}
+			var f *sidecarFailure
+			want := time.Duration(0)
+			if retryAfter.AsDuration() > 0 {
+				want = retryAfter.AsDuration()
+			}
+			if !errors.As(err, &f) || f.retryAfter != want {
+				t.Fatalf("%v: error %#v, want a retry after %s", resp, err, want)
+			}
 		case hasRequeueAfter && resp.GetRequeueAfter().CheckValid() != nil:
 			if err == nil || errors.Is(err, reconcile.TerminalError(nil)) {
 				t.Fatalf("%v: an invalid requeue_after gave result %+v, error %v; want a transient error", resp, result, err)
@@ -276,12 +298,8 @@ func FuzzDecide(f *testing.F) {
 			if err != nil {
 				t.Fatalf("%v: error %v", resp, err)
 			}
-			d := time.Duration(0)
-			if hasRequeueAfter {
-				d = resp.GetRequeueAfter().AsDuration()
-			}
-			want := reconcile.Result{Requeue: requeue && d <= 0} //nolint:staticcheck // the protocol's rate-limited requeue
-			if d > 0 {
+			want := reconcile.Result{}
+			if d := resp.GetRequeueAfter().AsDuration(); hasRequeueAfter && d > 0 {
 				want.RequeueAfter = d
 			}
 			if result != want {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,14 +15,20 @@ type sidecarState struct {
 	down atomic.Bool
 }
 
-// rateLimiter is controller-runtime's default controller rate limiter, with two
-// additions: the reconciler reads NumRequeues to tell the sidecar how often a
-// key has been retried, and while the sidecar is down no key backs off for
-// longer than downCap, so that nothing waits for minutes after a short outage.
+// rateLimiter is controller-runtime's default controller rate limiter, with
+// three additions: the reconciler reads NumRequeues to tell the sidecar how
+// often a key has been retried; while the sidecar is down no key backs off for
+// longer than downCap, so that nothing waits for minutes after a short outage;
+// and a failure whose sidecar said when to retry (Failure.retry_after) is
+// retried then instead, while it still counts in the key's backoff.
 type rateLimiter struct {
 	workqueue.TypedRateLimiter[reconcile.Request]
 	state   *sidecarState
 	downCap time.Duration
+
+	mu sync.Mutex
+	// retryAfters are the delays the next When answers, by key.
+	retryAfters map[reconcile.Request]time.Duration
 }
 
 func newRateLimiter(state *sidecarState, downCap time.Duration) *rateLimiter {
@@ -32,11 +39,41 @@ func newRateLimiter(state *sidecarState, downCap time.Duration) *rateLimiter {
 	}
 }
 
-// When returns how long to wait before item's next attempt.
+// When returns how long to wait before item's next attempt: the retry_after
+// of its failure when the sidecar said one, otherwise its backoff. Either way
+// the failure counts: NumRequeues grows by one, and a later failure without
+// retry_after backs off as if every failure in the row had.
 func (l *rateLimiter) When(item reconcile.Request) time.Duration {
 	d := l.TypedRateLimiter.When(item)
+	if after, ok := l.takeRetryAfter(item); ok {
+		return after
+	}
 	if l.downCap > 0 && d > l.downCap && l.state.down.Load() {
 		return l.downCap
 	}
 	return d
+}
+
+// Forget resets item's backoff, and drops a retry_after that no requeue used.
+func (l *rateLimiter) Forget(item reconcile.Request) {
+	l.takeRetryAfter(item)
+	l.TypedRateLimiter.Forget(item)
+}
+
+// retryAfter makes the next When of item answer d.
+func (l *rateLimiter) retryAfter(item reconcile.Request, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.retryAfters == nil {
+		l.retryAfters = map[reconcile.Request]time.Duration{}
+	}
+	l.retryAfters[item] = d
+}
+
+func (l *rateLimiter) takeRetryAfter(item reconcile.Request) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.retryAfters[item]
+	delete(l.retryAfters, item)
+	return d, ok
 }

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // Sidecar is what a Reconciler needs of the sidecar connection.
@@ -73,7 +73,8 @@ var _ reconcile.Reconciler = &Reconciler{}
 const staleRetryDelay = 100 * time.Millisecond
 
 // Reconcile implements reconcile.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	defer func() { r.scheduleRetry(req, err) }()
 	log := logf.FromContext(ctx)
 	r.once.Do(func() {
 		if r.applied == nil {
@@ -132,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if observed, err = r.observedChildren(ctx, obj); err != nil {
 			return reconcile.Result{}, err
 		}
-		if call.Children, err = r.sentChildren(observed); err != nil {
+		if call.ObservedChildren, err = r.sentChildren(observed); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -160,6 +161,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// and its size before its content.
 	if tooLarge != nil {
 		return reconcile.Result{}, errors.Join(r.refuseTooLarge(obj, err), resultErr)
+	}
+	if err := checkFailure(resp.GetError()); err != nil {
+		return reconcile.Result{}, r.refuseAnswer(obj, ReasonInvalidFailure, err)
 	}
 	status := resp.GetStatus()
 	if len(status) > 0 {
@@ -208,6 +212,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	r.recordEvents(obj, resp.GetEvents())
+	r.recordFailure(obj, ReasonReconcileFailed, resp.GetError())
 	if childErr != nil {
 		return reconcile.Result{}, errors.Join(childErr, resultErr)
 	}
@@ -224,7 +229,7 @@ func (r *Reconciler) get(ctx context.Context, key types.NamespacedName, obj *obj
 }
 
 // sentChildren encodes the observed children of the kinds declared with
-// send_observed.
+// send_observed, for ReconcileRequest.observed_children.
 func (r *Reconciler) sentChildren(observed []*object.Object) ([][]byte, error) {
 	send := map[schema.GroupVersionKind]bool{}
 	for _, k := range r.Children {
@@ -244,12 +249,22 @@ func (r *Reconciler) sentChildren(observed []*object.Object) ([][]byte, error) {
 	return out, nil
 }
 
-// decide maps the sidecar's decision onto controller-runtime's.
+// decide maps the sidecar's decision onto controller-runtime's. A Failure is
+// the reconcile's error (a *sidecarFailure; terminal when it says so) and
+// requeue_after beside it is ignored, as controller-runtime ignores a
+// Result beside an error: Failure.retry_after says when to retry. A broken
+// Failure (see checkFailure) is an error that is retried with backoff.
 func decide(resp *polyopv1alpha1.ReconcileResponse) (reconcile.Result, error) {
 	if e := resp.GetError(); e != nil {
-		err := fmt.Errorf("the sidecar reported: %s", e.GetMessage())
+		if err := checkFailure(e); err != nil {
+			return reconcile.Result{}, err
+		}
+		err := &sidecarFailure{message: e.GetMessage()}
 		if e.GetTerminal() {
 			return reconcile.Result{}, reconcile.TerminalError(err)
+		}
+		if d := e.GetRetryAfter(); d != nil && d.AsDuration() > 0 {
+			err.retryAfter = d.AsDuration()
 		}
 		return reconcile.Result{}, err
 	}
@@ -260,9 +275,6 @@ func decide(resp *polyopv1alpha1.ReconcileResponse) (reconcile.Result, error) {
 		if d.AsDuration() > 0 {
 			return reconcile.Result{RequeueAfter: d.AsDuration()}, nil
 		}
-	}
-	if resp.GetRequeue() {
-		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // the protocol's rate-limited requeue
 	}
 	return reconcile.Result{}, nil
 }

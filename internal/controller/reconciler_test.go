@@ -19,30 +19,44 @@ import (
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		resp         *polyopv1alpha1.ReconcileResponse
-		want         reconcile.Result
-		wantErr      string
-		wantTerminal bool
+		resp           *polyopv1alpha1.ReconcileResponse
+		want           reconcile.Result
+		wantErr        string
+		wantTerminal   bool
+		wantRetryAfter time.Duration
 	}{
 		"if the sidecar says nothing, the object is done": {
 			resp: &polyopv1alpha1.ReconcileResponse{},
 		},
 		"if it asks for a requeue after a duration, the result carries it": {
-			resp: &polyopv1alpha1.ReconcileResponse{RequeueAfter: durationpb.New(90 * time.Second), Requeue: true},
+			resp: &polyopv1alpha1.ReconcileResponse{RequeueAfter: durationpb.New(90 * time.Second)},
 			want: reconcile.Result{RequeueAfter: 90 * time.Second},
 		},
-		"if it asks for a plain requeue, the result is rate-limited": {
-			resp: &polyopv1alpha1.ReconcileResponse{Requeue: true},
-			want: reconcile.Result{Requeue: true}, //nolint:staticcheck // the protocol's rate-limited requeue
-		},
-		"if it reports an error, the error is transient": {
-			resp:    &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.ReconcileError{Message: "boom"}, RequeueAfter: durationpb.New(time.Second)},
+		"if it reports an error, the error is transient and requeue_after beside it is ignored": {
+			resp:    &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "boom"}, RequeueAfter: durationpb.New(time.Second)},
 			wantErr: "the sidecar reported: boom",
 		},
+		"if it reports an error with retry_after, the error carries it": {
+			resp:           &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "busy", RetryAfter: durationpb.New(2 * time.Second)}},
+			wantErr:        "the sidecar reported: busy (retry after 2s)",
+			wantRetryAfter: 2 * time.Second,
+		},
+		"if retry_after is not positive, the error backs off": {
+			resp:    &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "busy", RetryAfter: durationpb.New(-time.Second)}},
+			wantErr: "the sidecar reported: busy",
+		},
 		"if it reports a terminal error, it is a reconcile.TerminalError": {
-			resp:         &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.ReconcileError{Message: "never", Terminal: true}},
+			resp:         &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "never", Terminal: true}},
 			wantErr:      "the sidecar reported: never",
 			wantTerminal: true,
+		},
+		"if a terminal error has a retry_after, it is a transient error naming the contradiction": {
+			resp:    &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "never", Terminal: true, RetryAfter: durationpb.New(time.Second)}},
+			wantErr: "error is terminal (never retried) and has a retry_after of 1s (retried then)",
+		},
+		"if retry_after is out of range, it is an error": {
+			resp:    &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "m", RetryAfter: &durationpb.Duration{Seconds: 1, Nanos: -5}}},
+			wantErr: "error.retry_after is not a valid duration",
 		},
 		"if requeue_after is out of range, it is an error": {
 			resp:    &polyopv1alpha1.ReconcileResponse{RequeueAfter: &durationpb.Duration{Seconds: 1, Nanos: -5}},
@@ -57,6 +71,10 @@ func TestDecide(t *testing.T) {
 			}
 			if terminal := errors.Is(err, reconcile.TerminalError(nil)); terminal != tc.wantTerminal {
 				t.Errorf("terminal = %v, want %v", terminal, tc.wantTerminal)
+			}
+			var f *sidecarFailure
+			if errors.As(err, &f) && f.retryAfter != tc.wantRetryAfter || !errors.As(err, &f) && tc.wantRetryAfter != 0 {
+				t.Errorf("error %#v, want a retry after %s", err, tc.wantRetryAfter)
 			}
 			if got != tc.want {
 				t.Errorf("result = %+v, want %+v", got, tc.want)

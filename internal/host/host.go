@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	log.Info("sidecar described itself", "sidecar", desc.Name, "controllers", len(desc.Controllers))
+	log.Info("sidecar described itself", "sidecar", desc.Name, "sdk", desc.SDKName, "sdkVersion", desc.SDKVersion, "controllers", len(desc.Controllers))
 
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {

@@ -41,8 +41,7 @@ func TestReconcileReadsEveryFieldOfTheAnswer(t *testing.T) {
 	t.Parallel()
 	want := &polyopv1alpha1.ReconcileResponse{
 		RequeueAfter:     durationpb.New(90_000_000_000),
-		Requeue:          true,
-		Error:            &polyopv1alpha1.ReconcileError{Message: "boom", Terminal: true},
+		Error:            &polyopv1alpha1.Failure{Message: "boom", Terminal: true, RetryAfter: durationpb.New(2_000_000_000)},
 		Status:           []byte(`{"phase":"Ready"}`),
 		Events:           []*polyopv1alpha1.Event{{Type: polyopv1alpha1.EventType_EVENT_TYPE_WARNING, Reason: "R", Message: "m"}, {Reason: "S"}},
 		DesiredChildren:  [][]byte{[]byte(`{"kind":"ConfigMap"}`), []byte(`{"kind":"Secret"}`)},
@@ -97,7 +96,7 @@ func errorsJoinedText(t *testing.T, resp *polyopv1alpha1.ReconcileResponse) stri
 func TestAnOversizedStatusIsNotCopied(t *testing.T) {
 	const size = 32 << 20
 	status := append(append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), size)...), `"}`...)
-	raw, err := proto.Marshal(&polyopv1alpha1.ReconcileResponse{Status: status, Requeue: true})
+	raw, err := proto.Marshal(&polyopv1alpha1.ReconcileResponse{Status: status, ChildrenComplete: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +118,8 @@ func TestAnOversizedStatusIsNotCopied(t *testing.T) {
 	bounded := measure(func() error { return answerCodec{}.Unmarshal(data, answer) })
 	plain := measure(func() error { return protoCodec.Unmarshal(data, &polyopv1alpha1.ReconcileResponse{}) })
 	t.Logf("allocated for a %d MiB status: %d KiB bounded, %d MiB with the default codec", size>>20, bounded>>10, plain>>20)
-	if len(answer.tooLarge) != 1 || answer.resp.GetStatus() != nil || !answer.resp.GetRequeue() {
-		t.Errorf("decoded %v with %v too large, want the requeue and the status alone too large", answer.resp, answer.tooLarge)
+	if len(answer.tooLarge) != 1 || answer.resp.GetStatus() != nil || !answer.resp.GetChildrenComplete() {
+		t.Errorf("decoded %v with %v too large, want children_complete and the status alone too large", answer.resp, answer.tooLarge)
 	}
 	if bounded > 1<<20 {
 		t.Errorf("the answer codec allocated %d bytes for a message with a %d-byte status it skips, want well under 1 MiB", bounded, size)
@@ -148,7 +147,7 @@ func FuzzAnswerCodec(f *testing.F) {
 	for _, resp := range []*polyopv1alpha1.ReconcileResponse{
 		{},
 		{Status: []byte(`{"a":1}`), DesiredChildren: [][]byte{[]byte(`{}`), nil}, ChildrenComplete: true},
-		{RequeueAfter: durationpb.New(5), Requeue: true, Error: &polyopv1alpha1.ReconcileError{Message: "m"}, Events: []*polyopv1alpha1.Event{{Reason: "R"}}},
+		{RequeueAfter: durationpb.New(5), Error: &polyopv1alpha1.Failure{Message: "m", RetryAfter: durationpb.New(7)}, Events: []*polyopv1alpha1.Event{{Reason: "R"}}},
 	} {
 		b, err := proto.Marshal(resp)
 		if err != nil {

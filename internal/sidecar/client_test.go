@@ -62,21 +62,21 @@ func TestDescribeErrors(t *testing.T) {
 		want     string
 	}{
 		"if the sidecar does not serve the v1alpha1 service, the error says it may speak another version": {
-			want: "may speak another protocol version than v1alpha1",
+			want: "may speak another protocol version than PROTOCOL_VERSION_V1ALPHA1",
 		},
 		"if the sidecar refuses the host's version, its message is passed on": {
 			register: true,
 			describe: func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 				return nil, status.Error(codes.FailedPrecondition, "I only speak v2")
 			},
-			want: "refused the host's protocol version v1alpha1: I only speak v2",
+			want: "refused the host's protocol version PROTOCOL_VERSION_V1ALPHA1: I only speak v2",
 		},
 		"if the sidecar answers another protocol version, both are named": {
 			register: true,
 			describe: func(*polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
-				return &polyopv1alpha1.DescribeResponse{ProtocolVersion: "v2"}, nil
+				return &polyopv1alpha1.DescribeResponse{ProtocolVersion: 2}, nil
 			},
-			want: "the sidecar speaks v2, this host speaks v1alpha1",
+			want: "the sidecar speaks 2, this host speaks PROTOCOL_VERSION_V1ALPHA1",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -117,8 +117,10 @@ func TestDescribeSendsTheHostsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.GetProtocolVersion() != ProtocolVersion || got.GetHostVersion() != "1.2.3" {
-		t.Errorf("the sidecar got %v", got)
+	// A client without a ClusterAddress, as the offline commands (host
+	// describe, webhooks, rbac) build it, announces none.
+	if got.GetProtocolVersion() != polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_V1ALPHA1 || got.GetHostVersion() != "1.2.3" || got.GetClusterAddress() != "" {
+		t.Errorf("the sidecar got %v, want PROTOCOL_VERSION_V1ALPHA1, host version 1.2.3 and no cluster address", got)
 	}
 	if d.Name != "s" || len(d.Controllers) != 1 {
 		t.Errorf("description = %+v", d)

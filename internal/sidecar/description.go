@@ -13,13 +13,17 @@ import (
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
-// ProtocolVersion is the version of the polyop protocol this host speaks.
-const ProtocolVersion = "v1alpha1"
+// ProtocolVersion is the version of the polyop protocol this host speaks, as
+// the contract's generated code names it.
+const ProtocolVersion = polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_V1ALPHA1
 
 // Description is a sidecar's validated self-description.
 type Description struct {
 	// Name is the sidecar's name.
 	Name string
+	// SDKName and SDKVersion name the SDK the sidecar is built on, for the
+	// host's logs; empty when the sidecar says none.
+	SDKName, SDKVersion string
 	// Controllers are the controllers the sidecar implements, in the order it
 	// declared them.
 	Controllers []Controller
@@ -111,16 +115,17 @@ type Conversion struct {
 // with the path of the offending field.
 func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error) {
 	if v := resp.GetProtocolVersion(); v != ProtocolVersion {
-		if v == "" {
-			v = "(none)"
+		said := v.String()
+		if v == polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_UNSPECIFIED {
+			said += " (it set no protocol_version)"
 		}
-		return nil, fmt.Errorf("protocol version mismatch: the sidecar speaks %s, this host speaks %s", v, ProtocolVersion)
+		return nil, fmt.Errorf("protocol version mismatch: the sidecar speaks %s, this host speaks %s", said, ProtocolVersion)
 	}
 	var errs []error
 	var bad reporter = func(path, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
 	}
-	d := &Description{Name: resp.GetName()}
+	d := &Description{Name: resp.GetName(), SDKName: resp.GetSdkName(), SDKVersion: resp.GetSdkVersion()}
 	if d.Name == "" {
 		bad("name", "required")
 	} else if msgs := validation.IsDNS1123Label(d.Name); len(msgs) > 0 {
@@ -345,12 +350,12 @@ func conversions(in []*polyopv1alpha1.ConversionDescription, bad reporter) []Con
 	seen := map[schema.GroupKind]bool{}
 	for i, c := range in {
 		path := fmt.Sprintf("conversions[%d]", i)
-		conv := Conversion{GroupKind: schema.GroupKind{Group: c.GetGroup(), Kind: c.GetKind()}, Versions: c.GetVersions()}
+		conv := Conversion{GroupKind: schema.GroupKind{Group: c.GetKind().GetGroup(), Kind: c.GetKind().GetKind()}, Versions: c.GetVersions()}
 		if conv.GroupKind.Group == "" {
-			bad(path+".group", "required: only custom resources are converted by webhooks")
+			bad(path+".kind.group", "required: only custom resources are converted by webhooks")
 		}
 		if conv.GroupKind.Kind == "" {
-			bad(path+".kind", "required")
+			bad(path+".kind.kind", "required")
 		}
 		if seen[conv.GroupKind] {
 			bad(path, "%s is declared twice", conv.GroupKind)

@@ -14,6 +14,8 @@ func validResponse() *polyopv1alpha1.DescribeResponse {
 	return &polyopv1alpha1.DescribeResponse{
 		ProtocolVersion: ProtocolVersion,
 		Name:            "widgets",
+		SdkName:         "polyop-go",
+		SdkVersion:      "0.3.0",
 		Controllers: []*polyopv1alpha1.ControllerDescription{{
 			Name:    "widget",
 			ForKind: &polyopv1alpha1.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
@@ -34,6 +36,9 @@ func TestNewDescription(t *testing.T) {
 	d, err := NewDescription(validResponse())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d.SDKName != "polyop-go" || d.SDKVersion != "0.3.0" {
+		t.Errorf("SDK %q %q, want polyop-go 0.3.0", d.SDKName, d.SDKVersion)
 	}
 	c := d.Controllers[0]
 	if want := (schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}); c.GVK != want {
@@ -77,12 +82,14 @@ func TestNewDescriptionRejects(t *testing.T) {
 		want   string
 	}{
 		"if the protocol version differs, both versions are named": {
-			change: func(r *polyopv1alpha1.DescribeResponse) { r.ProtocolVersion = "v2" },
-			want:   "the sidecar speaks v2, this host speaks v1alpha1",
+			change: func(r *polyopv1alpha1.DescribeResponse) { r.ProtocolVersion = 2 },
+			want:   "the sidecar speaks 2, this host speaks PROTOCOL_VERSION_V1ALPHA1",
 		},
 		"if no protocol version is given, it says so": {
-			change: func(r *polyopv1alpha1.DescribeResponse) { r.ProtocolVersion = "" },
-			want:   "the sidecar speaks (none)",
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.ProtocolVersion = polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_UNSPECIFIED
+			},
+			want: "the sidecar speaks PROTOCOL_VERSION_UNSPECIFIED (it set no protocol_version), this host speaks PROTOCOL_VERSION_V1ALPHA1",
 		},
 		"if the name is missing": {
 			change: func(r *polyopv1alpha1.DescribeResponse) { r.Name = "" },
@@ -154,19 +161,31 @@ func TestNewDescriptionRejects(t *testing.T) {
 		},
 		"if a conversion names fewer than two versions": {
 			change: func(r *polyopv1alpha1.DescribeResponse) {
-				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1"}}}
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Kind: &polyopv1alpha1.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1"}}}
 			},
 			want: "conversions[0].versions: at least two versions are required",
 		},
 		"if a conversion names one version twice, it is not two versions": {
 			change: func(r *polyopv1alpha1.DescribeResponse) {
-				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1", "v1"}}}
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Kind: &polyopv1alpha1.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v1"}}}
 			},
 			want: `conversions[0].versions[1]: "v1" is declared twice`,
 		},
+		"if a conversion's kind has no group, the path names kind.group": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Kind: &polyopv1alpha1.GroupKind{Kind: "Widget"}, Versions: []string{"v1", "v2"}}}
+			},
+			want: "conversions[0].kind.group: required",
+		},
+		"if a conversion names no kind": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Versions: []string{"v1", "v2"}}}
+			},
+			want: "conversions[0].kind.kind: required",
+		},
 		"if a conversion names a version that is not a version name": {
 			change: func(r *polyopv1alpha1.DescribeResponse) {
-				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1", ""}}}
+				r.Conversions = []*polyopv1alpha1.ConversionDescription{{Kind: &polyopv1alpha1.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", ""}}}
 			},
 			want: `conversions[0].versions[1]: "" is not a valid version name`,
 		},

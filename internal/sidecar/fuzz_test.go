@@ -37,7 +37,7 @@ func FuzzNewDescription(f *testing.F) {
 		FailurePolicy:  polyopv1alpha1.FailurePolicy_FAILURE_POLICY_IGNORE,
 		TimeoutSeconds: 5,
 	}}
-	full.Conversions = []*polyopv1alpha1.ConversionDescription{{Group: "example.com", Kind: "Widget", Versions: []string{"v1", "v2"}}}
+	full.Conversions = []*polyopv1alpha1.ConversionDescription{{Kind: &polyopv1alpha1.GroupKind{Group: "example.com", Kind: "Widget"}, Versions: []string{"v1", "v2"}}}
 	webhookOnly := &polyopv1alpha1.DescribeResponse{ProtocolVersion: ProtocolVersion, Name: "hooks", Webhooks: full.Webhooks}
 	conversionOnly := &polyopv1alpha1.DescribeResponse{ProtocolVersion: ProtocolVersion, Name: "conv", Conversions: full.Conversions}
 	for _, seed := range []struct {
@@ -50,7 +50,7 @@ func FuzzNewDescription(f *testing.F) {
 		{full, "b"},
 		{webhookOnly, ""},
 		{conversionOnly, ""},
-		{&polyopv1alpha1.DescribeResponse{ProtocolVersion: "v2"}, ""},
+		{&polyopv1alpha1.DescribeResponse{ProtocolVersion: 2}, ""},
 		{&polyopv1alpha1.DescribeResponse{}, ""},
 	} {
 		raw, err := proto.Marshal(seed.resp)

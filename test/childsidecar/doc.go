@@ -24,11 +24,13 @@
 //	value: "v"                the value the children carry
 //	partial: true             the desired set is not complete (nothing is pruned)
 //	fail: "message"           answer with a transient error (and the children)
+//	failRetryAfter: "2s"      with fail, the error's retry_after
 //	badChild: "how"           add one malformed child: not-json, wrong-kind,
 //	                          no-name or other-namespace
 //	configMapName: "c"        read ConfigMap c through the cluster service and put
 //	                          its data.value and where it was read from in status
-//	requeueAfter: "1s"        ask to be reconciled again after that long
+//	requeueAfter: "1s"        ask to be reconciled again after that long (ignored
+//	                          beside fail)
 //
 // The status it answers is {phase: Ready, observedGeneration, configMaps:
 // [observed ConfigMap children], configMapValue, configMapSource}.

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/internal/sidecar"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 func main() {
@@ -169,6 +169,7 @@ type widget struct {
 		Value         string   `json:"value"`
 		Partial       bool     `json:"partial"`
 		Fail          string   `json:"fail"`
+		FailRetry     string   `json:"failRetryAfter"`
 		BadChild      string   `json:"badChild"`
 		ConfigMapName string   `json:"configMapName"`
 		RequeueAfter  string   `json:"requeueAfter"`
@@ -192,7 +193,7 @@ func (s *server) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 		}
 	}
 	var observed, observedConfigMaps []string
-	for _, raw := range req.GetChildren() {
+	for _, raw := range req.GetObservedChildren() {
 		var c child
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "decoding a child: %v", err)
@@ -256,7 +257,14 @@ func (s *server) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 		}))
 	}
 	if w.Spec.Fail != "" {
-		resp.Error = &polyopv1alpha1.ReconcileError{Message: w.Spec.Fail}
+		resp.Error = &polyopv1alpha1.Failure{Message: w.Spec.Fail}
+		if w.Spec.FailRetry != "" {
+			d, err := time.ParseDuration(w.Spec.FailRetry)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "spec.failRetryAfter: %v", err)
+			}
+			resp.Error.RetryAfter = durationpb.New(d)
+		}
 	}
 	if w.Spec.RequeueAfter != "" {
 		d, err := time.ParseDuration(w.Spec.RequeueAfter)
@@ -330,7 +338,7 @@ func (s *server) Finalize(ctx context.Context, req *polyopv1alpha1.FinalizeReque
 	s.record("Finalize", req.GetKey(), true, w, req.GetRetries(), nil)
 	switch w.Metadata.Annotations["e2e.polyop.dev/finalize"] {
 	case "fail":
-		return &polyopv1alpha1.FinalizeResponse{Error: &polyopv1alpha1.ReconcileError{Message: "cleanup failed"}}, nil
+		return &polyopv1alpha1.FinalizeResponse{Error: &polyopv1alpha1.Failure{Message: "cleanup failed"}}, nil
 	case "wait":
 		return &polyopv1alpha1.FinalizeResponse{RequeueAfter: durationpb.New(200 * time.Millisecond)}, nil
 	}
@@ -340,7 +348,7 @@ func (s *server) Finalize(ctx context.Context, req *polyopv1alpha1.FinalizeReque
 		s.mu.Unlock()
 		_, err := c.Delete(ctx, &polyopv1alpha1.DeleteRequest{Kind: configMapKind, Key: &polyopv1alpha1.ObjectKey{Namespace: w.Metadata.Namespace, Name: name}})
 		if err != nil && !isNotFound(err) {
-			return &polyopv1alpha1.FinalizeResponse{Error: &polyopv1alpha1.ReconcileError{Message: err.Error()}}, nil
+			return &polyopv1alpha1.FinalizeResponse{Error: &polyopv1alpha1.Failure{Message: err.Error()}}, nil
 		}
 	}
 	return &polyopv1alpha1.FinalizeResponse{Events: []*polyopv1alpha1.Event{{

@@ -100,7 +100,7 @@ func TestClusterService(t *testing.T) {
 		for name, req := range map[string]*polyopv1alpha1.GetRequest{
 			"a kind the host does not cache":      {Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Key: &polyopv1alpha1.ObjectKey{Name: f.ns}},
 			"a namespace the host does not watch": {Kind: configMapKind, Key: &polyopv1alpha1.ObjectKey{Namespace: "default", Name: f.ns}},
-			"an uncached read":                    {Kind: configMapKind, Key: key("cm1"), Uncached: true},
+			"an uncached read":                    {Kind: configMapKind, Key: key("cm1"), Options: &polyopv1alpha1.ReadOptions{Uncached: true}},
 		} {
 			resp, err := cs.Get(ctx, req)
 			if err != nil {
@@ -127,7 +127,7 @@ func TestClusterService(t *testing.T) {
 		for i := range 3 {
 			f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("page%d", i), Labels: map[string]string{"page": "yes"}}})
 		}
-		first, err := cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMapKind, Namespace: f.ns, LabelSelector: "page=yes", Limit: 2, Uncached: true})
+		first, err := cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMapKind, Namespace: f.ns, LabelSelector: "page=yes", Limit: 2, Options: &polyopv1alpha1.ReadOptions{Uncached: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestClusterService(t *testing.T) {
 
 	t.Run("a missing object is NotFound, with the API server's status", func(t *testing.T) {
 		for _, uncached := range []bool{false, true} {
-			_, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: configMapKind, Key: key("nope"), Uncached: uncached})
+			_, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: configMapKind, Key: key("nope"), Options: &polyopv1alpha1.ReadOptions{Uncached: uncached}})
 			code, s := apiStatusOf(err)
 			if code != codes.NotFound || s == nil || s.Reason != metav1.StatusReasonNotFound || s.Code != 404 || s.Details == nil || s.Details.Name != "nope" {
 				t.Errorf("uncached %v: %v, status %+v; want NOT_FOUND with reason NotFound", uncached, err, s)
@@ -184,7 +184,7 @@ func TestClusterService(t *testing.T) {
 
 	t.Run("creating twice is AlreadyExists; the default field manager is the sidecar's", func(t *testing.T) {
 		obj := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "created", "namespace": f.ns}, "data": map[string]any{"k": "v"}})
-		resp, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj})
+		resp, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: key("created"), Object: obj})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,9 +194,45 @@ func TestClusterService(t *testing.T) {
 		if cm := f.configMap("created"); cm == nil || len(cm.ManagedFields) == 0 || cm.ManagedFields[0].Manager != "polyop-childsidecar" {
 			t.Errorf("the created ConfigMap's managed fields are %+v, want manager polyop-childsidecar", cm.ManagedFields)
 		}
-		_, err = cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj})
+		_, err = cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: key("created"), Object: obj})
 		if code, s := apiStatusOf(err); code != codes.AlreadyExists || s == nil || s.Reason != metav1.StatusReasonAlreadyExists {
 			t.Errorf("%v, status %+v; want ALREADY_EXISTS with reason AlreadyExists", err, s)
+		}
+	})
+
+	t.Run("kind and key address a write: they fill in what the object leaves out, and an object that disagrees is refused", func(t *testing.T) {
+		resp, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: key("addressed"), Object: []byte(`{"data":{"k":"v"}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm := f.configMap("addressed"); cm == nil || cm.Data["k"] != "v" || !strings.Contains(string(resp.GetObject()), `"kind":"ConfigMap"`) {
+			t.Errorf("created %v, answered %s; want ConfigMap addressed with data.k", cm, resp.GetObject())
+		}
+		resp, err = cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: key(""), Object: []byte(`{"metadata":{"generateName":"gen-"}}`)})
+		if err != nil || !strings.Contains(string(resp.GetObject()), `"name":"gen-`) {
+			t.Errorf("a create with generateName: %v, answered %s", err, resp.GetObject())
+		}
+		for name, req := range map[string]*polyopv1alpha1.UpdateRequest{
+			"another name":      {Kind: configMapKind, Key: key("addressed"), Object: []byte(`{"metadata":{"name":"other"},"data":{"k":"w"}}`)},
+			"another namespace": {Kind: configMapKind, Key: key("addressed"), Object: []byte(`{"metadata":{"namespace":"default"},"data":{"k":"w"}}`)},
+			"another kind":      {Kind: configMapKind, Key: key("addressed"), Object: []byte(`{"apiVersion":"v1","kind":"Secret","data":{"k":"dw=="}}`)},
+		} {
+			_, err := cs.Update(ctx, req)
+			code, s := apiStatusOf(err)
+			if code != codes.InvalidArgument || s != nil || !strings.Contains(status.Convert(err).Message(), "they must agree") {
+				t.Errorf("an update whose object names %s: %v, status %+v; want INVALID_ARGUMENT from the host, naming both", name, err, s)
+			}
+		}
+		if cm := f.configMap("addressed"); cm.Data["k"] != "v" {
+			t.Errorf("a refused update wrote data.k = %q", cm.Data["k"])
+		}
+	})
+
+	t.Run("force is refused on anything but an apply patch", func(t *testing.T) {
+		_, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: configMapKind, Key: key("cm1"), Type: polyopv1alpha1.PatchType_PATCH_TYPE_MERGE,
+			Patch: []byte(`{"data":{"forced":"yes"}}`), Options: &polyopv1alpha1.WriteOptions{Force: true}})
+		if code, s := apiStatusOf(err); code != codes.InvalidArgument || s != nil || !strings.Contains(status.Convert(err).Message(), "PATCH_TYPE_APPLY") {
+			t.Errorf("a forced merge patch: %v, status %+v; want INVALID_ARGUMENT from the host naming PATCH_TYPE_APPLY", err, s)
 		}
 	})
 
@@ -205,11 +241,11 @@ func TestClusterService(t *testing.T) {
 		stale.APIVersion, stale.Kind = "v1", "ConfigMap"
 		fresh := stale.DeepCopy()
 		fresh.Data = map[string]string{"k": "fresh"}
-		if _, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: mustJSON(t, fresh)}); err != nil {
+		if _, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Kind: configMapKind, Key: key("created"), Object: mustJSON(t, fresh)}); err != nil {
 			t.Fatal(err)
 		}
 		stale.Data = map[string]string{"k": "stale"}
-		_, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: mustJSON(t, stale)})
+		_, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Kind: configMapKind, Key: key("created"), Object: mustJSON(t, stale)})
 		if code, s := apiStatusOf(err); code != codes.Aborted || s == nil || s.Reason != metav1.StatusReasonConflict {
 			t.Errorf("%v, status %+v; want ABORTED with reason Conflict", err, s)
 		}
@@ -220,7 +256,7 @@ func TestClusterService(t *testing.T) {
 
 	t.Run("an invalid object is Invalid, with its causes", func(t *testing.T) {
 		obj := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "Not_Valid", "namespace": f.ns}})
-		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj})
+		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: key("Not_Valid"), Object: obj})
 		code, s := apiStatusOf(err)
 		if code != codes.InvalidArgument || s == nil || s.Reason != metav1.StatusReasonInvalid || s.Details == nil || len(s.Details.Causes) == 0 || s.Details.Causes[0].Field != "metadata.name" {
 			t.Errorf("%v, status %+v; want INVALID_ARGUMENT with reason Invalid and a cause on metadata.name", err, s)
@@ -236,7 +272,7 @@ func TestClusterService(t *testing.T) {
 			t.Fatal(err)
 		}
 		obj := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "late", "namespace": ns.Name}})
-		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj})
+		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: &polyopv1alpha1.ObjectKey{Namespace: ns.Name, Name: "late"}, Object: obj})
 		if code, s := apiStatusOf(err); code != codes.PermissionDenied || s == nil || s.Reason != metav1.StatusReasonForbidden || !strings.Contains(s.Message, "terminated") {
 			t.Errorf("%v, status %+v; want the API server's PERMISSION_DENIED with reason Forbidden", err, s)
 		}
@@ -244,7 +280,7 @@ func TestClusterService(t *testing.T) {
 
 	t.Run("a write outside the namespaces the host watches is refused by the host, naming the namespace and the remedy", func(t *testing.T) {
 		obj := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": f.ns, "namespace": "kube-system"}})
-		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj})
+		_, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: &polyopv1alpha1.ObjectKey{Namespace: "kube-system", Name: f.ns}, Object: obj})
 		code, s := apiStatusOf(err)
 		if code != codes.PermissionDenied || s == nil || s.Reason != metav1.StatusReasonForbidden {
 			t.Fatalf("%v, status %+v; want PERMISSION_DENIED with reason Forbidden", err, s)
@@ -265,7 +301,7 @@ func TestClusterService(t *testing.T) {
 
 	t.Run("a dry run persists nothing", func(t *testing.T) {
 		obj := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "dry", "namespace": f.ns}})
-		if _, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Object: obj, Options: &polyopv1alpha1.WriteOptions{DryRun: true}}); err != nil {
+		if _, err := cs.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: configMapKind, Key: key("dry"), Object: obj, Options: &polyopv1alpha1.WriteOptions{DryRun: true}}); err != nil {
 			t.Fatal(err)
 		}
 		if f.configMap("dry") != nil {
@@ -282,8 +318,8 @@ func TestClusterService(t *testing.T) {
 	t.Run("every patch type, and server-side apply's conflicts and force", func(t *testing.T) {
 		f.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "patched"}, Data: map[string]string{"base": "0"}})
 		patch := func(pt polyopv1alpha1.PatchType, body string, manager string, force bool) error {
-			_, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: configMapKind, Key: key("patched"), Type: pt, Patch: []byte(body), Force: force,
-				Options: &polyopv1alpha1.WriteOptions{FieldManager: manager}})
+			_, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: configMapKind, Key: key("patched"), Type: pt, Patch: []byte(body),
+				Options: &polyopv1alpha1.WriteOptions{FieldManager: manager, Force: force}})
 			return err
 		}
 		steps := []struct {
@@ -333,14 +369,14 @@ func TestClusterService(t *testing.T) {
 		w.SetLabels(map[string]string{manualLabel: "true"})
 		f.create(w)
 		w.Object["status"] = map[string]any{"phase": "Manual"}
-		if _, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Object: mustJSON(t, w.Object), Subresource: "status"}); err != nil {
+		if _, err := cs.Update(ctx, &polyopv1alpha1.UpdateRequest{Kind: widgetKind, Key: key("manual"), Object: mustJSON(t, w.Object), Subresource: "status"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := cs.Patch(ctx, &polyopv1alpha1.PatchRequest{Kind: widgetKind, Key: key("manual"),
 			Type: polyopv1alpha1.PatchType_PATCH_TYPE_MERGE, Patch: []byte(`{"status":{"note":"patched"}}`), Subresource: "status"}); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: widgetKind, Key: key("manual"), Uncached: true})
+		resp, err := cs.Get(ctx, &polyopv1alpha1.GetRequest{Kind: widgetKind, Key: key("manual"), Options: &polyopv1alpha1.ReadOptions{Uncached: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

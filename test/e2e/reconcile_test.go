@@ -17,10 +17,13 @@ func TestCreateWritesStatusAndRecordsEvent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.startTestSidecar()
-	f.startHost()
+	host := f.startHost()
 
 	f.create(f.window("first", nil))
 	u := f.waitPhase("first", "Reconciled", time.Minute)
+	if out := host.Output(); !contains(out, `"msg":"sidecar described itself"`, `"sdk":"polyop-go"`, `"sdkVersion":"`) {
+		t.Errorf("the host does not log the sidecar's SDK and its version at start")
+	}
 	if got := condition(u, "Ready"); got != "True" {
 		t.Errorf("Ready condition = %q, want True", got)
 	}
@@ -300,8 +303,12 @@ func TestHostRefusesToStart(t *testing.T) {
 		want        []string
 	}{
 		"if the sidecar speaks another protocol version, the host names both": {
-			sidecarArgs: []string{"--protocol-version", "v9"},
-			want:        []string{"protocol version mismatch", "the sidecar speaks v9", "this host speaks v1alpha1"},
+			sidecarArgs: []string{"--protocol-version", "9"},
+			want:        []string{"protocol version mismatch", "the sidecar speaks 9", "this host speaks PROTOCOL_VERSION_V1ALPHA1"},
+		},
+		"if the sidecar sets no protocol version, the host says so": {
+			sidecarArgs: []string{"--protocol-version", "PROTOCOL_VERSION_UNSPECIFIED"},
+			want:        []string{"protocol version mismatch", "the sidecar speaks PROTOCOL_VERSION_UNSPECIFIED (it set no protocol_version)", "this host speaks PROTOCOL_VERSION_V1ALPHA1"},
 		},
 		"if the sidecar declares a kind the API server does not serve, the host names it": {
 			sidecarArgs: []string{"--kind-override", "examples.polyop.dev/v1/Nonexistent"},

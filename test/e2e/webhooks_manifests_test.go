@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
+
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // TestHostWebhooksPrintsManifestsTheAPIServerAccepts prints the example's
@@ -22,6 +25,14 @@ func TestHostWebhooksPrintsManifestsTheAPIServerAccepts(t *testing.T) {
 		t.Fatalf("host describe: %v", err)
 	}
 	sc.Stop()
+	var described polyopv1alpha1.DescribeResponse
+	if err := protojson.Unmarshal(description, &described); err != nil {
+		t.Fatalf("host describe printed no description: %v\n%s", err, description)
+	}
+	if described.GetProtocolVersion() != polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_V1ALPHA1 || described.GetSdkName() != "polyop-go" || described.GetSdkVersion() == "" {
+		t.Errorf("host describe printed protocol version %s, SDK %q %q; want PROTOCOL_VERSION_V1ALPHA1 and polyop-go with its version",
+			described.GetProtocolVersion(), described.GetSdkName(), described.GetSdkVersion())
+	}
 	file := filepath.Join(t.TempDir(), "description.json")
 	if err := os.WriteFile(file, description, 0o600); err != nil {
 		t.Fatal(err)
