@@ -93,7 +93,9 @@ GENERATED_PATHS ?= sdk/go/gen \
 
 # The Go modules: the host's (the repository root) and the Go SDK's (sdk/go),
 # which go.work puts in one workspace. A pattern such as ./... at the root
-# does not reach into the SDK's module: the Go targets name both.
+# does not reach into the SDK's module: the Go targets name both. The tools
+# module of hack/tools/envtest stays out of the workspace (its Kubernetes
+# dependencies are not the host's) and builds with GOWORK=off.
 GO_MODULES := . sdk/go
 GO_PKGS := ./... ./sdk/go/...
 
@@ -454,7 +456,7 @@ define envtest-build
 		exit 1; }
 	@mkdir -p $(@D)
 	@echo "Building $(notdir $@) v$(K8S_VERSION) from source into $(@D) (takes a while the first time)"
-	cd $(ENVTEST_MODULE) && go build $(2) -o $(abspath $@).tmp $(1)
+	cd $(ENVTEST_MODULE) && GOWORK=off go build $(2) -o $(abspath $@).tmp $(1)
 	mv $@.tmp $@
 endef
 

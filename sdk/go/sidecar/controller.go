@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc/codes"
@@ -140,9 +139,11 @@ var errRequeueWithoutDelay = errors.New("the reconciler returned Result{Requeue:
 func failure(err error) *polyopv1alpha1.Failure {
 	terminal := errors.Is(err, reconcile.TerminalError(nil))
 	f := &polyopv1alpha1.Failure{Message: errorMessage(err, terminal), Terminal: terminal}
-	var temporary interface{ RetryAfter() time.Duration }
-	if !terminal && errors.As(err, &temporary) && temporary.RetryAfter() > 0 {
-		f.RetryAfter = durationpb.New(temporary.RetryAfter())
+	// Only the SDK's own TemporaryError says when: another error type with a
+	// RetryAfter method does not change how the host retries.
+	var temporary *temporaryError
+	if !terminal && errors.As(err, &temporary) && temporary.after > 0 {
+		f.RetryAfter = durationpb.New(temporary.after)
 	}
 	return f
 }

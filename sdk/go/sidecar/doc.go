@@ -6,8 +6,8 @@
 // the API server. For every object its workqueue hands out, it sends the object
 // as JSON to the sidecar; this package decodes it into the Go type the
 // controller was built for, calls the Reconciler, and answers with the
-// decision (requeue, error), the object's status and the events the reconciler
-// recorded. The host writes the status and records the events.
+// decision (requeue after, error), the object's status and the events the
+// reconciler recorded. The host writes the status and records the events.
 //
 // A sidecar is a Server with one or more controllers:
 //
@@ -77,4 +77,14 @@
 //
 // Package sidecartest (sdk/go/sidecartest) calls a Server's reconcilers,
 // webhooks and conversions without a host, through the same code path.
+//
+// # The module and the protocol
+//
+// This package is part of the module github.com/polyop/polyop/sdk/go, which
+// a sidecar depends on alone, with the generated code of the contract
+// (sdk/go/gen). Describe answers ProtocolVersion, the generated enum value of
+// the protocol this package speaks, and the SDK's name and version (SDKName,
+// SDKVersion), which the host logs. The names of this package and their
+// Python and TypeScript counterparts are listed in the repository's
+// docs/vocabulary.md.
 package sidecar

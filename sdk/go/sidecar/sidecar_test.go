@@ -314,6 +314,13 @@ func TestReconcile(t *testing.T) {
 			wantErr:    &sidecartest.Error{Message: "busy"},
 			wantStatus: untouched,
 		},
+		"if an error of another type has a RetryAfter method, then it is retried with the backoff": {
+			reconcile: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+				return sidecar.Result{}, retryAfterError{}
+			},
+			wantErr:    &sidecartest.Error{Message: "slow down"},
+			wantStatus: untouched,
+		},
 		"if an error is both terminal and temporary, then it is terminal and says no delay": {
 			reconcile: func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
 				return sidecar.Result{}, sidecar.TerminalError(sidecar.TemporaryError(errors.New("bad"), time.Minute))
@@ -587,3 +594,10 @@ func TestReconcileOfUnstructuredObjects(t *testing.T) {
 		t.Errorf("status = %s: large integers must keep their precision", got)
 	}
 }
+
+// retryAfterError is an error of a library of its own that says when to
+// retry; only the SDK's TemporaryError sets Failure.retry_after.
+type retryAfterError struct{}
+
+func (retryAfterError) Error() string             { return "slow down" }
+func (retryAfterError) RetryAfter() time.Duration { return time.Hour }

@@ -23,6 +23,13 @@ func DryRun() AdmissionOption {
 	return func(req *polyopv1alpha1.AdmissionRequest) { req.DryRun = true }
 }
 
+// Subresource sets the subresource the request is for, for example "status"
+// or "scale", as for a webhook whose rules name "widgets/status". Without
+// it, the request is for the main resource.
+func Subresource(name string) AdmissionOption {
+	return func(req *polyopv1alpha1.AdmissionRequest) { req.Subresource = name }
+}
+
 // AsUser sets the requesting user.
 func AsUser(name string, groups ...string) AdmissionOption {
 	return func(req *polyopv1alpha1.AdmissionRequest) {

@@ -17,8 +17,9 @@ import (
 	"github.com/polyop/polyop/sdk/go/sidecartest"
 )
 
-// secrets refuses Secrets without data and records who asked.
-type secrets struct{ user string }
+// secrets refuses Secrets without data and records who asked, and for which
+// subresource.
+type secrets struct{ user, subresource string }
 
 func (s *secrets) Default(ctx context.Context, sec *corev1.Secret) error {
 	req, err := admission.RequestFromContext(ctx)
@@ -41,7 +42,12 @@ func (s *secrets) ValidateCreate(_ context.Context, sec *corev1.Secret) (sidecar
 	return nil, nil
 }
 
-func (s *secrets) ValidateUpdate(context.Context, *corev1.Secret, *corev1.Secret) (sidecar.Warnings, error) {
+func (s *secrets) ValidateUpdate(ctx context.Context, _, _ *corev1.Secret) (sidecar.Warnings, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.subresource = req.SubResource
 	return nil, nil
 }
 
@@ -78,5 +84,13 @@ func TestHarnessCallsTheWebhooks(t *testing.T) {
 	res = h.ValidateCreate(t.Context(), secret)
 	if res.Allowed || len(res.Denial.FieldErrors) != 1 || res.Denial.FieldErrors[0].Error() != "data: Required value: a secret needs data" || res.Warnings[0] != "empty" {
 		t.Errorf("ValidateCreate: %+v, warnings %q", res.Denial, res.Warnings)
+	}
+
+	res = h.ValidateUpdate(t.Context(), secret, secret, sidecartest.Subresource("status"))
+	if !res.Allowed || s.subresource != "status" {
+		t.Errorf("ValidateUpdate of the status: allowed %v, the validator saw subresource %q", res.Allowed, s.subresource)
+	}
+	if res = h.ValidateUpdate(t.Context(), secret, secret); !res.Allowed || s.subresource != "" {
+		t.Errorf("ValidateUpdate of the object: allowed %v, the validator saw subresource %q", res.Allowed, s.subresource)
 	}
 }

@@ -23,8 +23,17 @@
 //	if res.Allowed { … }                           // else res.Denial.Message, res.Denial.FieldErrors
 //	res.Warnings
 //
+// An admission call takes what the host's request can carry besides the
+// objects: DryRun(), Subresource("status") and AsUser("alice", "admins"),
+// which the webhook reads with admission.RequestFromContext(ctx):
+//
+//	res = h.ValidateUpdate(t.Context(), old, window, sidecartest.Subresource("status"), sidecartest.DryRun())
+//
 //	var beta v1beta1.MaintenanceWindow
 //	err := h.Convert(t.Context(), window, &beta)   // to the version of beta's type
+//
+// A reconcile's Err says how the host would retry it: Terminal for a
+// sidecar.TerminalError, RetryAfter for a sidecar.TemporaryError.
 //
 // The Harness fails the test (t.Fatal) on anything the host would treat as a
 // broken sidecar, such as a gRPC error; Harness.Call, CallDefault,
