@@ -453,8 +453,8 @@ type OwnedKind struct {
 	// The child kind.
 	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Send the observed children of this kind (those whose controller owner
-	// reference points at the reconciled object) in ReconcileRequest.children,
-	// read from the host's cache.
+	// reference points at the reconciled object) in
+	// ReconcileRequest.observed_children, read from the host's cache.
 	SendObserved bool `protobuf:"varint,2,opt,name=send_observed,json=sendObserved,proto3" json:"send_observed,omitempty"`
 	// Let the host adopt an existing object of this kind that a desired child
 	// names and that has no controller owner (for example a ConfigMap someone

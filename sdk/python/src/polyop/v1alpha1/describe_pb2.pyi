@@ -298,8 +298,8 @@ class OwnedKind(_message.Message):
     REPLACE_ON_IMMUTABLE_FIELD_NUMBER: _builtins.int
     send_observed: _builtins.bool
     """Send the observed children of this kind (those whose controller owner
-    reference points at the reconciled object) in ReconcileRequest.children,
-    read from the host's cache.
+    reference points at the reconciled object) in
+    ReconcileRequest.observed_children, read from the host's cache.
     """
     adopt: _builtins.bool
     """Let the host adopt an existing object of this kind that a desired child

@@ -236,8 +236,8 @@ export type OwnedKind = Message<"polyop.v1alpha1.OwnedKind"> & {
 
   /**
    * Send the observed children of this kind (those whose controller owner
-   * reference points at the reconciled object) in ReconcileRequest.children,
-   * read from the host's cache.
+   * reference points at the reconciled object) in
+   * ReconcileRequest.observed_children, read from the host's cache.
    *
    * @generated from field: bool send_observed = 2;
    */
