@@ -413,6 +413,9 @@ node_modules: $(NODE_MODULES_STAMP) ## Install the TypeScript packages from pack
 $(NODE_MODULES_STAMP):
 	@command -v node >/dev/null || { echo "node is not installed: the TypeScript SDK needs Node.js 20 or later"; exit 1; }
 	$(NPM) ci --no-audit --no-fund
+	@# Some npm packages ship Go files (flatted does); a go.mod makes
+	@# node_modules a module of its own, which ./... does not enter.
+	printf 'module node_modules\n' > node_modules/go.mod
 	touch $@
 
 .PHONY: envtest
