@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 import pytest
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from polyop import crd
 
@@ -162,6 +162,43 @@ def test_error(sentence: str) -> None:
         _spec_schema(annotation)
     assert str(caught.value).startswith("Thing example.com/v1: ")
     assert message in str(caught.value)
+
+
+INVALID_DEFAULTS: dict[str, tuple[Any, Any, dict[str, Any], str]] = {
+    # sentence: (annotation, default, Field keywords, what the error says)
+    "above the maximum": (int, 11, {"le": 10}, "the default 11 is above the maximum 10"),
+    "at an exclusive minimum": (float, 0.0, {"gt": 0}, "the default 0.0 is below the minimum 0"),
+    "not a multiple": (int, 3, {"multiple_of": 2}, "the default 3 is not a multiple of 2"),
+    "too short": (str, "", {"min_length": 1}, "the default '' has a length out of minLength/maxLength"),
+    "not matching the pattern": (str, "ABC", {"pattern": "^[a-z]+$"}, "the default 'ABC' does not match the pattern"),
+    "too few items": (list[str], [], {"min_length": 1}, "the default [] has a number of items out of minItems/maxItems"),
+}
+
+
+@pytest.mark.parametrize("sentence", INVALID_DEFAULTS)
+def test_a_default_its_own_constraints_refuse_is_an_error(sentence: str) -> None:
+    annotation, default, field, message = INVALID_DEFAULTS[sentence]
+    with pytest.raises(crd.SchemaError, match="spec.field \\(in Spec\\): ") as caught:
+        _spec_schema(annotation, default, **field)
+    assert message in str(caught.value)
+    assert "the API server refuses a CRD whose default is invalid" in str(caught.value)
+
+
+@pytest.mark.parametrize("pattern", ["^(?=a)", "^(?!a)", "(?<=a)b", "(a)\\1", "(?P<x>a)(?P=x)"])
+def test_a_pattern_the_api_server_cannot_compile_is_an_error(pattern: str) -> None:
+    # pydantic's own regular expressions (Rust's regex) refuse these as RE2 does; Python's re, which a model
+    # may choose, has them.
+    class Spec(crd.Model):
+        model_config = ConfigDict(regex_engine="python-re")
+
+        field: Annotated[str, Field(pattern=pattern)]
+
+    @crd.kind(group="example.com", version="v1")
+    class Patterned(crd.Resource):
+        spec: Spec
+
+    with pytest.raises(crd.SchemaError, match=r"spec.field \(in Spec\): pattern .* uses a lookaround or a backreference"):
+        crd.schema_of(Patterned)
 
 
 def test_a_recursive_model_is_an_error_naming_the_field() -> None:

@@ -12,6 +12,7 @@ naming the field, for what the API server would refuse.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = ["SchemaError", "structural"]
@@ -139,6 +140,13 @@ class _Converter:
             self._object(node, path, where, refs, model, preserve)
         elif kind == "array":
             self._array(node, path, where, refs, model)
+        if "pattern" in node and _NOT_RE2.search(node["pattern"]):
+            raise SchemaError(
+                where,
+                f"pattern {node['pattern']!r} uses a lookaround or a backreference, which the API server's regular expressions (RE2) do not have",
+            )
+        if "default" in node:
+            _check_default(node, node["default"], where)
         for key in list(node):
             if key not in _KEPT:
                 raise SchemaError(where, f"JSON Schema keyword {key!r} has no CRD equivalent")
@@ -236,6 +244,34 @@ class _Converter:
                     raise SchemaError(where, f"list map key {key!r} must be required or have a default")
         elif _LIST_MAP_KEYS in node:
             raise SchemaError(where, "list map keys need list type map: use crd.ListMap(keys)")
+
+
+# Python's regular expressions have these; Go's RE2, which the API server uses, does not.
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
+
+
+def _check_default(node: dict[str, Any], value: Any, where: str) -> None:
+    """Refuse a default the node's own constraints refuse: the API server refuses the CRD."""
+
+    def refuse(why: str) -> None:
+        raise SchemaError(where, f"the default {value!r} {why}, and the API server refuses a CRD whose default is invalid")
+
+    if "enum" in node and value not in node["enum"]:
+        refuse(f"is not one of {node['enum']}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "maximum" in node and (value >= node["maximum"] if node.get("exclusiveMaximum") else value > node["maximum"]):
+            refuse(f"is above the maximum {node['maximum']}")
+        if "minimum" in node and (value <= node["minimum"] if node.get("exclusiveMinimum") else value < node["minimum"]):
+            refuse(f"is below the minimum {node['minimum']}")
+        if "multipleOf" in node and value % node["multipleOf"]:
+            refuse(f"is not a multiple of {node['multipleOf']}")
+    if isinstance(value, str):
+        if len(value) < node.get("minLength", 0) or len(value) > node.get("maxLength", len(value)):
+            refuse("has a length out of minLength/maxLength")
+        if "pattern" in node and not re.search(node["pattern"], value):
+            refuse(f"does not match the pattern {node['pattern']!r}")
+    if isinstance(value, list) and (len(value) < node.get("minItems", 0) or len(value) > node.get("maxItems", len(value))):
+        refuse("has a number of items out of minItems/maxItems")
 
 
 def _where(path: str, model: str) -> str:
