@@ -42,6 +42,7 @@ from polyop.reconcile import (
 from polyop.v1alpha1 import admission_pb2, describe_pb2, types_pb2
 
 if TYPE_CHECKING:
+    from polyop.crd import Resource
     from polyop.server import AsyncServer, Server
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "DeletedFunc",
     "FinalizeFunc",
     "ReconcileFunc",
+    "TypedReconcileFunc",
     "Sidecar",
     "ValidateFunc",
 ]
@@ -60,6 +62,9 @@ PROTOCOL_VERSION = describe_pb2.PROTOCOL_VERSION_V1ALPHA1
 
 ReconcileFunc = Callable[[Object, Context], Result | None] | Callable[[Object, AsyncContext], Awaitable[Result | None]]
 """``reconcile(obj, ctx) -> Result | None``, or ``async def``."""
+TypedReconcileFunc = Callable[[Any, Context], Result | None] | Callable[[Any, AsyncContext], Awaitable[Result | None]]
+"""``reconcile(typed, ctx) -> Result | None``, or ``async def``, for a kind
+declared as a :class:`polyop.crd.Resource`: ``typed`` is an instance of it."""
 FinalizeFunc = ReconcileFunc
 """``finalize(obj, ctx) -> Result | None``, or ``async def``: clean-up done
 unless it raises or asks for ``requeue_after``."""
@@ -76,7 +81,7 @@ ValidateFunc = Callable[[AdmissionRequest], Sequence[str] | None] | Callable[[Ad
 ConvertFunc = Callable[[Object, str], Mapping[str, Any]] | Callable[[Object, str], Awaitable[Mapping[str, Any]]]
 """``convert(obj, api_version) -> the object at api_version``, or ``async def``."""
 
-_R = TypeVar("_R", bound=ReconcileFunc)
+_R = TypeVar("_R", bound=ReconcileFunc | TypedReconcileFunc)
 _X = TypeVar("_X", bound=DeletedFunc)
 _D = TypeVar("_D", bound=DefaultFunc)
 _V = TypeVar("_V", bound=ValidateFunc)
@@ -92,6 +97,7 @@ class _Controller:
     kind: GVK
     owns: frozenset[GVK]
     reconcile: ReconcileFunc
+    model: type[Resource] | None = None
     finalize: FinalizeFunc | None = None
     deleted: DeletedFunc | None = None
 
@@ -130,6 +136,25 @@ class _Converter:
         self.description = admission_pb2.ConversionDescription(
             kind=types_pb2.GroupKind(group=self.group, kind=self.kind), versions=self.versions
         )
+
+
+def _kind_of(kind: KindLike | type[Resource]) -> tuple[GVK, type[Resource] | None]:
+    """The GVK of a kind, and its model when it is a polyop.crd.Resource class."""
+    if isinstance(kind, type):
+        # polyop.crd (and pydantic) are imported only by sidecars that use them.
+        from polyop.crd import kind_info
+
+        return kind_info(kind).gvk, kind
+    return GVK.parse(kind), None
+
+
+def _typed(model: type[Resource] | None, fn: _R) -> ReconcileFunc:
+    """fn as the SDK calls it, with the object: as it is, or parsed into model."""
+    if model is None:
+        return fn
+    from polyop.crd._typed import typed_function
+
+    return typed_function(model, fn, is_async(fn))
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
@@ -180,7 +205,7 @@ class Sidecar:
 
     def reconciler(
         self,
-        kind: KindLike,
+        kind: KindLike | type[Resource],
         *,
         name: str = "",
         owns: Iterable[KindLike | Owns] = (),
@@ -209,8 +234,13 @@ class Sidecar:
 
         The function may be ``async def``; register what to do once an object
         is gone with :meth:`deleted`.
+
+        With ``kind`` a class declared with :func:`polyop.crd.kind`, the
+        function receives the object as an instance of it, and the instance's
+        status is what the host writes; an object that does not fit the class
+        is a terminal error naming its fields.
         """
-        gvk = GVK.parse(kind)
+        gvk, model = _kind_of(kind)
         controller_name = name or gvk.kind.lower()
         if not _DNS1123_SUBDOMAIN.match(controller_name) or len(controller_name) > 253:
             raise ValueError(f"controller name {controller_name!r}: lower-case letters, digits, '-' and '.'")
@@ -243,17 +273,23 @@ class Sidecar:
                 if controller_name in self._controllers:
                     raise ValueError(f"controller {controller_name!r} is already registered: give each a unique name=")
                 self._controllers[controller_name] = _Controller(
-                    description=description, kind=gvk, owns=frozenset(GVK.parse(o.kind) for o in owned), reconcile=fn
+                    description=description,
+                    kind=gvk,
+                    owns=frozenset(GVK.parse(o.kind) for o in owned),
+                    reconcile=_typed(model, fn),
+                    model=model,
                 )
             return fn
 
         return register
 
-    def finalizer(self, kind: KindLike | None = None, *, controller: str = "") -> Callable[[_R], _R]:
+    def finalizer(self, kind: KindLike | type[Resource] | None = None, *, controller: str = "") -> Callable[[_R], _R]:
         """Register the clean-up of a controller that declares a ``finalizer``,
         named by its ``kind`` (for the controller of the default name) or its
         ``controller`` name. The host calls it for an object being deleted and
-        removes the finalizer once it returns without error or requeue."""
+        removes the finalizer once it returns without error or requeue. It
+        receives the object as the controller's reconciler does: typed when
+        that was registered with a :class:`polyop.crd.Resource` class."""
         controller_name = self._controller_name("finalizer", kind, controller)
 
         def register(fn: _R) -> _R:
@@ -263,12 +299,12 @@ class Sidecar:
                     raise ValueError(f"finalizer: controller {controller_name!r} declares no finalizer=")
                 if c.finalize is not None:
                     raise ValueError(f"finalizer: controller {controller_name!r} already has one")
-                c.finalize = fn
+                c.finalize = _typed(c.model, fn)
             return fn
 
         return register
 
-    def deleted(self, kind: KindLike | None = None, *, controller: str = "") -> Callable[[_X], _X]:
+    def deleted(self, kind: KindLike | type[Resource] | None = None, *, controller: str = "") -> Callable[[_X], _X]:
         """Register what a controller does once an object is gone, named as
         for :meth:`finalizer`: the host reconciles a key whose object no
         longer exists, and the function gets the :class:`~polyop.Request`
@@ -543,10 +579,10 @@ class Sidecar:
                 setattr(webhook, attr, mine)
         return webhook
 
-    def _controller_name(self, decorator: str, kind: KindLike | None, controller: str) -> str:
+    def _controller_name(self, decorator: str, kind: KindLike | type[Resource] | None, controller: str) -> str:
         if (kind is None) == (not controller):
             raise ValueError(f"{decorator}: name the controller by kind or by controller=, not both")
-        return controller or GVK.parse(kind or "").kind.lower()
+        return controller or _kind_of(kind or "")[0].kind.lower()
 
     def _registered_controller(self, decorator: str, name: str) -> _Controller:
         c = self._controllers.get(name)

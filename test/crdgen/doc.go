@@ -1,0 +1,9 @@
+// Package crdgen tests the CRDs that polyop's schema generators make from a
+// language's own types against a real API server: each generated CRD must be
+// accepted without warnings, a sample of it must be stored with its defaults,
+// its status and scale subresources must work, and an invalid object must be
+// refused with the field at fault named.
+//
+// The Python generator is polyop.crd, run from the repository's virtualenv
+// (make .venv) on testdata/python.
+package crdgen
