@@ -289,8 +289,8 @@ clean: ## Remove built binaries and `make run` state (keeps tools and the contro
 	go clean -testcache
 
 .PHONY: clean-all
-clean-all: clean ## Also remove every installed tool, the control-plane binaries (bin/), the Python virtualenv and node_modules.
-	rm -rf $(LOCALBIN) $(VENV) node_modules $(addsuffix /dist,$(TS_PACKAGES))
+clean-all: clean ## Also remove every installed tool, the control-plane binaries (bin/), the Python virtualenv, node_modules and dist/
+	rm -rf $(LOCALBIN) $(VENV) node_modules $(addsuffix /dist,$(TS_PACKAGES)) $(DIST_DIR)
 
 ##@ Distribution
 

@@ -262,6 +262,13 @@ func TestThePythonWheelInstallsIntoAFreshVirtualenv(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "widget.py"), []byte(pythonSidecar), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The wheel's py.typed and stubs give a user's mypy the SDK's types: the
+	// repository's mypy checks the script strictly against the virtualenv.
+	mypy, err := filepath.Abs(filepath.Join(root, ".venv", "bin", "mypy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, dir, mypy, "--strict", "--no-incremental", "--python-executable", filepath.Join(venv, "bin", "python"), "widget.py")
 	// -I: no PYTHONPATH, no user site, not the script's directory.
 	out := mustRun(t, dir, filepath.Join(venv, "bin", "python"), "-I", "widget.py")
 	if got, want := strings.TrimSpace(out), "polyop-python "+d.version+" ['widget'] 3"; got != want {
