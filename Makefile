@@ -289,8 +289,54 @@ clean: ## Remove built binaries and `make run` state (keeps tools and the contro
 	go clean -testcache
 
 .PHONY: clean-all
-clean-all: clean ## Also remove every installed tool, the control-plane binaries (bin/), the Python virtualenv and node_modules.
-	rm -rf $(LOCALBIN) $(VENV) node_modules $(addsuffix /dist,$(TS_PACKAGES))
+clean-all: clean ## Also remove every installed tool, the control-plane binaries (bin/), the Python virtualenv, node_modules and dist/
+	rm -rf $(LOCALBIN) $(VENV) node_modules $(addsuffix /dist,$(TS_PACKAGES)) $(DIST_DIR)
+
+##@ Distribution
+
+# dist builds the SDKs into DIST_DIR (gitignored) for use from other
+# repositories: the Python SDK's wheel and sdist (python -m build, without
+# build isolation, with the setuptools of .venv) into DIST_DIR/python, the
+# TypeScript SDK's npm tarball (npm pack) into DIST_DIR/typescript. The Go SDK
+# is the module sdk/go, used by its path (a tag sdk/go/vX.Y.Z releases it).
+# Every SDK's version is SDK_VERSION, the VERSION file; test/packaging checks
+# that they agree and that the artefacts install and run outside the
+# repository.
+DIST_DIR ?= dist
+SDK_VERSION := $(shell cat VERSION)
+# PYTHON_WHEELHOUSE holds the wheels of the Python SDK's runtime dependencies at
+# the pins of PYTHON_REQUIREMENTS, downloaded once per virtualenv, so that a
+# test installs the SDK's wheel into a fresh virtualenv without an index.
+PYTHON_WHEELHOUSE := $(VENV)/wheelhouse
+
+.PHONY: dist
+dist: dist-python dist-typescript ## Build the Python SDK's wheel and sdist and the TypeScript SDK's npm tarball into DIST_DIR (dist/), at the version of the VERSION file.
+
+.PHONY: dist-python
+dist-python: $(VENV_STAMP) ## Build the Python SDK's wheel and sdist into DIST_DIR/python.
+	rm -rf $(DIST_DIR)/python sdk/python/build
+	$(VENV)/bin/python -m build --no-isolation --outdir $(DIST_DIR)/python sdk/python
+	rm -rf sdk/python/build
+	@test -f $(DIST_DIR)/python/polyop-$(SDK_VERSION)-py3-none-any.whl || { \
+		echo "the Python SDK's version is not VERSION's $(SDK_VERSION): see sdk/python/pyproject.toml"; exit 1; }
+
+.PHONY: dist-typescript
+dist-typescript: $(NODE_MODULES_STAMP) ## Build the TypeScript SDK and pack it into DIST_DIR/typescript.
+	node_modules/.bin/tsc -b sdk/typescript
+	rm -rf $(DIST_DIR)/typescript
+	mkdir -p $(DIST_DIR)/typescript
+	$(NPM) pack --silent --pack-destination $(abspath $(DIST_DIR)/typescript) -w sdk/typescript
+	@test -f $(DIST_DIR)/typescript/polyop-sidecar-$(SDK_VERSION).tgz || { \
+		echo "the TypeScript SDK's version is not VERSION's $(SDK_VERSION): see sdk/typescript/package.json"; exit 1; }
+
+.PHONY: python-wheelhouse
+python-wheelhouse: $(PYTHON_WHEELHOUSE)/.done ## Download the wheels of the Python SDK's runtime dependencies (at the pins) into .venv/wheelhouse.
+
+$(PYTHON_WHEELHOUSE)/.done: $(VENV_STAMP)
+	rm -rf $(PYTHON_WHEELHOUSE)
+	$(VENV)/bin/pip download --quiet --disable-pip-version-check --no-build-isolation --only-binary :all: \
+		--constraint $(PYTHON_REQUIREMENTS) --dest $(PYTHON_WHEELHOUSE) ./sdk/python
+	touch $@
 
 ##@ Deployment
 
