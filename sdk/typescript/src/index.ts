@@ -103,6 +103,7 @@ export {
   type ObjectKey,
   type ObjectMeta,
   type OwnerReference,
+  type TypedKind,
   type TypeMeta,
 } from "./objects.js";
 export type { RunningServer } from "./serve.js";
