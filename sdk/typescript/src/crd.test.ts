@@ -103,6 +103,8 @@ describe("defineKind and crdsOf", () => {
     assert.deepEqual(versions, [["v1", true, true, false], ["v1beta1", true, false, true]]);
     assert.equal(crds[0]!.spec.versions[1]!.deprecationWarning, "example.com/v1beta1 Widget is deprecated; use example.com/v1");
     assert.deepEqual(crds[0]!.spec.names.shortNames, ["wd"], "kind-wide fields come from whichever version gives them");
+    const unserved = defineKind({ group: "example.com", version: "v1alpha1", kind: "Widget", served: false, storage: false, spec: Type.Object({}) });
+    assert.equal(crdsOf([Widget, unserved])[0]!.spec.versions[1]!.served, false);
   });
 
   test("metadata.name may be constrained", () => {

@@ -20,6 +20,7 @@ const markers: [string, unknown, unknown][] = [
   ["an object's default", Type.Object({ a: Type.Optional(Type.String()) }, { default: {} }), { type: "object", default: {}, properties: { a: { type: "string" } } }],
   ["a union of literals (+kubebuilder:validation:Enum)", Type.Union([Type.Literal("a"), Type.Literal("b")]), { type: "string", enum: ["a", "b"] }],
   ["a TypeScript enum (Type.Enum)", Type.Enum(Color), { type: "string", enum: ["red", "blue"] }],
+  ["the keys of an object (Type.KeyOf)", Type.KeyOf(Type.Object({ x: Type.String(), y: Type.String() })), { type: "string", enum: ["x", "y"] }],
   ["a keyword enum", Type.String({ enum: ["x", "y"] }), { type: "string", enum: ["x", "y"] }],
   ["an integer enum", Type.Union([Type.Literal(1), Type.Literal(2)]), { type: "integer", enum: [1, 2] }],
   ["a single literal", Type.Literal("only"), { type: "string", enum: ["only"] }],
