@@ -190,7 +190,25 @@ export const notAKind = 1;
   });
 });
 
-describe("Sidecar.reconciler with a defined kind", () => {
+describe("Sidecar's registrations with a defined kind", () => {
+  test("the defaulter and the validator receive the kind's static type", async () => {
+    const sidecar = new Sidecar({ name: "widgets" });
+    sidecar.defaulter({ for: Widget }, (widget) => {
+      widget.spec.color ??= "blue";
+    });
+    sidecar.validator({ for: Widget }, (widget, ctx) => {
+      if (widget.spec.replicas > 5) {
+        ctx.warn("more than 5 replicas");
+      }
+    });
+    const harness = new Harness(sidecar);
+    const obj: Widget = { apiVersion: Widget.apiVersion, kind: Widget.kind, metadata: { name: "w", namespace: "ns" }, spec: { replicas: 6 } };
+    const defaulted = await harness.default(obj);
+    assert.equal(defaulted.object.spec.color, "blue");
+    assert.deepEqual((await harness.validate(obj)).warnings, ["more than 5 replicas"]);
+  });
+
+
   test("the reconciler receives the kind's static type", async () => {
     const sidecar = new Sidecar({ name: "widgets" });
     let seen: Widget | undefined;

@@ -86,13 +86,17 @@ export class Sidecar {
     return this;
   }
 
-  /** Registers a mutating admission webhook for options.for. */
+  /** Registers a mutating admission webhook for options.for (a kind from defineKind gives fn its static type). */
+  defaulter<K extends TypedKind>(options: WebhookOptions & { for: K }, fn: Defaulter<K["static"]>): this;
+  defaulter<T extends KubeResource>(options: WebhookOptions, fn: Defaulter<T>): this;
   defaulter<T extends KubeResource>(options: WebhookOptions, fn: Defaulter<T>): this {
     this.registry.addWebhook(options, "defaulter").defaulter = fn as unknown as Defaulter<KubeResource>;
     return this;
   }
 
-  /** Registers a validating admission webhook for options.for. */
+  /** Registers a validating admission webhook for options.for (a kind from defineKind gives fn its static type). */
+  validator<K extends TypedKind>(options: WebhookOptions & { for: K }, fn: Validator<K["static"]>): this;
+  validator<T extends KubeResource>(options: WebhookOptions, fn: Validator<T>): this;
   validator<T extends KubeResource>(options: WebhookOptions, fn: Validator<T>): this {
     this.registry.addWebhook(options, "validator").validator = fn as unknown as Validator<KubeResource>;
     return this;
