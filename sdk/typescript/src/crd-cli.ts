@@ -42,7 +42,8 @@ export async function main(args: string[]): Promise<number> {
     try {
       exports = (await import(specifier)) as Record<string, unknown>;
     } catch (err) {
-      process.stderr.write(`polyop-crd: importing ${mod}: ${(err as Error).message}\n`);
+      const hint = /\.[cm]?tsx?$/.test(mod) ? " (node runs JavaScript: compile the module with tsc and give the .js file)" : "";
+      process.stderr.write(`polyop-crd: importing ${mod}: ${(err as Error).message}${hint}\n`);
       return 1;
     }
     const found = Object.values(exports).filter(isKind);

@@ -114,6 +114,15 @@ describe("defineKind and crdsOf", () => {
     });
   });
 
+  test("YAML: strings YAML would read as numbers, booleans or null are quoted", () => {
+    for (const s of [".5", ".inf", ".NaN", "1", "1e3", "0x1f", "true", "No", "null", "~", "", "-x", "a: b", "a #b", "key:", "[x]", "{x}", "*a", "&a", "!t", "@x", "%x", "`x", "'x", '"x', "x "]) {
+      assert.equal(toYAML([s]), `- ${JSON.stringify(s)}\n`, s);
+    }
+    for (const s of ["x", "v1", ".spec.replicas", "A widget.", "example.com/v1", "a-b_c (d)"]) {
+      assert.equal(toYAML([s]), `- ${s}\n`, s);
+    }
+  });
+
   test("YAML: sorted keys, quoted when YAML would misread, literal blocks", () => {
     assert.equal(
       toYAML({ b: ["True", "x", 1, { k: "a: b" }], a: { empty: {}, list: [], text: "line one\nline two", nothing: null } }),

@@ -21,7 +21,9 @@ function scalar(v: unknown, indent: number): string {
     return String(v);
   }
   const s = typeof v === "string" ? v : JSON.stringify(v);
-  if (plain.test(s) && !reserved.test(s) && !s.endsWith(" ") && !s.includes(" #") && !s.includes(": ")) {
+  // A plain scalar unless YAML would read another type or structure in it (".5" is a float, ".inf" too).
+  const other = reserved.test(s) || /^\.(inf|nan)$/i.test(s) || !Number.isNaN(Number(s));
+  if (plain.test(s) && !other && !s.endsWith(" ") && !s.includes(" #") && !s.includes(": ")) {
     return s;
   }
   // A literal block keeps a multi-line description readable.
