@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, test } from "node:test";
 import { Type, type Static } from "@sinclair/typebox";
 import { crdsOf, defineKind, fileNameOf, KindError, Kube, pluralOf, toYAML } from "./crd.js";
@@ -170,9 +170,10 @@ describe("crdsOf: errors name the kind, the version and the field", () => {
 describe("polyop-crd", () => {
   test("writes one file per group and kind from a module's exports", async () => {
     // Inside the SDK, so that the module's import of @sinclair/typebox resolves.
-    const dir = await mkdtemp(join(import.meta.dirname, "crd-cli-test-"));
+    const here = fileURLToPath(new URL(".", import.meta.url));
+    const dir = await mkdtemp(join(here, "crd-cli-test-"));
     try {
-      const crdModule = pathToFileURL(join(import.meta.dirname, "crd.js")).href;
+      const crdModule = pathToFileURL(join(here, "crd.js")).href;
       const mod = join(dir, "types.mjs");
       await writeFile(
         mod,
