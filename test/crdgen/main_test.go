@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/testenv"
@@ -14,6 +16,12 @@ var (
 	k8s client.Client
 )
 
+// TestMain starts a control plane with no CRDs: the tests install the ones
+// the generators write.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Suite{Env: &env, Client: &k8s}.Run(m))
+	os.Exit(testenv.Suite{
+		Schemes: []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme},
+		Env:     &env,
+		Client:  &k8s,
+	}.Run(m))
 }

@@ -30,7 +30,9 @@
  * the host.
  *
  * "@polyop/sidecar/testing" has Harness, which calls a sidecar's functions
- * without a host, and FakeCluster, an in-memory Cluster.
+ * without a host, and FakeCluster, an in-memory Cluster. "@polyop/sidecar/crd"
+ * declares kinds with TypeBox (defineKind), for their static types and their
+ * CRDs (the polyop-crd command).
  */
 export { DEFAULT_ADDRESS, parseAddress } from "./address.js";
 export {
@@ -103,6 +105,7 @@ export {
   type ObjectKey,
   type ObjectMeta,
   type OwnerReference,
+  type TypedKind,
   type TypeMeta,
 } from "./objects.js";
 export type { RunningServer } from "./serve.js";

@@ -70,6 +70,15 @@ export interface KubeObject<Spec = Record<string, unknown>, Status = Record<stri
   status?: Status;
 }
 
+/**
+ * A kind that carries its objects' static type, as defineKind's schemas do
+ * (TypeBox's phantom static property): Sidecar.reconciler({ for: K }, fn)
+ * gives fn that type.
+ */
+export interface TypedKind<T extends KubeResource = KubeResource> extends TypeMeta {
+  readonly static: T;
+}
+
 /** The kind of an apiVersion and kind: "apps/v1" → group "apps", version "v1"; "v1" → the core group. */
 export function gvkOf(type: TypeMeta): GroupVersionKind {
   const slash = type.apiVersion.indexOf("/");

@@ -8,7 +8,7 @@ import type { ConvertRequest, DefaultRequest, ValidateRequest } from "./gen/poly
 import { ProtocolVersion, type DescribeRequest, type DescribeResponse } from "./gen/polyop/v1alpha1/describe_pb.js";
 import type { FinalizeRequest, ReconcileRequest } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { jsonLogger, type Logger } from "./log.js";
-import type { KubeResource } from "./objects.js";
+import type { KubeResource, TypedKind } from "./objects.js";
 import { finalize, reconcile, type Reconciler } from "./reconcile.js";
 import { Registry, type ControllerOptions, type ConversionOptions, type WebhookOptions } from "./registry.js";
 import { listen, type RunningServer } from "./serve.js";
@@ -74,19 +74,29 @@ export class Sidecar {
     this.env = { name: this.name, log: this.log, registry: this.registry, clusterFor: (signal) => this.clusterFor(signal) };
   }
 
-  /** Registers a controller reconciling objects of options.for with fn. */
+  /**
+   * Registers a controller reconciling objects of options.for with fn. When
+   * options.for is a kind from defineKind ("@polyop/sidecar/crd"), fn
+   * receives its static type; otherwise name the type: reconciler<Widget>(...).
+   */
+  reconciler<K extends TypedKind>(options: ControllerOptions<K["static"]> & { for: K }, fn: Reconciler<K["static"]>): this;
+  reconciler<T extends KubeResource>(options: ControllerOptions<T>, fn: Reconciler<T>): this;
   reconciler<T extends KubeResource>(options: ControllerOptions<T>, fn: Reconciler<T>): this {
     this.registry.addController(options, fn);
     return this;
   }
 
-  /** Registers a mutating admission webhook for options.for. */
+  /** Registers a mutating admission webhook for options.for (a kind from defineKind gives fn its static type). */
+  defaulter<K extends TypedKind>(options: WebhookOptions & { for: K }, fn: Defaulter<K["static"]>): this;
+  defaulter<T extends KubeResource>(options: WebhookOptions, fn: Defaulter<T>): this;
   defaulter<T extends KubeResource>(options: WebhookOptions, fn: Defaulter<T>): this {
     this.registry.addWebhook(options, "defaulter").defaulter = fn as unknown as Defaulter<KubeResource>;
     return this;
   }
 
-  /** Registers a validating admission webhook for options.for. */
+  /** Registers a validating admission webhook for options.for (a kind from defineKind gives fn its static type). */
+  validator<K extends TypedKind>(options: WebhookOptions & { for: K }, fn: Validator<K["static"]>): this;
+  validator<T extends KubeResource>(options: WebhookOptions, fn: Validator<T>): this;
   validator<T extends KubeResource>(options: WebhookOptions, fn: Validator<T>): this {
     this.registry.addWebhook(options, "validator").validator = fn as unknown as Validator<KubeResource>;
     return this;
