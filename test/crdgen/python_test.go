@@ -25,7 +25,7 @@ import (
 // pydantic and a model or two takes about a second.
 const pythonTimeout = 2 * time.Minute
 
-var gadgetV1 = schema.GroupVersionKind{Group: "crdgen.polyop.dev", Version: "v1", Kind: "Gadget"}
+var gadgetV1 = schema.GroupVersionKind{Group: "python.crdgen.polyop.dev", Version: "v1", Kind: "Gadget"}
 
 // python returns the virtualenv's interpreter with the polyop SDK, or fails
 // the test saying how to make it.
@@ -80,8 +80,8 @@ func TestPythonCRDsAreAcceptedAndEnforcedByTheAPIServer(t *testing.T) {
 	out := t.TempDir()
 	runPython(t, py, nil, "-m", "polyop.crd", "gadgets", "-o", out)
 	files, err := filepath.Glob(filepath.Join(out, "*.yaml"))
-	if err != nil || len(files) != 1 || filepath.Base(files[0]) != "crdgen.polyop.dev_gadgets.yaml" {
-		t.Fatalf("python -m polyop.crd wrote %v (%v), want crdgen.polyop.dev_gadgets.yaml", files, err)
+	if err != nil || len(files) != 1 || filepath.Base(files[0]) != "python.crdgen.polyop.dev_gadgets.yaml" {
+		t.Fatalf("python -m polyop.crd wrote %v (%v), want python.crdgen.polyop.dev_gadgets.yaml", files, err)
 	}
 
 	warned := &warnings{}
@@ -182,11 +182,11 @@ json.dump(gadget.to_dict(), sys.stdout)
 			t.Fatalf("creating a valid Gadget: %v", err)
 		}
 		old := &unstructured.Unstructured{}
-		old.SetGroupVersionKind(schema.GroupVersionKind{Group: "crdgen.polyop.dev", Version: "v1alpha1", Kind: "Gadget"})
+		old.SetGroupVersionKind(schema.GroupVersionKind{Group: "python.crdgen.polyop.dev", Version: "v1alpha1", Kind: "Gadget"})
 		if err := warnedClient.Get(ctx, client.ObjectKeyFromObject(gadget), old); err != nil {
 			t.Fatalf("reading the Gadget at v1alpha1: %v", err)
 		}
-		if w := strings.Join(warned.all(), "\n"); !strings.Contains(w, "crdgen.polyop.dev/v1alpha1 Gadget is deprecated; use v1") {
+		if w := strings.Join(warned.all(), "\n"); !strings.Contains(w, "python.crdgen.polyop.dev/v1alpha1 Gadget is deprecated; use v1") {
 			t.Errorf("warnings %q, want the deprecation warning", w)
 		}
 	})

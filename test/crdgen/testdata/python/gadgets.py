@@ -60,7 +60,7 @@ class GadgetStatus(crd.StatusBase):
 
 
 @crd.kind(
-    group="crdgen.polyop.dev",
+    group="python.crdgen.polyop.dev",
     version="v1",
     short_names=["gd"],
     categories=["polyop"],
@@ -78,7 +78,7 @@ class Gadget(crd.Resource):
     status: GadgetStatus = Field(default_factory=GadgetStatus)
 
 
-@crd.kind(group="crdgen.polyop.dev", version="v1alpha1", kind="Gadget", storage=False, deprecated=True, deprecation_warning="crdgen.polyop.dev/v1alpha1 Gadget is deprecated; use v1")
+@crd.kind(group="python.crdgen.polyop.dev", version="v1alpha1", kind="Gadget", storage=False, deprecated=True, deprecation_warning="python.crdgen.polyop.dev/v1alpha1 Gadget is deprecated; use v1")
 class GadgetV1alpha1(crd.Resource):
     """A Gadget, as it was."""
 
