@@ -1,6 +1,6 @@
 // The TypeScript column of docs/vocabulary.md names things that exist: every
-// name in backticks is an export of "@polyop/sidecar" (or, as testing.Name, of
-// "@polyop/sidecar/testing"), a member of one (Class.method, Interface.member),
+// name in backticks is an export of "@polyop/sidecar" (or, as testing.Name and
+// crd.Name, of "@polyop/sidecar/testing" and "@polyop/sidecar/crd"), a member of one (Class.method, Interface.member),
 // or a member named beside one. Values are checked in the built modules at
 // run time; types and interfaces, which have no run-time existence, in the
 // built declarations (dist/*.d.ts) through the TypeScript compiler's checker.
@@ -12,11 +12,12 @@ import { describe, test } from "node:test";
 import ts from "typescript";
 
 import * as index from "./index.js";
+import * as crdModule from "./crd.js";
 import * as testingModule from "./testing.js";
 
 /** A name to check: path[0] is an export of module; path[1], when present, a member of it. */
 interface Check {
-  module: "index" | "testing";
+  module: "index" | "testing" | "crd";
   path: string[];
   /** The name is a member of the last parameter (the options) of the method path names. */
   optionOf?: boolean;
@@ -52,7 +53,7 @@ function rows(markdown: string): Array<{ concept: string; cell: string }> {
 /** A dotted name as written in the table, as a module and a path. */
 function parsePath(name: string): Pick<Check, "module" | "path"> {
   const parts = name.split(".");
-  return parts[0] === "testing" ? { module: "testing", path: parts.slice(1) } : { module: "index", path: parts };
+  return parts[0] === "testing" || parts[0] === "crd" ? { module: parts[0], path: parts.slice(1) } : { module: "index", path: parts };
 }
 
 /**
@@ -107,7 +108,7 @@ function isPrivateName(d: ts.Declaration): boolean {
 /** The built declarations, through the TypeScript checker. */
 function declarations() {
   const dist = (file: string) => fileURLToPath(new URL(file, import.meta.url));
-  const files = { index: dist("./index.d.ts"), testing: dist("./testing.d.ts") };
+  const files = { index: dist("./index.d.ts"), testing: dist("./testing.d.ts"), crd: dist("./crd.d.ts") };
   const program = ts.createProgram(Object.values(files), {
     module: ts.ModuleKind.NodeNext,
     moduleResolution: ts.ModuleResolutionKind.NodeNext,
@@ -124,18 +125,18 @@ function declarations() {
     assert.ok(symbol, `${file} is not a module`);
     return new Map(checker.getExportsOfModule(symbol).map((s) => [s.name, s]));
   };
-  return { checker, exports: { index: exportsOf(files.index), testing: exportsOf(files.testing) } };
+  return { checker, exports: { index: exportsOf(files.index), testing: exportsOf(files.testing), crd: exportsOf(files.crd) } };
 }
 
 describe("docs/vocabulary.md, the TypeScript column", () => {
   const table = rows(readFileSync(vocabulary, "utf8"));
   const { checker, exports } = declarations();
-  const runtime: Record<Check["module"], Record<string, unknown>> = { index, testing: testingModule };
+  const runtime: Record<Check["module"], Record<string, unknown>> = { index, testing: testingModule, crd: crdModule };
 
   /** Why check does not hold; undefined when it does. */
   function missing(check: Check): string | undefined {
     const [name, member, ...deeper] = check.path;
-    const where = check.module === "testing" ? '"@polyop/sidecar/testing"' : '"@polyop/sidecar"';
+    const where = check.module === "index" ? '"@polyop/sidecar"' : `"@polyop/sidecar/${check.module}"`;
     let symbol = exports[check.module].get(name!);
     if (!symbol) {
       return `${name} is not exported by ${where}`;
