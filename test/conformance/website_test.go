@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	websitev1 "github.com/polyop/polyop/examples/go/website/api/v1"
@@ -125,11 +126,14 @@ func TestWebsiteExample(t *testing.T) {
 
 	// No longer exposed: the Service is not desired, and the complete set of
 	// children prunes it.
-	if err := k8s.Get(ctx, key("hello"), site); err != nil {
-		t.Fatal(err)
-	}
-	site.Spec.Expose = new(false)
-	if err := k8s.Update(ctx, site); err != nil {
+	// The controller writes the status meanwhile: retry a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := k8s.Get(ctx, key("hello"), site); err != nil {
+			return err
+		}
+		site.Spec.Expose = new(false)
+		return k8s.Update(ctx, site)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 2*time.Minute, "the Service is pruned", func() (bool, string) {
