@@ -1,0 +1,27 @@
+//go:build unix
+
+package cli
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+const (
+	terminate = syscall.SIGTERM
+	kill      = syscall.SIGKILL
+)
+
+// ownProcessGroup starts cmd in a process group of its own, so that the
+// processes it starts (the program `go run` builds, a shell's children) are
+// stopped with it.
+func ownProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// signalGroup sends sig to cmd's process group.
+func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, sig)
+	}
+}
