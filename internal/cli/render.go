@@ -405,7 +405,7 @@ func (r *renderer) reconcile(ctx context.Context, c description.Controller, obj 
 	u := obj.Unstructured
 	if c.Finalizer != "" {
 		if u.GetDeletionTimestamp() != nil && slices.Contains(u.GetFinalizers(), c.Finalizer) {
-			return nil, fmt.Errorf("%s: %s: %s is being deleted and holds controller %q's finalizer: the host would call Finalize, which polyop render does not call; remove metadata.deletionTimestamp to render a Reconcile",
+			return nil, fmt.Errorf("%s: %s is being deleted and holds controller %q's finalizer: the host would call Finalize, which polyop render does not call; remove metadata.deletionTimestamp to render a Reconcile",
 				obj.where(), refOf(u), c.Name)
 		}
 		if !slices.Contains(u.GetFinalizers(), c.Finalizer) && u.GetDeletionTimestamp() == nil {
@@ -465,5 +465,5 @@ func (r *renderer) reconcile(ctx context.Context, c description.Controller, obj 
 	if err != nil {
 		return nil, fmt.Errorf("controller %q answered the Reconcile of %s, but %w", c.Name, refOf(u), err)
 	}
-	return newReconcileResult(resp)
+	return newReconcileResult(resp), nil
 }

@@ -2,13 +2,12 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 
+	yaml "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	yaml "go.yaml.in/yaml/v3"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -93,10 +92,10 @@ type ReconcileResult struct {
 	Failure *Failure `json:"failure,omitempty"`
 	// Status is the status the host writes; nil when the sidecar returned
 	// none (the host leaves the status as it is).
-	Status map[string]any `json:"status,omitempty"`
+	Status json.RawMessage `json:"status,omitempty"`
 	// DesiredChildren are the children the host applies, as the sidecar
 	// returned them.
-	DesiredChildren []map[string]any `json:"desiredChildren"`
+	DesiredChildren []json.RawMessage `json:"desiredChildren"`
 	// ChildrenComplete says the desired children are all of them: the host
 	// deletes the children it applied before that are not among them.
 	ChildrenComplete bool `json:"childrenComplete"`
@@ -121,9 +120,9 @@ type Event struct {
 	Message string `json:"message"`
 }
 
-// newReconcileResult decodes a ReconcileResponse the host accepts.
-func newReconcileResult(resp *polyopv1alpha1.ReconcileResponse) (*ReconcileResult, error) {
-	r := &ReconcileResult{ChildrenComplete: resp.GetChildrenComplete(), DesiredChildren: []map[string]any{}}
+// newReconcileResult is the result of a ReconcileResponse the host accepts.
+func newReconcileResult(resp *polyopv1alpha1.ReconcileResponse) *ReconcileResult {
+	r := &ReconcileResult{ChildrenComplete: resp.GetChildrenComplete(), DesiredChildren: []json.RawMessage{}}
 	if d := resp.GetRequeueAfter(); d != nil && d.AsDuration() > 0 {
 		r.RequeueAfter = d.AsDuration().String()
 	}
@@ -133,17 +132,13 @@ func newReconcileResult(resp *polyopv1alpha1.ReconcileResponse) (*ReconcileResul
 			r.Failure.RetryAfter = d.AsDuration().String()
 		}
 	}
+	// Kept as the sidecar wrote them (CheckAnswer found them valid), in
+	// its order of keys.
 	if s := resp.GetStatus(); len(s) > 0 {
-		if err := json.Unmarshal(s, &r.Status); err != nil {
-			return nil, fmt.Errorf("decoding the status: %w", err)
-		}
+		r.Status = s
 	}
-	for i, c := range resp.GetDesiredChildren() {
-		var m map[string]any
-		if err := json.Unmarshal(c, &m); err != nil {
-			return nil, fmt.Errorf("decoding desired_children[%d]: %w", i, err)
-		}
-		r.DesiredChildren = append(r.DesiredChildren, m)
+	for _, c := range resp.GetDesiredChildren() {
+		r.DesiredChildren = append(r.DesiredChildren, c)
 	}
 	for _, e := range resp.GetEvents() {
 		t := "Normal"
@@ -152,7 +147,7 @@ func newReconcileResult(resp *polyopv1alpha1.ReconcileResponse) (*ReconcileResul
 		}
 		r.Events = append(r.Events, Event{Type: t, Reason: e.GetReason(), Action: e.GetAction(), Message: e.GetMessage()})
 	}
-	return r, nil
+	return r
 }
 
 // refOf names obj: its kind, and namespace/name or name.
