@@ -17,8 +17,8 @@ import (
 const AddressFlag = "--address"
 
 // stopGracePeriod is how long Stop waits for the sidecar to exit after
-// SIGTERM before it kills it: the SDKs stop serving at once on SIGTERM, and
-// `go run` passes the signal on to the program it built.
+// SIGINT before it kills it: the SDKs stop serving at once on SIGINT, as on
+// SIGTERM.
 const stopGracePeriod = 5 * time.Second
 
 // SidecarProcess is a sidecar command started on a unix socket in a
@@ -116,7 +116,7 @@ func (p *SidecarProcess) outputNote() string {
 // OutputTail is the last n lines the sidecar printed, at most.
 func (p *SidecarProcess) OutputTail(n int) string { return p.output.tail(n) }
 
-// Stop ends the sidecar: SIGTERM to it and the processes it started, SIGKILL
+// Stop ends the sidecar: SIGINT to it and the processes it started, SIGKILL
 // after stopGracePeriod, then removes its temporary directory and socket. It
 // may be called more than once.
 func (p *SidecarProcess) Stop() {

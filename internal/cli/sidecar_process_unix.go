@@ -7,8 +7,11 @@ import (
 	"syscall"
 )
 
+// The sidecar is stopped as Ctrl-C stops a program: SIGINT, which every SDK
+// handles and `go run` passes on to the program it built and then cleans up
+// after (SIGTERM would end `go run` at once, leaving its build directory).
 const (
-	terminate = syscall.SIGTERM
+	terminate = syscall.SIGINT
 	kill      = syscall.SIGKILL
 )
 
