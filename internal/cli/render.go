@@ -457,7 +457,7 @@ func (r *renderer) reconcile(ctx context.Context, c description.Controller, obj 
 	resp, err := r.sc.Reconcile(ctx, req)
 	var tooLarge *sidecar.TooLargeError
 	if err != nil && !errors.As(err, &tooLarge) {
-		return nil, fmt.Errorf("Reconcile call of controller %q for %s to the sidecar at %s: %w", c.Name, refOf(u), r.sc.Address(), err)
+		return nil, fmt.Errorf("the Reconcile call of controller %q for %s to the sidecar at %s failed: %w", c.Name, refOf(u), r.sc.Address(), err)
 	}
 	if err == nil {
 		_, err = controller.CheckAnswer(resp, u, c.Name, kinds, 0)
