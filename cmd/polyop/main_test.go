@@ -251,9 +251,9 @@ func TestRenderErrors(t *testing.T) {
 			args:    []string{"render", "--object", maintenanceWindowSample, "--", "sh", "-c", "echo 'cannot load the model' >&2; exit 3", "sh"},
 			wantErr: []string{"Error: the sidecar exited before it served", "exit status 3", "the end of its output:\ncannot load the model"},
 		},
-		"if the sidecar reconciles no such kind, the error names the kinds it reconciles": {
+		"if none of a file's objects is of a kind the sidecar reconciles, the error names them and the kinds it reconciles": {
 			args:    []string{"render", "--object", website, "--", sidecar},
-			wantErr: []string{"holds 2 objects"},
+			wantErr: []string{`Error: none of the 2 objects of ` + website + ` (ConfigMap "hello-content" (line 1), Website "hello" (line 12)) is of a kind sidecar "maintenancewindow" reconciles: it reconciles MaintenanceWindow.examples.polyop.dev/v1`},
 		},
 		"if the object's kind has no controller, the error names the sidecar's kinds": {
 			args:    []string{"render", "--object", "examples/go/memcached/config/samples/examples_v1_memcached.yaml", "--", sidecar},

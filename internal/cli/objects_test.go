@@ -80,7 +80,7 @@ func TestReadObjectTakesOne(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, "two.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n")
 	_, err := readObject(path)
-	want := path + ` holds 2 objects (ConfigMap "a" (line 1), Secret "b" (line 6)): render takes one`
+	want := path + ` holds 2 objects (ConfigMap "a" (line 1), Secret "b" (line 6)): give one`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error = %v; want %q", err, want)
 	}

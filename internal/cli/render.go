@@ -160,9 +160,12 @@ func (o *RenderOptions) validate(dash int) error {
 // starts) the sidecar, calls it and writes the result to out. Diagnostics go
 // to errOut.
 func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
-	obj, err := readObject(o.ObjectFile)
+	objs, err := readObjects(o.ObjectFile)
 	if err != nil {
 		return err
+	}
+	if len(objs) == 0 {
+		return fmt.Errorf("%s holds no object", o.ObjectFile)
 	}
 	var observed []fileObject
 	if o.ObservedFile != "" {
@@ -211,6 +214,10 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 		return explain(err)
 	}
 	r := &renderer{opts: o, sc: sc, desc: desc, mapper: description.GuessingMapper(desc), errOut: errOut}
+	obj, err := r.pick(objs)
+	if err != nil {
+		return err
+	}
 	result, err := r.render(ctx, obj, old, observed)
 	if err != nil {
 		return explain(err)
@@ -225,13 +232,64 @@ func readObject(path string) (fileObject, error) {
 		return fileObject{}, err
 	}
 	if len(objs) != 1 {
-		var where []string
-		for _, o := range objs {
-			where = append(where, fmt.Sprintf("%s %q (line %d)", o.GetKind(), o.GetName(), o.Line))
-		}
-		return fileObject{}, fmt.Errorf("%s holds %d objects (%s): render takes one; put the others in a file of their own", path, len(objs), strings.Join(where, ", "))
+		return fileObject{}, fmt.Errorf("%s holds %d objects (%s): give one", path, len(objs), describeObjects(objs))
 	}
 	return objs[0], nil
+}
+
+// describeObjects names objs and where they start, for messages.
+func describeObjects(objs []fileObject) string {
+	var where []string
+	for _, o := range objs {
+		where = append(where, fmt.Sprintf("%s %q (line %d)", o.GetKind(), o.GetName(), o.Line))
+	}
+	return strings.Join(where, ", ")
+}
+
+// pick is the object of --object to render: the only one, or, when the file
+// holds several (a sample with the objects it needs, say), the only one of a
+// kind the sidecar reconciles (or, with --admission, admits). The others are
+// named on errOut.
+func (r *renderer) pick(objs []fileObject) (fileObject, error) {
+	if len(objs) == 1 {
+		return objs[0], nil
+	}
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, c := range r.desc.Controllers {
+		if r.opts.Controller == "" || c.Name == r.opts.Controller {
+			kinds[c.GVK] = true
+		}
+	}
+	if r.opts.Admission != "" {
+		for _, w := range r.desc.Webhooks {
+			kinds[w.GVK] = true
+		}
+	}
+	var chosen, others []fileObject
+	for _, o := range objs {
+		if kinds[o.GroupVersionKind()] {
+			chosen = append(chosen, o)
+		} else {
+			others = append(others, o)
+		}
+	}
+	path := r.opts.ObjectFile
+	switch len(chosen) {
+	case 1:
+		fmt.Fprintf(r.errOut, "polyop render: rendering %s %q (%s), the one object of %s the sidecar reconciles; not %s\n",
+			chosen[0].GetKind(), chosen[0].GetName(), chosen[0].where(), path, describeObjects(others))
+		return chosen[0], nil
+	case 0:
+		var names []string
+		for gvk := range kinds {
+			names = append(names, description.GVKString(gvk))
+		}
+		slices.Sort(names)
+		return fileObject{}, fmt.Errorf("none of the %d objects of %s (%s) is of a kind sidecar %q reconciles: it reconciles %s",
+			len(objs), path, describeObjects(objs), r.desc.Name, listOrNone(names))
+	}
+	return fileObject{}, fmt.Errorf("%s holds %d objects the sidecar reconciles (%s): render takes one; put it in a file of its own",
+		path, len(chosen), describeObjects(chosen))
 }
 
 // connect returns a client of the sidecar, ready: the one at

@@ -116,7 +116,7 @@ func (r *renderer) admit(ctx context.Context, obj *unstructured.Unstructured, ol
 			if err := obj.UnmarshalJSON(defaulted); err != nil {
 				return nil, false, fmt.Errorf("decoding the defaulted object: %w", err)
 			}
-			result.Defaulted = obj.Object
+			result.Defaulted = obj.DeepCopy().Object
 		}
 	}
 	if wh.Validate {

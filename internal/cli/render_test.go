@@ -289,6 +289,9 @@ func TestRenderAdmitsTheObjectBeforeReconcilingIt(t *testing.T) {
 			t.Errorf("output does not contain %q:\n%s", want, out)
 		}
 	}
+	if defaulted := out[strings.Index(out, "defaulted:"):strings.Index(out, "validate:")]; strings.Contains(defaulted, "example.com/cleanup") {
+		t.Errorf("the defaulted object shows the finalizer the reconcile added after it:\n%s", defaulted)
+	}
 	if reqs := f.Reconciles(); len(reqs) != 1 || !strings.Contains(string(reqs[0].GetObject()), `"color":"blue"`) {
 		t.Errorf("Reconcile requests = %v; want one, of the defaulted object", reqs)
 	}
@@ -314,5 +317,29 @@ func TestRenderAdmitsTheObjectBeforeReconcilingIt(t *testing.T) {
 	}
 	if strings.Contains(out, "reconcile:") || len(f2.Reconciles()) != 0 {
 		t.Errorf("a denied object was reconciled:\n%s", out)
+	}
+}
+
+func TestRenderPicksTheObjectOfAKindTheSidecarReconciles(t *testing.T) {
+	t.Parallel()
+	f := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+		return &polyopv1alpha1.ReconcileResponse{}
+	})}
+	path := writeFile(t, "sample.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: content\n---\n"+widgetYAML)
+	out, errOut, err := render(t, f, RenderOptions{ObjectFile: path})
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	if !strings.Contains(out, "object: Widget default/w") {
+		t.Errorf("rendered:\n%s\nwant the Widget", out)
+	}
+	if want := `rendering Widget "w" (` + path + `:6), the one object of ` + path + ` the sidecar reconciles; not ConfigMap "content" (line 1)`; !strings.Contains(errOut, want) {
+		t.Errorf("stderr = %q; want %q", errOut, want)
+	}
+
+	two := writeFile(t, "two.yaml", widgetYAML+"---\n"+strings.Replace(widgetYAML, "name: w", "name: w2", 1))
+	_, _, err = render(t, &sidecartest.Fake{}, RenderOptions{ObjectFile: two})
+	if want := two + ` holds 2 objects the sidecar reconciles (Widget "w" (line 1), Widget "w2" (line 9)): render takes one`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v; want %q", err, want)
 	}
 }
