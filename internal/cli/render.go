@@ -76,8 +76,10 @@ calls it, stops it and removes the socket, on every path, Ctrl-C included.
 With --sidecar-address, polyop calls a sidecar you run yourself (under a
 debugger, say) and leaves it running.
 
-The object is read as the API server would hold it: namespace "default" when a
-namespaced object has none, generation 1 when unset, and the controller's
+When the file of --object holds several objects (a sample with the objects it
+needs), the one of a kind the sidecar reconciles is rendered. The object is read
+as the API server would hold it: namespace "default" when a namespaced object
+has none, generation 1 when unset, and the controller's
 finalizer added when it declares one (the host adds it before the first
 reconcile). The children in --observed (a YAML stream, or a List) are sent as
 ReconcileRequest.observed_children for the owned kinds declared with

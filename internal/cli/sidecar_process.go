@@ -16,6 +16,14 @@ import (
 // every SDK's entry point and example takes it (--address unix:///….sock).
 const AddressFlag = "--address"
 
+// socketName is the name of the sidecar's socket in its temporary directory.
+const socketName = "sidecar.sock"
+
+// maxSocketPath is the longest unix socket path StartSidecar uses: the
+// systems' limits are 104 (macOS) and 108 (Linux) bytes, with the
+// terminating NUL.
+const maxSocketPath = 100
+
 // stopGracePeriod is how long Stop waits for the sidecar to exit after
 // SIGINT before it kills it: the SDKs stop serving at once on SIGINT, as on
 // SIGTERM.
@@ -50,8 +58,16 @@ func StartSidecar(command []string, logs io.Writer) (*SidecarProcess, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(filepath.Join(dir, socketName)) > maxSocketPath {
+		// A long TMPDIR (macOS's, say) makes a socket path the system
+		// refuses: /tmp makes a short one.
+		_ = os.RemoveAll(dir)
+		if dir, err = os.MkdirTemp("/tmp", "polyop-sidecar-"); err != nil {
+			return nil, err
+		}
+	}
 	p := &SidecarProcess{
-		Address: "unix://" + filepath.Join(dir, "sidecar.sock"),
+		Address: "unix://" + filepath.Join(dir, socketName),
 		command: command,
 		dir:     dir,
 		done:    make(chan struct{}),
