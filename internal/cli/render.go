@@ -117,7 +117,7 @@ sidecar reports is part of the answer, not an error: polyop render exits 0.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.ObjectFile, "object", "f", "", "YAML file of the object to reconcile (one object). Required.")
+	f.StringVarP(&o.ObjectFile, "object", "f", "", "YAML file of the object to reconcile: one object, or a sample of several of which one is of a kind the sidecar reconciles. Required.")
 	f.StringVar(&o.ObservedFile, "observed", "", "YAML file of the object's children as the cluster holds them (a stream of documents, or a List), sent as observed children.")
 	f.StringVar(&o.OldObjectFile, "old-object", "", "YAML file of the object as it was, for --admission update.")
 	f.StringVar(&o.Controller, "controller", "", "The controller to call, when the sidecar has several for the object's kind. Defaults to the one that reconciles it.")
