@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,14 @@ type result struct {
 // its own.
 func start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, string) {
 	t.Helper()
+	var stdout bytes.Buffer
+	cmd, stderr, tmp := startWith(t, &stdout, args...)
+	return cmd, &stdout, stderr, tmp
+}
+
+// startWith is start with stdout as polyop's standard output.
+func startWith(t *testing.T, stdout io.Writer, args ...string) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
 	// Not t.TempDir(): a unix socket's path is limited to about 100 bytes.
 	tmp, err := os.MkdirTemp("", "po-render-")
 	if err != nil {
@@ -55,12 +64,12 @@ func start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffe
 	cmd := exec.Command(polyop, args...)
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return cmd, &stdout, &stderr, tmp
+	return cmd, &stderr, tmp
 }
 
 // polyopRun runs polyop with args to the end.
@@ -284,6 +293,32 @@ func TestRenderErrors(t *testing.T) {
 			assertCleanedUp(t, r.tmp)
 		})
 	}
+}
+
+func TestRenderStopsTheSidecarBeforeWritingToAReaderThatWentAway(t *testing.T) {
+	sidecar, err := testenv.Build("./examples/go/maintenancewindow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// polyop render ... | head: the reader is gone when polyop writes, and
+	// the write ends polyop with SIGPIPE.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close()
+	cmd, stderr, tmp := startWith(t, w, "render", "--object", maintenanceWindowSample, "--", sidecar)
+	_ = w.Close()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGPIPE {
+		t.Logf("polyop ended with %v, not SIGPIPE; stderr:\n%s", err, stderr)
+	}
+	if pgid := sidecarGroup(tmp); pgid != 0 {
+		t.Errorf("the sidecar runs on after polyop exited: %v", groupMembers(pgid))
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	assertCleanedUp(t, tmp)
 }
 
 func TestRenderStopsTheSidecarOnSignals(t *testing.T) {

@@ -224,6 +224,12 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return explain(err)
 	}
+	// The sidecar is stopped before the result is written: a reader that
+	// stops reading (polyop render ... | head) ends polyop with SIGPIPE,
+	// which no deferred call outlives.
+	if proc != nil {
+		proc.Stop()
+	}
 	return writeResult(out, result, o.Output)
 }
 
