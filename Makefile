@@ -269,8 +269,9 @@ bench: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) | $(LOCALBIN) ## Run the end-
 ##@ Build
 
 .PHONY: build
-build: | $(LOCALBIN) ## Build the host, the example sidecar and the test sidecar into bin/.
+build: | $(LOCALBIN) ## Build the host, polyop, the example sidecar and the test sidecar into bin/.
 	go build -o $(LOCALBIN)/host ./cmd/host
+	go build -o $(LOCALBIN)/polyop ./cmd/polyop
 	go build -o $(LOCALBIN)/maintenancewindow-sidecar $(EXAMPLE_PKG)
 	go build -o $(LOCALBIN)/testsidecar ./test/testsidecar
 

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AddressFlag is the flag a sidecar command is given its address with, as
+// every SDK's entry point and example takes it (--address unix:///….sock).
+const AddressFlag = "--address"
+
+// socketName is the name of the sidecar's socket in its temporary directory.
+const socketName = "sidecar.sock"
+
+// maxSocketPath is the longest unix socket path StartSidecar uses: the
+// systems' limits are 104 (macOS) and 108 (Linux) bytes, with the
+// terminating NUL.
+const maxSocketPath = 100
+
+// stopGracePeriod is how long Stop waits for the sidecar to exit after
+// SIGINT before it kills it: the SDKs stop serving at once on SIGINT, as on
+// SIGTERM.
+const stopGracePeriod = 5 * time.Second
+
+// SidecarProcess is a sidecar command started on a unix socket in a
+// temporary directory of its own. Stop it, on every path: Stop ends the
+// process (and the processes it started) and removes the directory.
+type SidecarProcess struct {
+	// Address is where the sidecar serves: unix:// and the socket's path.
+	Address string
+
+	command []string
+	dir     string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	output  *tailBuffer
+	stop    sync.Once
+}
+
+// StartSidecar starts command (a program and its arguments) with
+// "--address unix://<temporary directory>/sidecar.sock" appended. The
+// sidecar's output is kept (see OutputTail) and copied to logs when logs is
+// not nil. The environment's POLYOP_CLUSTER_ADDRESS is not passed on: a
+// sidecar started here has no cluster.
+func StartSidecar(command []string, logs io.Writer) (*SidecarProcess, error) {
+	if len(command) == 0 {
+		return nil, errors.New("no sidecar command")
+	}
+	dir, err := os.MkdirTemp("", "polyop-sidecar-")
+	if err != nil {
+		return nil, err
+	}
+	if len(filepath.Join(dir, socketName)) > maxSocketPath {
+		// A long TMPDIR (macOS's, say) makes a socket path the system
+		// refuses: /tmp makes a short one.
+		_ = os.RemoveAll(dir)
+		if dir, err = os.MkdirTemp("/tmp", "polyop-sidecar-"); err != nil {
+			return nil, err
+		}
+	}
+	p := &SidecarProcess{
+		Address: "unix://" + filepath.Join(dir, socketName),
+		command: command,
+		dir:     dir,
+		done:    make(chan struct{}),
+		output:  &tailBuffer{limit: 16 << 10},
+	}
+	args := append(append([]string{}, command[1:]...), AddressFlag, p.Address)
+	p.cmd = exec.Command(command[0], args...)
+	var out io.Writer = p.output
+	if logs != nil {
+		out = io.MultiWriter(p.output, logs)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	p.cmd.Env = withoutClusterAddress(os.Environ())
+	// A process the sidecar started may keep its output open after it
+	// exits; Wait does not wait for it longer than this.
+	p.cmd.WaitDelay = time.Second
+	ownProcessGroup(p.cmd)
+	if err := p.cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting the sidecar command %q: %w", strings.Join(command, " "), err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// withoutClusterAddress is env without POLYOP_CLUSTER_ADDRESS, which would
+// give the sidecar a Cluster service.
+func withoutClusterAddress(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		if !strings.HasPrefix(e, "POLYOP_CLUSTER_ADDRESS=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Done is closed once the process has exited.
+func (p *SidecarProcess) Done() <-chan struct{} { return p.done }
+
+// ExitedError says that the sidecar exited, how, and what it printed last.
+func (p *SidecarProcess) ExitedError() error {
+	how := "exited"
+	if p.err != nil {
+		how = "exited: " + p.err.Error()
+	}
+	return fmt.Errorf("the sidecar command %q %s%s", strings.Join(p.command, " "), how, p.outputNote())
+}
+
+// outputNote is the end of the sidecar's output, for an error message.
+func (p *SidecarProcess) outputNote() string {
+	tail := p.OutputTail(20)
+	if tail == "" {
+		return " (it printed nothing)"
+	}
+	return "; the end of its output:\n" + tail
+}
+
+// OutputTail is the last n lines the sidecar printed, at most.
+func (p *SidecarProcess) OutputTail(n int) string { return p.output.tail(n) }
+
+// Stop ends the sidecar: SIGINT to it and the processes it started, SIGKILL
+// after stopGracePeriod, then removes its temporary directory and socket. It
+// may be called more than once.
+func (p *SidecarProcess) Stop() {
+	p.stop.Do(func() {
+		select {
+		case <-p.done:
+		default:
+			signalGroup(p.cmd, terminate)
+			select {
+			case <-p.done:
+			case <-time.After(stopGracePeriod):
+				signalGroup(p.cmd, kill)
+				<-p.done
+			}
+		}
+		// `go run` leaves the program it built behind when it is killed:
+		// the group is ended as a whole, whatever its leader did.
+		signalGroup(p.cmd, kill)
+		_ = os.RemoveAll(p.dir)
+	})
+}
+
+// tailBuffer keeps the last limit bytes written to it, at least.
+type tailBuffer struct {
+	mu    sync.Mutex
+	limit int
+	buf   []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - 2*b.limit; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.limit:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(string(b.buf), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
