@@ -29,6 +29,9 @@ type RenderOptions struct {
 	// ObservedFile holds the children the host would send as observed.
 	// Defaults to "": none.
 	ObservedFile string
+	// ClusterObjectsFile holds other objects the sidecar may read through
+	// the Cluster service. Defaults to "": none.
+	ClusterObjectsFile string
 	// OldObjectFile holds the object as it was, for --admission update.
 	// Defaults to "".
 	OldObjectFile string
@@ -71,8 +74,8 @@ Crossplane functions.
 The sidecar is the command after "--": polyop starts it with
 "--address unix://<temporary directory>/sidecar.sock" appended (the flag every
 polyop SDK's entry point and example takes), waits for its health service to
-report SERVING, asks it to describe itself (announcing no Cluster service),
-calls it, stops it and removes the socket, on every path, Ctrl-C included.
+report SERVING, asks it to describe itself, calls it, stops it and removes the
+sockets, on every path, Ctrl-C included.
 With --sidecar-address, polyop calls a sidecar you run yourself (under a
 debugger, say) and leaves it running.
 
@@ -83,8 +86,19 @@ has none, generation 1 when unset, and the controller's
 finalizer added when it declares one (the host adds it before the first
 reconcile). The children in --observed (a YAML stream, or a List) are sent as
 ReconcileRequest.observed_children for the owned kinds declared with
-send_observed, as the host sends them. A sidecar that reads the cluster
-through the Cluster service gets an error from each such read.
+send_observed, as the host sends them.
+
+A sidecar that reads and writes through the Cluster service (a
+controller-runtime client on the Go SDK, say) gets one, in memory, as the host
+gives it: its address is DescribeRequest.cluster_address and, for the sidecar
+command, the environment variable POLYOP_CLUSTER_ADDRESS (a unix socket in a
+temporary directory, removed with the sidecar's). It holds the object, the
+children of --observed and the objects of --cluster-objects (namespace
+"default" when a namespaced one has none): a read of any other object is
+NotFound. Writes (create, update, patch, delete, events) are not applied: they
+are printed, in order, under "writes:" (verb, kind, namespace/name, and the
+object or the patch), so render shows what the reconciler would have written;
+a read after a write still sees the object as given.
 
 With --admission create|update|delete, the object goes through the sidecar's
 webhooks for its kind first, as the API server would send it: Default (on
@@ -103,6 +117,9 @@ sidecar reports is part of the answer, not an error: polyop render exits 0.`,
   # ... against a Python sidecar, with the children the cluster holds
   polyop render --object tenant.yaml --observed children.yaml -- .venv/bin/python -m tenant
 
+  # Reconcile with a sidecar that reads a ConfigMap through the Cluster service
+  polyop render --object website.yaml --cluster-objects configmap.yaml -- go run ./cmd/sidecar
+
   # Default and validate an object on create, then reconcile it
   polyop render --object widget.yaml --admission create -- node dist/main.js
 
@@ -119,6 +136,7 @@ sidecar reports is part of the answer, not an error: polyop render exits 0.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.ObjectFile, "object", "f", "", "YAML file of the object to reconcile: one object, or a sample of several of which one is of a kind the sidecar reconciles. Required.")
 	f.StringVar(&o.ObservedFile, "observed", "", "YAML file of the object's children as the cluster holds them (a stream of documents, or a List), sent as observed children.")
+	f.StringVar(&o.ClusterObjectsFile, "cluster-objects", "", "YAML file of other objects the sidecar may read through the Cluster service (a ConfigMap it reads, say): a stream of documents, or a List.")
 	f.StringVar(&o.OldObjectFile, "old-object", "", "YAML file of the object as it was, for --admission update.")
 	f.StringVar(&o.Controller, "controller", "", "The controller to call, when the sidecar has several for the object's kind. Defaults to the one that reconciles it.")
 	f.StringVar(&o.Admission, "admission", "", "Admit the object first, through the sidecar's Default and Validate webhooks for its kind, for this operation: create, update or delete.")
@@ -175,6 +193,12 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 			return err
 		}
 	}
+	var clusterObjs []fileObject
+	if o.ClusterObjectsFile != "" {
+		if clusterObjs, err = readObjects(o.ClusterObjectsFile); err != nil {
+			return err
+		}
+	}
 	var old *fileObject
 	if o.OldObjectFile != "" {
 		o, err := readObject(o.OldObjectFile)
@@ -184,7 +208,12 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 		old = &o
 	}
 
-	sc, proc, err := connect(ctx, o, errOut)
+	cl, err := startRenderCluster()
+	if err != nil {
+		return fmt.Errorf("serving the sidecar a Cluster service: %w", err)
+	}
+	defer cl.Stop()
+	sc, proc, err := connect(ctx, o, errOut, cl.Address)
 	if err != nil {
 		return err
 	}
@@ -215,7 +244,8 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return explain(err)
 	}
-	r := &renderer{opts: o, sc: sc, desc: desc, mapper: description.GuessingMapper(desc), errOut: errOut}
+	r := &renderer{opts: o, sc: sc, desc: desc, errOut: errOut, cluster: cl, clusterObjects: clusterObjs}
+	r.mapper = r.clusterMapper(slices.Concat(objs, observed, clusterObjs))
 	obj, err := r.pick(objs)
 	if err != nil {
 		return err
@@ -224,6 +254,7 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return explain(err)
 	}
+	result.Writes = cl.Writes()
 	// The sidecar is stopped before the result is written: a reader that
 	// stops reading (polyop render ... | head) ends polyop with SIGPIPE,
 	// which no deferred call outlives.
@@ -303,7 +334,7 @@ func (r *renderer) pick(objs []fileObject) (fileObject, error) {
 // connect returns a client of the sidecar, ready: the one at
 // o.SidecarAddress, or the one it starts from o.Command (the process is
 // returned, to be stopped).
-func connect(ctx context.Context, o RenderOptions, errOut io.Writer) (*sidecar.Client, *SidecarProcess, error) {
+func connect(ctx context.Context, o RenderOptions, errOut io.Writer, clusterAddress string) (*sidecar.Client, *SidecarProcess, error) {
 	address := o.SidecarAddress
 	var proc *SidecarProcess
 	if address == "" {
@@ -312,7 +343,7 @@ func connect(ctx context.Context, o RenderOptions, errOut io.Writer) (*sidecar.C
 			logs = errOut
 		}
 		var err error
-		if proc, err = StartSidecar(o.Command, logs); err != nil {
+		if proc, err = StartSidecar(o.Command, logs, clusterAddress); err != nil {
 			return nil, nil, err
 		}
 		address = proc.Address
@@ -323,7 +354,7 @@ func connect(ctx context.Context, o RenderOptions, errOut io.Writer) (*sidecar.C
 		}
 		return nil, nil, err
 	}
-	sc, err := sidecar.New(sidecar.Options{Address: address, DescribeTimeout: o.Timeout, ReconcileTimeout: o.Timeout})
+	sc, err := sidecar.New(sidecar.Options{Address: address, ClusterAddress: clusterAddress, DescribeTimeout: o.Timeout, ReconcileTimeout: o.Timeout})
 	if err != nil {
 		return fail(err)
 	}
@@ -365,6 +396,10 @@ type renderer struct {
 	desc   *description.Description
 	mapper meta.RESTMapper
 	errOut io.Writer
+	// cluster is the Cluster service the sidecar reads through.
+	cluster *renderCluster
+	// clusterObjects are the objects of --cluster-objects.
+	clusterObjects []fileObject
 }
 
 func (r *renderer) render(ctx context.Context, obj fileObject, old *fileObject, observed []fileObject) (*RenderResult, error) {
@@ -377,6 +412,7 @@ func (r *renderer) render(ctx context.Context, obj fileObject, old *fileObject, 
 		prepare(old.Unstructured, namespaced)
 	}
 	result.Object = refOf(obj.Unstructured)
+	r.serve(obj.Unstructured, observed)
 
 	if r.opts.Admission != "" {
 		adm, admitted, err := r.admit(ctx, obj.Unstructured, old)
@@ -520,6 +556,7 @@ func (r *renderer) reconcile(ctx context.Context, c description.Controller, obj 
 		req.ObservedChildren = append(req.ObservedChildren, b)
 	}
 
+	r.serve(u, observed)
 	resp, err := r.sc.Reconcile(ctx, req)
 	var tooLarge *sidecar.TooLargeError
 	if err != nil && !errors.As(err, &tooLarge) {
@@ -532,4 +569,48 @@ func (r *renderer) reconcile(ctx context.Context, c description.Controller, obj 
 		return nil, fmt.Errorf("controller %q answered the Reconcile of %s, but %w", c.Name, refOf(u), err)
 	}
 	return newReconcileResult(resp), nil
+}
+
+// clusterMapper maps the kinds the sidecar declares (as GuessingMapper does)
+// and the kinds of objs, each namespaced unless it is a built-in kind that
+// is not.
+func (r *renderer) clusterMapper(objs []fileObject) meta.RESTMapper {
+	guessed := description.GuessingMapper(r.desc)
+	extra := meta.NewDefaultRESTMapper(nil)
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if _, err := guessed.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			continue
+		}
+		if _, err := extra.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			continue
+		}
+		plural, singular := meta.UnsafeGuessKindToResource(gvk)
+		scope := meta.RESTScopeNamespace
+		if description.ClusterScoped(gvk.GroupKind()) {
+			scope = meta.RESTScopeRoot
+		}
+		extra.AddSpecific(gvk, plural, singular, scope)
+	}
+	return meta.MultiRESTMapper{guessed, extra}
+}
+
+// serve gives the Cluster service the objects the sidecar may read: obj, its
+// observed children (in obj's namespace when they name none) and the objects
+// of --cluster-objects (in namespace default when they name none).
+func (r *renderer) serve(obj *unstructured.Unstructured, observed []fileObject) {
+	objs := []*unstructured.Unstructured{obj}
+	for _, group := range []struct {
+		objs      []fileObject
+		namespace string
+	}{{observed, obj.GetNamespace()}, {r.clusterObjects, "default"}} {
+		for _, o := range group.objs {
+			u := o.DeepCopy()
+			if r.namespaced(u.GroupVersionKind()) && u.GetNamespace() == "" {
+				u.SetNamespace(group.namespace)
+			}
+			objs = append(objs, u)
+		}
+	}
+	r.cluster.setObjects(r.mapper, objs)
 }

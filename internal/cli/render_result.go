@@ -25,6 +25,9 @@ type RenderResult struct {
 	// Reconcile is the answer of the Reconcile call; nil when none was made
 	// (the object was denied, or deleted).
 	Reconcile *ReconcileResult `json:"reconcile,omitempty"`
+	// Writes are the writes the sidecar made through the Cluster service,
+	// in order: recorded, not applied.
+	Writes []Write `json:"writes,omitempty"`
 }
 
 // AdmissionResult is the answer of the sidecar's webhooks for one operation.

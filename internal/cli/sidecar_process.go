@@ -48,23 +48,15 @@ type SidecarProcess struct {
 // StartSidecar starts command (a program and its arguments) with
 // "--address unix://<temporary directory>/sidecar.sock" appended. The
 // sidecar's output is kept (see OutputTail) and copied to logs when logs is
-// not nil. The environment's POLYOP_CLUSTER_ADDRESS is not passed on: a
-// sidecar started here has no cluster.
-func StartSidecar(command []string, logs io.Writer) (*SidecarProcess, error) {
+// not nil. The environment's POLYOP_CLUSTER_ADDRESS is not passed on: the
+// sidecar's is clusterAddress, or none when it is "" (no cluster).
+func StartSidecar(command []string, logs io.Writer, clusterAddress string) (*SidecarProcess, error) {
 	if len(command) == 0 {
 		return nil, errors.New("no sidecar command")
 	}
-	dir, err := os.MkdirTemp("", "polyop-sidecar-")
+	dir, err := shortTempDir("polyop-sidecar-", socketName)
 	if err != nil {
 		return nil, err
-	}
-	if len(filepath.Join(dir, socketName)) > maxSocketPath {
-		// A long TMPDIR (macOS's, say) makes a socket path the system
-		// refuses: /tmp makes a short one.
-		_ = os.RemoveAll(dir)
-		if dir, err = os.MkdirTemp("/tmp", "polyop-sidecar-"); err != nil {
-			return nil, err
-		}
 	}
 	p := &SidecarProcess{
 		Address: "unix://" + filepath.Join(dir, socketName),
@@ -81,6 +73,9 @@ func StartSidecar(command []string, logs io.Writer) (*SidecarProcess, error) {
 	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.Env = withoutClusterAddress(os.Environ())
+	if clusterAddress != "" {
+		p.cmd.Env = append(p.cmd.Env, clusterAddressEnv+"="+clusterAddress)
+	}
 	// A process the sidecar started may keep its output open after it
 	// exits; Wait does not wait for it longer than this.
 	p.cmd.WaitDelay = time.Second
@@ -96,12 +91,34 @@ func StartSidecar(command []string, logs io.Writer) (*SidecarProcess, error) {
 	return p, nil
 }
 
+// clusterAddressEnv is the environment variable the host gives its sidecar
+// the Cluster service's address in.
+const clusterAddressEnv = "POLYOP_CLUSTER_ADDRESS"
+
+// shortTempDir makes a temporary directory in which socket, a file name,
+// makes a path short enough for a unix socket.
+func shortTempDir(prefix, socket string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if len(filepath.Join(dir, socket)) > maxSocketPath {
+		// A long TMPDIR (macOS's, say) makes a socket path the system
+		// refuses: /tmp makes a short one.
+		removeAll(dir)
+		return os.MkdirTemp("/tmp", prefix)
+	}
+	return dir, nil
+}
+
+func removeAll(dir string) { _ = os.RemoveAll(dir) }
+
 // withoutClusterAddress is env without POLYOP_CLUSTER_ADDRESS, which would
-// give the sidecar a Cluster service.
+// give the sidecar the Cluster service of another host.
 func withoutClusterAddress(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, e := range env {
-		if !strings.HasPrefix(e, "POLYOP_CLUSTER_ADDRESS=") {
+		if !strings.HasPrefix(e, clusterAddressEnv+"=") {
 			out = append(out, e)
 		}
 	}

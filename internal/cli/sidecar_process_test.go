@@ -13,7 +13,7 @@ func TestStartSidecarKeepsTheSocketPathShortAndStopRemovesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TMPDIR", long)
-	p, err := StartSidecar([]string{"true"}, nil)
+	p, err := StartSidecar([]string{"true"}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,3 +80,7 @@ func init() {
 		}
 	}
 }
+
+// ClusterScoped guesses whether objects of gk live in no namespace, without
+// discovery: true for the built-in kinds that do.
+func ClusterScoped(gk schema.GroupKind) bool { return clusterScoped[gk] }
