@@ -104,8 +104,8 @@ metadata:
 		t.Fatalf("render: %v", err)
 	}
 
-	if d := f.Describes(); len(d) != 1 || d[0].GetClusterAddress() != "" {
-		t.Errorf("Describe requests = %v, want one, announcing no Cluster service", d)
+	if d := f.Describes(); len(d) != 1 || !strings.HasPrefix(d[0].GetClusterAddress(), "unix://") {
+		t.Errorf("Describe requests = %v, want one, announcing render's Cluster service on a unix socket", d)
 	}
 	reqs := f.Reconciles()
 	if len(reqs) != 1 {
