@@ -169,6 +169,32 @@ func TestRenderGoExample(t *testing.T) {
 	assertCleanedUp(t, r.tmp)
 }
 
+// TestRenderGoExampleThroughTheClusterService renders the memcached example,
+// whose controller-runtime reconciler reads the Memcached and its Deployment
+// through the Cluster service and creates the Deployment itself: render
+// serves it the sample and prints the writes it made, applying none.
+func TestRenderGoExampleThroughTheClusterService(t *testing.T) {
+	sidecar, err := testenv.Build("./examples/go/memcached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := polyopRun(t, "render", "--object", "examples/go/memcached/config/samples/examples_v1_memcached.yaml", "--", sidecar)
+	if r.code != 0 {
+		t.Fatalf("polyop render exited %d: %s", r.code, r.stderr)
+	}
+	assertContains(t, r.stdout,
+		"sidecar: memcached-operator\ncontroller: memcached\nobject: Memcached default/memcached-sample\nreconcile:\n",
+		"writes:\n- verb: update\n  apiVersion: examples.polyop.dev/v1\n  kind: Memcached\n  name: default/memcached-sample\n  subresource: status\n",
+		"        message: Starting reconciliation\n",
+		"- verb: update\n  apiVersion: examples.polyop.dev/v1\n  kind: Memcached\n  name: default/memcached-sample\n  object:\n",
+		"      - examples.polyop.dev/memcached-finalizer\n",
+		"- verb: create\n  apiVersion: apps/v1\n  kind: Deployment\n  name: default/memcached-sample\n  object:\n",
+		"      replicas: 2\n",
+		"            image: memcached:",
+	)
+	assertCleanedUp(t, r.tmp)
+}
+
 func TestRenderGoExampleWithGoRunStopsTheProgramGoRunBuilt(t *testing.T) {
 	r := polyopRun(t, "render", "--object", maintenanceWindowSample, "--", "go", "run", "./examples/go/maintenancewindow")
 	if r.code != 0 {
