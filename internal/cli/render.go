@@ -63,7 +63,7 @@ type RenderOptions struct {
 func NewRenderCommand() *cobra.Command {
 	o := RenderOptions{}
 	cmd := &cobra.Command{
-		Use:   "render --object FILE [--observed FILE] [--controller NAME] [--admission OP] (-- SIDECAR-COMMAND [ARGS...] | --sidecar-address ADDRESS)",
+		Use:   "render --object FILE [--observed FILE] [--cluster-objects FILE] [--controller NAME] [--admission OP] (-- SIDECAR-COMMAND [ARGS...] | --sidecar-address ADDRESS)",
 		Short: "Run one Reconcile (and admission) against a sidecar, with no cluster, and print its answer",
 		Long: `Render runs your sidecar's logic on one object, with no cluster and no host,
 and prints what the sidecar answered as YAML: the decision (requeueAfter, or a
@@ -93,7 +93,8 @@ controller-runtime client on the Go SDK, say) gets one, in memory, as the host
 gives it: its address is DescribeRequest.cluster_address and, for the sidecar
 command, the environment variable POLYOP_CLUSTER_ADDRESS (a unix socket in a
 temporary directory, removed with the sidecar's). It holds the object, the
-children of --observed and the objects of --cluster-objects (namespace
+other objects of its file, the children of --observed and the objects of
+--cluster-objects (namespace
 "default" when a namespaced one has none): a read of any other object is
 NotFound. Writes (create, update, patch, delete, events) are not applied: they
 are printed, in order, under "writes:" (verb, kind, namespace/name, and the
@@ -250,6 +251,13 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The other objects of a sample are what the object needs: the sidecar
+	// may read them.
+	for _, o := range objs {
+		if o.Unstructured != obj.Unstructured {
+			r.clusterObjects = append(r.clusterObjects, o)
+		}
+	}
 	result, err := r.render(ctx, obj, old, observed)
 	if err != nil {
 		return explain(err)
@@ -315,7 +323,7 @@ func (r *renderer) pick(objs []fileObject) (fileObject, error) {
 	path := r.opts.ObjectFile
 	switch len(chosen) {
 	case 1:
-		fmt.Fprintf(r.errOut, "polyop render: rendering %s %q (%s), the one object of %s the sidecar reconciles; not %s\n",
+		fmt.Fprintf(r.errOut, "polyop render: rendering %s %q (%s), the one object of %s the sidecar reconciles; not %s, which the Cluster service holds\n",
 			chosen[0].GetKind(), chosen[0].GetName(), chosen[0].where(), path, describeObjects(others))
 		return chosen[0], nil
 	case 0:
