@@ -195,6 +195,28 @@ func TestRenderGoExampleThroughTheClusterService(t *testing.T) {
 	assertCleanedUp(t, r.tmp)
 }
 
+// TestRenderGoExampleReadsTheSamplesOtherObjects renders the website
+// example, whose sample holds the ConfigMap of content the Website reads
+// through the Cluster service: render serves it, so the Website publishes it.
+func TestRenderGoExampleReadsTheSamplesOtherObjects(t *testing.T) {
+	sidecar, err := testenv.Build("./examples/go/website")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := polyopRun(t, "render", "--object", "examples/go/website/config/samples/examples_v1_website.yaml", "--", sidecar)
+	if r.code != 0 {
+		t.Fatalf("polyop render exited %d: %s", r.code, r.stderr)
+	}
+	assertContains(t, r.stdout,
+		"object: Website default/hello\n",
+		"      reason: Progressing\n",
+		"        <h1>Hello from polyop</h1>\n",
+		"      name: hello-published\n",
+	)
+	assertContains(t, r.stderr, `not ConfigMap "hello-content" (line 1), which the Cluster service holds`)
+	assertCleanedUp(t, r.tmp)
+}
+
 func TestRenderGoExampleWithGoRunStopsTheProgramGoRunBuilt(t *testing.T) {
 	r := polyopRun(t, "render", "--object", maintenanceWindowSample, "--", "go", "run", "./examples/go/maintenancewindow")
 	if r.code != 0 {
