@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/polyop/polyop/internal/controller"
 	"github.com/polyop/polyop/internal/description"
@@ -96,7 +99,8 @@ temporary directory, removed with the sidecar's). It holds the object, the
 other objects of its file, the children of --observed and the objects of
 --cluster-objects (namespace
 "default" when a namespaced one has none): a read of any other object is
-NotFound. Writes (create, update, patch, delete, events) are not applied: they
+NotFound, and a List of a built-in kind none of whose objects is given is
+empty. Writes (create, update, patch, delete, events) are not applied: they
 are printed, in order, under "writes:" (verb, kind, namespace/name, and the
 object or the patch), so render shows what the reconciler would have written;
 a read after a write still sees the object as given.
@@ -579,14 +583,26 @@ func (r *renderer) reconcile(ctx context.Context, c description.Controller, obj 
 	return newReconcileResult(resp), nil
 }
 
-// clusterMapper maps the kinds the sidecar declares (as GuessingMapper does)
-// and the kinds of objs, each namespaced unless it is a built-in kind that
-// is not.
+// clusterMapper maps the kinds the sidecar declares (as GuessingMapper does),
+// the kinds of objs and Kubernetes' built-in kinds (so that a List of
+// Namespaces, say, is empty rather than an error), each namespaced unless it
+// is a built-in kind that is not.
 func (r *renderer) clusterMapper(objs []fileObject) meta.RESTMapper {
 	guessed := description.GuessingMapper(r.desc)
 	extra := meta.NewDefaultRESTMapper(nil)
+	kinds := make([]schema.GroupVersionKind, 0, len(objs))
 	for _, o := range objs {
-		gvk := o.GroupVersionKind()
+		kinds = append(kinds, o.GroupVersionKind())
+	}
+	builtin := slices.Collect(maps.Keys(clientgoscheme.Scheme.AllKnownTypes()))
+	slices.SortFunc(builtin, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
+	for _, gvk := range builtin {
+		if gvk.Version != runtime.APIVersionInternal && !strings.HasSuffix(gvk.Kind, "List") && !strings.HasSuffix(gvk.Kind, "Options") &&
+			gvk.Kind != "WatchEvent" && gvk.Kind != "Status" {
+			kinds = append(kinds, gvk)
+		}
+	}
+	for _, gvk := range kinds {
 		if _, err := guessed.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 			continue
 		}

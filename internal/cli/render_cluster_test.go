@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -46,6 +47,11 @@ func TestRenderServesTheGivenObjectsThroughTheClusterServiceAndRecordsWritesWith
 			defer mu.Unlock()
 			results[label], got[label] = err, string(resp.GetObject())
 		}
+		list, err := c.List(ctx, &polyopv1alpha1.ListRequest{Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Namespace"}})
+		mu.Lock()
+		results["list namespaces"] = err
+		got["list namespaces"] = fmt.Sprint(len(list.GetItems()))
+		mu.Unlock()
 		get("settings", configMapKind, "settings")
 		get("missing", configMapKind, "missing")
 		get("widget", widgetKind, "w")
@@ -85,7 +91,10 @@ data:
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for _, label := range []string{"settings", "widget", "create", "patch", "delete", "settings after"} {
+	if got["list namespaces"] != "0" {
+		t.Errorf("List of Namespaces, none given: %s items; want none", got["list namespaces"])
+	}
+	for _, label := range []string{"list namespaces", "settings", "widget", "create", "patch", "delete", "settings after"} {
 		if results[label] != nil {
 			t.Errorf("%s: %v", label, results[label])
 		}
