@@ -273,6 +273,7 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 	if proc != nil {
 		proc.Stop()
 	}
+	cl.Stop()
 	return writeResult(out, result, o.Output)
 }
 
