@@ -150,15 +150,23 @@ func assertContains(t *testing.T, out string, wants ...string) {
 
 const maintenanceWindowSample = "examples/go/maintenancewindow/config/samples/examples_v1_maintenancewindow.yaml"
 
-func TestRenderGoExample(t *testing.T) {
-	sidecar, err := testenv.Build("./examples/go/maintenancewindow")
+// renderGoExample builds the Go example sidecar pkg and renders sample with
+// it, failing the test unless polyop exits 0.
+func renderGoExample(t *testing.T, pkg, sample string) result {
+	t.Helper()
+	sidecar, err := testenv.Build(pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := polyopRun(t, "render", "--object", maintenanceWindowSample, "--", sidecar)
+	r := polyopRun(t, "render", "--object", sample, "--", sidecar)
 	if r.code != 0 {
 		t.Fatalf("polyop render exited %d: %s", r.code, r.stderr)
 	}
+	return r
+}
+
+func TestRenderGoExample(t *testing.T) {
+	r := renderGoExample(t, "./examples/go/maintenancewindow", maintenanceWindowSample)
 	assertContains(t, r.stdout,
 		"sidecar: maintenancewindow\ncontroller: maintenancewindow\nobject: MaintenanceWindow default/nightly\nreconcile:\n  requeueAfter: ",
 		"  status:\n    phase: ",
@@ -174,14 +182,7 @@ func TestRenderGoExample(t *testing.T) {
 // through the Cluster service and creates the Deployment itself: render
 // serves it the sample and prints the writes it made, applying none.
 func TestRenderGoExampleThroughTheClusterService(t *testing.T) {
-	sidecar, err := testenv.Build("./examples/go/memcached")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := polyopRun(t, "render", "--object", "examples/go/memcached/config/samples/examples_v1_memcached.yaml", "--", sidecar)
-	if r.code != 0 {
-		t.Fatalf("polyop render exited %d: %s", r.code, r.stderr)
-	}
+	r := renderGoExample(t, "./examples/go/memcached", "examples/go/memcached/config/samples/examples_v1_memcached.yaml")
 	assertContains(t, r.stdout,
 		"sidecar: memcached-operator\ncontroller: memcached\nobject: Memcached default/memcached-sample\nreconcile:\n",
 		"writes:\n- verb: update\n  apiVersion: examples.polyop.dev/v1\n  kind: Memcached\n  name: default/memcached-sample\n  subresource: status\n",
@@ -199,14 +200,7 @@ func TestRenderGoExampleThroughTheClusterService(t *testing.T) {
 // example, whose sample holds the ConfigMap of content the Website reads
 // through the Cluster service: render serves it, so the Website publishes it.
 func TestRenderGoExampleReadsTheSamplesOtherObjects(t *testing.T) {
-	sidecar, err := testenv.Build("./examples/go/website")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := polyopRun(t, "render", "--object", "examples/go/website/config/samples/examples_v1_website.yaml", "--", sidecar)
-	if r.code != 0 {
-		t.Fatalf("polyop render exited %d: %s", r.code, r.stderr)
-	}
+	r := renderGoExample(t, "./examples/go/website", "examples/go/website/config/samples/examples_v1_website.yaml")
 	assertContains(t, r.stdout,
 		"object: Website default/hello\n",
 		"      reason: Progressing\n",
