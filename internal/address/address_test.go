@@ -1,22 +1,14 @@
 package address
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
-func cwd(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestAbsoluteResolvesRelativeUnixPathsAgainstTheWorkingDirectory(t *testing.T) {
-	dir := cwd(t)
+	dir := testenv.WorkingDir(t)
 	for name, tc := range map[string]struct{ address, want string }{
 		"a relative socket is joined to the working directory": {"unix:run/cluster.sock", "unix://" + filepath.Join(dir, "run/cluster.sock")},
 		"a parent-relative socket is cleaned":                  {"unix:../cluster.sock", "unix://" + filepath.Join(filepath.Dir(dir), "cluster.sock")},

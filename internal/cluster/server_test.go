@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/testenv"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -317,7 +318,7 @@ func TestParseAddress(t *testing.T) {
 	t.Parallel()
 	for address, want := range map[string]string{
 		"unix:///var/run/polyop/cluster.sock": "unix /var/run/polyop/cluster.sock",
-		"unix:run/cluster.sock":               "unix " + workingDir(t) + "/run/cluster.sock",
+		"unix:run/cluster.sock":               "unix " + testenv.WorkingDir(t) + "/run/cluster.sock",
 		"tcp://127.0.0.1:9000":                "tcp 127.0.0.1:9000",
 		"localhost:9000":                      "tcp localhost:9000",
 		"unix://relative.sock":                "error",
@@ -374,17 +375,6 @@ func TestListenReplacesAStaleSocketOnly(t *testing.T) {
 	if err := New(Clients{}, Options{}).Listen("unix://" + path); err == nil || !strings.Contains(err.Error(), "another process serves") {
 		t.Errorf("listening on a live socket: %v, want a refusal", err)
 	}
-}
-
-// workingDir is the test's working directory, against which relative unix
-// socket paths are resolved.
-func workingDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 func TestWritesAddressTheirObjectByKindAndKey(t *testing.T) {

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -16,8 +15,8 @@ func TestClusterAddress(t *testing.T) {
 	}{
 		"if unset beside the default sidecar socket, then the default":     {sidecar: sidecar.DefaultAddress, want: "unix:///var/run/polyop/cluster.sock"},
 		"if unset beside another unix socket, then beside it":              {sidecar: "unix:///tmp/x/sidecar.sock", want: "unix:///tmp/x/cluster.sock"},
-		"if unset beside a relative unix socket, then beside it, absolute": {sidecar: "unix:run/sidecar.sock", want: "unix://" + workingDir(t) + "/run/cluster.sock"},
-		"if set to a relative unix socket, then absolute":                  {sidecar: sidecar.DefaultAddress, cluster: "unix:c.sock", want: "unix://" + workingDir(t) + "/c.sock"},
+		"if unset beside a relative unix socket, then beside it, absolute": {sidecar: "unix:run/sidecar.sock", want: "unix://" + testenv.WorkingDir(t) + "/run/cluster.sock"},
+		"if set to a relative unix socket, then absolute":                  {sidecar: sidecar.DefaultAddress, cluster: "unix:c.sock", want: "unix://" + testenv.WorkingDir(t) + "/c.sock"},
 		"if unset with a TCP sidecar, then the default":                    {sidecar: "localhost:9000", want: "unix:///var/run/polyop/cluster.sock"},
 		"if set, then as set": {sidecar: sidecar.DefaultAddress, cluster: "tcp://127.0.0.1:9001", want: "tcp://127.0.0.1:9001"},
 		"if 0, then none":     {sidecar: sidecar.DefaultAddress, cluster: "0", want: ""},
@@ -31,17 +30,6 @@ func TestClusterAddress(t *testing.T) {
 			}
 		})
 	}
-}
-
-// workingDir is the test's working directory, against which relative unix
-// socket paths are resolved.
-func workingDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 func TestClusterServiceTLS(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -72,4 +73,15 @@ func checkOf[C Condition](cond C) func(context.Context) error {
 		}
 	}
 	panic(fmt.Sprintf("testenv: unsupported condition type %T", cond))
+}
+
+// WorkingDir is the test's working directory, against which relative paths
+// (relative unix socket addresses among them) are resolved.
+func WorkingDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -1,8 +1,9 @@
 package address
 
 import (
-	"os"
 	"testing"
+
+	"github.com/polyop/polyop/sdk/go/internal/sdktest"
 )
 
 func TestTarget(t *testing.T) {
@@ -12,7 +13,7 @@ func TestTarget(t *testing.T) {
 		wantErr       bool
 	}{
 		"an absolute unix socket keeps its form":   {address: "unix:///run/s.sock", want: "unix:///run/s.sock"},
-		"a relative unix socket is made absolute":  {address: "unix:s.sock", want: "unix://" + cwd(t) + "/s.sock"},
+		"a relative unix socket is made absolute":  {address: "unix:s.sock", want: "unix://" + sdktest.WorkingDir(t) + "/s.sock"},
 		"tcp:// goes through the named resolver":   {address: "tcp://127.0.0.1:9000", want: "passthrough:///127.0.0.1:9000"},
 		"a bare host:port is TCP":                  {address: "localhost:9000", want: "passthrough:///localhost:9000"},
 		"an IPv6 host:port is TCP":                 {address: "[::1]:9000", want: "passthrough:///[::1]:9000"},
@@ -30,13 +31,4 @@ func TestTarget(t *testing.T) {
 			}
 		})
 	}
-}
-
-func cwd(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }

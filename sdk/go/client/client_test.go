@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/polyop/polyop/sdk/go/client"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/internal/sdktest"
 )
 
 var deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
@@ -771,7 +771,7 @@ func TestTarget(t *testing.T) {
 		wantErr string
 	}{
 		"if the address is an absolute unix socket, then it is dialed as it is":            {address: "unix:///var/run/polyop/cluster.sock", want: "unix:///var/run/polyop/cluster.sock"},
-		"if the address is a relative unix socket, then it is dialed at its absolute path": {address: "unix:cluster.sock", want: "unix://" + workingDir(t) + "/cluster.sock"},
+		"if the address is a relative unix socket, then it is dialed at its absolute path": {address: "unix:cluster.sock", want: "unix://" + sdktest.WorkingDir(t) + "/cluster.sock"},
 		"if the address is tcp://, then it is dialed through DNS":                          {address: "tcp://localhost:9444", want: "dns:///localhost:9444"},
 		"if the address is host:port, then it is dialed through DNS":                       {address: "127.0.0.1:9444", want: "dns:///127.0.0.1:9444"},
 		"if unix:// has a relative path, then it is refused":                               {address: "unix://cluster.sock", wantErr: "absolute path"},
@@ -807,15 +807,4 @@ func TestNewTakesTheAddressFromTheEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-}
-
-// workingDir is the test's working directory, against which relative unix
-// socket paths are resolved.
-func workingDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/polyop/polyop/sdk/go/internal/sdktest"
 )
 
 func TestParseAddress(t *testing.T) {
@@ -21,7 +23,7 @@ func TestParseAddress(t *testing.T) {
 			address: "unix:///var/run/polyop/sidecar.sock", wantNetwork: "unix", wantAddr: "/var/run/polyop/sidecar.sock",
 		},
 		"if the address is unix with a relative path, then it is that socket, at its absolute path": {
-			address: "unix:run/sidecar.sock", wantNetwork: "unix", wantAddr: workingDir(t) + "/run/sidecar.sock",
+			address: "unix:run/sidecar.sock", wantNetwork: "unix", wantAddr: sdktest.WorkingDir(t) + "/run/sidecar.sock",
 		},
 		"if the address is unix:// with a relative path, then it is refused": {
 			address: "unix://run/sidecar.sock", wantErr: "absolute path",
@@ -111,7 +113,7 @@ func TestListenOnAUnixSocket(t *testing.T) {
 	t.Run("if the address is relative, then the socket is at its absolute path", func(t *testing.T) {
 		t.Parallel()
 		dir := filepath.Dir(socketPath(t, "s.sock"))
-		rel, err := filepath.Rel(workingDir(t), filepath.Join(dir, "s.sock"))
+		rel, err := filepath.Rel(sdktest.WorkingDir(t), filepath.Join(dir, "s.sock"))
 		if err != nil {
 			t.Skipf("the temporary directory has no path relative to the working directory: %v", err)
 		}
@@ -165,15 +167,4 @@ func TestListenOnAUnixSocket(t *testing.T) {
 			t.Errorf("the file is gone: %v", err)
 		}
 	})
-}
-
-// workingDir is the test's working directory, against which relative unix
-// socket paths are resolved.
-func workingDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
