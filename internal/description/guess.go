@@ -36,14 +36,8 @@ func GuessingMapper(desc *Description) meta.RESTMapper {
 		}
 		m.AddSpecific(gvk, plural, singular, scope)
 	}
-	for _, c := range desc.Controllers {
-		add(c.GVK)
-		for _, o := range c.Owns {
-			add(o.GVK)
-		}
-		for _, w := range c.Watches {
-			add(w.GVK)
-		}
+	for _, gvk := range desc.WatchedKinds() {
+		add(gvk)
 	}
 	for _, wh := range desc.Webhooks {
 		add(wh.GVK)

@@ -263,14 +263,14 @@ func selectorString(s labels.Selector) string {
 
 // WatchedKinds are the kinds the controllers reconcile, own or watch, each
 // once, in the order they are declared.
-func (r *Resolved) WatchedKinds() []schema.GroupVersionKind {
+func (d *Description) WatchedKinds() []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	add := func(gvk schema.GroupVersionKind) {
 		if !slices.Contains(kinds, gvk) {
 			kinds = append(kinds, gvk)
 		}
 	}
-	for _, c := range r.Controllers {
+	for _, c := range d.Controllers {
 		add(c.GVK)
 		for _, o := range c.Owns {
 			add(o.GVK)
