@@ -1,0 +1,91 @@
+package scaffold
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/gobuffalo/flect"
+)
+
+// Scaffolder writes and regenerates the parts of a project that depend on
+// its language. Each language has one (see internal/scaffold/golang,
+// python and typescript); the commands do the parts that do not depend on
+// the language (the PROJECT file, config/, the samples, RBAC and webhook
+// configurations from the sidecar's description) around it.
+type Scaffolder interface {
+	// Defaults fills in what polyop init leaves to the language: the
+	// package name or module path when the user gave none, and the
+	// sidecar's build and start commands.
+	Defaults(p *Project) error
+
+	// Init writes a new project's language files: the sidecar's entry point
+	// on the SDK, the task runner (Makefile) with the targets every project
+	// has, the Dockerfile, README, .gitignore and the test setup with one
+	// passing test.
+	Init(w *Writer, p *Project) error
+
+	// CreateAPI writes a new kind: its types (r.API) and reconciler
+	// (r.Controller), registered with the sidecar, and a unit test. r is
+	// already in p.Resources.
+	CreateAPI(w *Writer, p *Project, r *Resource) error
+
+	// CreateWebhook writes the admission handlers (defaulting, validation)
+	// and conversion of r.Webhooks, registered with the sidecar, and a unit
+	// test. r.Webhooks is already updated in p.
+	CreateWebhook(w *Writer, p *Project, r *Resource) error
+
+	// GenerateCRDs writes the CRD of every API resource of p into CRDDir
+	// (relative to root) from the project's types, printing what it runs
+	// to log.
+	GenerateCRDs(ctx context.Context, p *Project, root string, log io.Writer) error
+}
+
+var (
+	dnsLabel  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dnsName   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	kindName  = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	versionRE = regexp.MustCompile(`^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$`)
+)
+
+// ValidateName checks a project name: a DNS label (lower-case letters,
+// digits and dashes) of at most 40 characters, so that the names made from
+// it fit Kubernetes' limits.
+func ValidateName(name string) error {
+	if len(name) > 40 || !dnsLabel.MatchString(name) {
+		return fmt.Errorf("project name %q: use lower-case letters, digits and dashes, at most 40, starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateDomain checks a project's domain: a DNS name such as example.com.
+func ValidateDomain(domain string) error {
+	if domain == "" || len(domain) > 200 || !dnsName.MatchString(domain) {
+		return fmt.Errorf("domain %q: use a DNS name in lower case, such as example.com", domain)
+	}
+	return nil
+}
+
+// NewResource checks group, version and kind and returns the resource of p
+// they name, with its plural (given, else made from the kind as
+// kubebuilder makes it: Frigate → frigates, Policy → policies).
+func NewResource(p *Project, group, version, kind, plural string, namespaced bool) (Resource, error) {
+	if group != "" && !dnsLabel.MatchString(group) {
+		return Resource{}, fmt.Errorf("group %q: use a DNS label in lower case, such as ship (the API group becomes ship.%s)", group, p.Domain)
+	}
+	if !versionRE.MatchString(version) {
+		return Resource{}, fmt.Errorf("version %q: use v1, v2, v1alpha1, v1beta2 and the like", version)
+	}
+	if !kindName.MatchString(kind) {
+		return Resource{}, fmt.Errorf("kind %q: use CamelCase starting with an upper-case letter, such as Frigate", kind)
+	}
+	if plural == "" {
+		plural = flect.Pluralize(strings.ToLower(kind))
+	}
+	if !dnsLabel.MatchString(plural) {
+		return Resource{}, fmt.Errorf("plural %q: use a DNS label in lower case", plural)
+	}
+	return Resource{Group: group, Domain: p.Domain, Version: version, Kind: kind, Plural: plural, Namespaced: namespaced}, nil
+}
