@@ -25,6 +25,9 @@ what it builds and deploys (polyop version).`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(
+		NewInitCommand(),
+		NewCreateCommand(),
+		NewGenerateCommand(),
 		NewRenderCommand(),
 		NewVersionCommand(),
 	)

@@ -33,8 +33,8 @@ type Scaffolder interface {
 	CreateAPI(w *Writer, p *Project, r *Resource) error
 
 	// CreateWebhook writes the admission handlers (defaulting, validation)
-	// and conversion of r.Webhooks, registered with the sidecar, and a unit
-	// test. r.Webhooks is already updated in p.
+	// and conversion that r.Webhooks asks for now, registered with the
+	// sidecar, and a unit test. p's resource already records them.
 	CreateWebhook(w *Writer, p *Project, r *Resource) error
 
 	// GenerateCRDs writes the CRD of every API resource of p into CRDDir

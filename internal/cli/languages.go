@@ -1,0 +1,5 @@
+package cli
+
+// The languages polyop init supports register their scaffolders when
+// imported.
+import ()
