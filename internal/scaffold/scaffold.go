@@ -22,10 +22,14 @@ type Scaffolder interface {
 	Defaults(p *Project) error
 
 	// Init writes a new project's language files: the sidecar's entry point
-	// on the SDK, the task runner (Makefile) with the targets every project
-	// has, the Dockerfile, README, .gitignore and the test setup with one
-	// passing test.
+	// on the SDK, the dependency files, the Dockerfile, .gitignore and the
+	// test setup with one passing test. The Makefile and README, common to
+	// every language, are written around the language's Tasks.
 	Init(w *Writer, p *Project) error
+
+	// Tasks returns the language's recipes for the Makefile's targets and
+	// its section of the README.
+	Tasks(p *Project) Tasks
 
 	// CreateAPI writes a new kind: its types (r.API) and reconciler
 	// (r.Controller), registered with the sidecar, and a unit test. r is
@@ -41,6 +45,33 @@ type Scaffolder interface {
 	// (relative to root) from the project's types, printing what it runs
 	// to log.
 	GenerateCRDs(ctx context.Context, p *Project, root string, log io.Writer) error
+}
+
+// Tasks are a language's parts of a project's Makefile and README. Each
+// recipe is a list of shell lines, run in the project's root by make.
+type Tasks struct {
+	// Setup installs the project's dependencies (a virtualenv, node_modules,
+	// Go modules); every other target depends on it. It makes Stamp, a file
+	// newer than the dependency files once they are installed, so make runs
+	// it only when they change.
+	Setup []string
+	// Stamp is the file Setup makes, relative to the root.
+	Stamp string
+	// Deps are the files whose change makes Setup run again (go.mod,
+	// pyproject.toml, package.json).
+	Deps []string
+	// Build builds the sidecar (polyop run and generate run
+	// Project.Sidecar.Build themselves).
+	Build []string
+	// Test runs the project's tests.
+	Test []string
+	// Lint runs the language's checks (go vet, mypy, tsc), when it has any.
+	Lint []string
+	// Clean lists the files and folders make clean removes.
+	Clean []string
+	// Readme is the language's section of the README, in Markdown: where
+	// the code is and how to work on it.
+	Readme string
 }
 
 var (
