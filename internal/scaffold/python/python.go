@@ -135,10 +135,11 @@ type data struct {
 	// Storage is true when R is its kind's first version, the storage one.
 	Storage bool
 	// Versions are the kind's versions with types, for its conversion, in
-	// the order they were added; SortedVersions in order of their names, and
-	// VersionList those as a Python list.
+	// the order they were added (VersionText: "v1, v2 and v3");
+	// SortedVersions in order of their names, and VersionList those as a
+	// Python list.
 	Versions, SortedVersions []string
-	VersionList              string
+	VersionList, VersionText string
 	// Webhooks are R's admission webhooks as the project records them.
 	Webhooks scaffold.Webhooks
 	// SDKSource, SampleMessage, SampleName, MaxMessageLength and the tools'
@@ -211,6 +212,10 @@ func newData(p *scaffold.Project, r *scaffold.Resource) *data {
 			quoted[i] = `"` + v + `"`
 		}
 		d.VersionList = "[" + strings.Join(quoted, ", ") + "]"
+		d.VersionText = strings.Join(d.Versions, ", ")
+		if n := len(d.Versions); n > 1 {
+			d.VersionText = strings.Join(d.Versions[:n-1], ", ") + " and " + d.Versions[n-1]
+		}
 		if own := p.FindResource(r.Group, r.Version, r.Kind); own != nil && own.Webhooks != nil {
 			d.Webhooks = *own.Webhooks
 		}

@@ -145,6 +145,12 @@ func TestTasksInstallTheSDKFromTheSourceFirst(t *testing.T) {
 	if !strings.Contains(strings.Join(local.Lint, "\n"), "mypy --strict src tests") {
 		t.Errorf("lint: %q", local.Lint)
 	}
+	if !strings.Contains(published.Readme, "`src/frigates/sidecar.py`") || strings.Contains(published.Readme, "--sdk-source") {
+		t.Errorf("the README section without --sdk-source:\n%s", published.Readme)
+	}
+	if !strings.Contains(local.Readme, "the checkout at `"+checkout+"`") {
+		t.Errorf("the README section with --sdk-source does not name the checkout:\n%s", local.Readme)
+	}
 }
 
 func TestTheSDKRequirement(t *testing.T) {
