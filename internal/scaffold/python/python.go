@@ -126,7 +126,7 @@ type data struct {
 	// FrigateClass → frigate_class.
 	Module string
 	// Var names an object of R's kind in functions: the module's name, or
-	// obj when that is a keyword.
+	// obj when that is a keyword or a name the scaffolded code uses.
 	Var string
 	// ModelVersion is the version whose model a controller of R takes: R's
 	// own, or (for a controller without --resource) the first version of the
@@ -142,8 +142,8 @@ type data struct {
 	VersionList, VersionText string
 	// Webhooks are R's admission webhooks as the project records them.
 	Webhooks scaffold.Webhooks
-	// SDKSource, SampleMessage, SampleName, MaxMessageLength and the tools'
-	// versions are the constants the templates write.
+	// SampleName, SampleMessage, MaxMessageLength, the tools' versions and
+	// the folder of the SDK's wheel are the constants the templates write.
 	SampleName                                      string
 	SampleMessage                                   string
 	MaxMessageLength                                int
