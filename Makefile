@@ -142,10 +142,12 @@ generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NO
 
 # The generate.go files of the examples and of the benchmark's Widget API carry
 # //go:generate lines; bin/ comes first on PATH so they find controller-gen at
-# the pinned version.
+# the pinned version. The Python example's CRD comes from its pydantic models
+# (tenant/api.py) through polyop.crd, as a generated Python project's does.
 .PHONY: generate-examples
-generate-examples: $(CONTROLLER_GEN) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate).
+generate-examples: $(CONTROLLER_GEN) $(VENV_STAMP) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate, python -m polyop.crd).
 	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/... ./internal/benchmark/
+	cd examples/python/tenant && $(CURDIR)/$(VENV)/bin/python -m polyop.crd tenant.api -o config/crd
 
 .PHONY: check-generated
 check-generated: generate manifests ## Fail if regenerating changes any generated file.

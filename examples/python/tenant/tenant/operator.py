@@ -6,10 +6,13 @@ from decimal import Decimal
 from typing import Any
 
 import polyop
-from polyop import FieldError, Object, Owns, UpdateFilter
+from polyop import FieldError, Owns, UpdateFilter
 
+from tenant.api import Tenant
 from tenant.quantity import parse_quantity
 
+# The validator takes the object as the API server sends it (a polyop.Object):
+# it reports every invalid field, also of objects the model would not read.
 TENANT = "examples.polyop.dev/v1/Tenant"
 
 # spec.quota's keys and the ResourceQuota resources they limit.
@@ -19,47 +22,46 @@ QUOTA_RESOURCES = {
     "storage": "requests.storage",
     "pods": "pods",
 }
-# spec.containerDefaults' keys: the default requests and limits of a container.
-DEFAULT_RESOURCES = ("cpu", "memory")
-
 sidecar = polyop.Sidecar("tenant-operator")
 
 
 @sidecar.reconciler(
-    TENANT,
+    Tenant,
     owns=[Owns("v1/ResourceQuota", send_observed=True), "v1/LimitRange", "v1/ConfigMap"],
     # Status writes do not reconcile again; events on the children still do.
     update_filters=[UpdateFilter.GENERATION_CHANGED],
     max_concurrent_reconciles=4,
 )
-def reconcile(tenant: Object, ctx: polyop.Context) -> polyop.Result:
-    """Declare the tenant's children; the host applies them and prunes the rest."""
-    generation = tenant.meta.generation
-    problems = validate_spec(tenant.spec)
+def reconcile(tenant: Tenant, ctx: polyop.Context) -> polyop.Result:
+    """Declare the tenant's children; the host applies them and prunes the rest.
+
+    The tenant arrives as its model (tenant.api); the status set on it is what
+    the host writes, also when this raises."""
+    generation = tenant.metadata.generation or 0
+    problems = validate_spec(tenant.spec.to_dict())
     if problems:
         # The webhook refuses such a spec; without it, say so on the object.
         message = "; ".join(f"{e.field}: {e.detail}" for e in problems)
-        polyop.set_condition(tenant.conditions, polyop.READY, False, "InvalidSpec", message, observed_generation=generation)
+        tenant.status.set_condition(polyop.READY, False, "InvalidSpec", message, observed_generation=generation)
         ctx.event("Warning", "InvalidSpec", message)
         raise polyop.TerminalError(message)
 
     children = [resource_quota(tenant), config_map(tenant)]
-    if tenant.spec.get("containerDefaults"):
+    if tenant.spec.container_defaults is not None:
         children.append(limit_range(tenant))
 
     # The quota's usage, as the API server's quota controller counts it.
     for quota in ctx.observed_children("v1/ResourceQuota"):
         used = quota.get("status", {}).get("used")
         if used:
-            tenant.status["used"] = used
+            tenant.status.used = used
 
-    if tenant.status.get("observedGeneration") != generation:
+    if tenant.status.observed_generation != generation:
         ctx.event("Normal", "Reconciled", f"applied {', '.join(c['kind'] for c in children)}")
-    tenant.status["observedGeneration"] = generation
-    tenant.status["children"] = [f"{c['kind']}/{c['metadata']['name']}" for c in children]
-    polyop.set_condition(
-        tenant.conditions, polyop.READY, True, "Reconciled", "the quota, limits and settings are applied",
-        observed_generation=generation,
+    tenant.status.observed_generation = generation
+    tenant.status.children = [f"{c['kind']}/{c['metadata']['name']}" for c in children]
+    tenant.status.set_condition(
+        polyop.READY, True, "Reconciled", "the quota, limits and settings are applied", observed_generation=generation
     )
     return polyop.Result(desired_children=children, children_complete=True)
 
@@ -117,33 +119,34 @@ def positive_quantities(values: dict[str, Any], path: str, errors: list[FieldErr
     return parsed
 
 
-def child(tenant: Object, api_version: str, kind: str) -> dict[str, Any]:
+def child(tenant: Tenant, api_version: str, kind: str) -> dict[str, Any]:
     """A child of the tenant, in its namespace, named after it."""
     return {
         "apiVersion": api_version,
         "kind": kind,
         "metadata": {
-            "name": f"tenant-{tenant.name}",
-            "namespace": tenant.namespace,
-            "labels": {"app.kubernetes.io/managed-by": sidecar.name, "examples.polyop.dev/tenant": tenant.name},
+            "name": f"tenant-{tenant.metadata.name}",
+            "namespace": tenant.metadata.namespace,
+            "labels": {"app.kubernetes.io/managed-by": sidecar.name, "examples.polyop.dev/tenant": tenant.metadata.name},
         },
     }
 
 
-def resource_quota(tenant: Object) -> dict[str, Any]:
+def resource_quota(tenant: Tenant) -> dict[str, Any]:
     quota = child(tenant, "v1", "ResourceQuota")
-    quota["spec"] = {"hard": {QUOTA_RESOURCES[k]: str(v) for k, v in tenant.spec["quota"].items() if k in QUOTA_RESOURCES}}
+    quota["spec"] = {"hard": {QUOTA_RESOURCES[k]: str(v) for k, v in tenant.spec.quota.to_dict().items()}}
     return quota
 
 
-def limit_range(tenant: Object) -> dict[str, Any]:
-    defaults = {k: str(v) for k, v in tenant.spec["containerDefaults"].items() if k in DEFAULT_RESOURCES}
+def limit_range(tenant: Tenant) -> dict[str, Any]:
+    assert tenant.spec.container_defaults is not None
+    defaults = {k: str(v) for k, v in tenant.spec.container_defaults.to_dict().items()}
     limits = child(tenant, "v1", "LimitRange")
     limits["spec"] = {"limits": [{"type": "Container", "default": defaults, "defaultRequest": defaults}]}
     return limits
 
 
-def config_map(tenant: Object) -> dict[str, Any]:
+def config_map(tenant: Tenant) -> dict[str, Any]:
     settings = child(tenant, "v1", "ConfigMap")
-    settings["data"] = {"owner": tenant.spec["owner"], **{k: str(v) for k, v in (tenant.spec.get("settings") or {}).items()}}
+    settings["data"] = {"owner": tenant.spec.owner, **(tenant.spec.settings or {})}
     return settings
