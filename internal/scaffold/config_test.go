@@ -132,7 +132,7 @@ func TestTheMakefileHelpListsEveryTargetTheLanguageHasARecipeFor(t *testing.T) {
 			}
 		}
 		out := run(t, root, "make", "-n", "--no-print-directory", "deploy", "IMG=registry.example.com:5000/w:v2", "OVERLAY=default-certmanager", "POLYOP=/opt/polyop")
-		for _, w := range []string{"/opt/polyop generate", "/config/default-certmanager", "value: registry.example.com:5000/w:v2"} {
+		for _, w := range []string{"/opt/polyop generate", "../../config/default-certmanager", "value: registry.example.com:5000/w:v2"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("make -n deploy IMG=... OVERLAY=... POLYOP=... does not run %q:\n%s", w, out)
 			}
@@ -187,6 +187,39 @@ func TestEveryConfigEntryRendersWithKustomize(t *testing.T) {
 				t.Errorf("kubectl kustomize %s has no %q:\n%s", dir, want, out)
 			}
 		}
+	}
+}
+
+func TestMakeDeploySetsTheSidecarImageWithoutChangingTheProject(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	kubectl := kubectlPath(t)
+	root, _ := initFake(t, fullTasks)
+	// A kubectl that prints what it would apply and runs kustomize for real.
+	fake := filepath.Join(t.TempDir(), "kubectl")
+	script := "#!/bin/sh\nif [ \"$1\" = apply ]; then cat; else exec " + kubectl + " \"$@\"; fi\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := read(t, root, "config/default/kustomization.yaml")
+	for _, overlay := range []string{"default", "default-certmanager"} {
+		out := run(t, root, "make", "--no-print-directory", "deploy", "POLYOP=true", "KUBECTL="+fake,
+			"IMG=registry.example.com:5000/widgets:v2", "OVERLAY="+overlay)
+		for _, want := range []string{"image: registry.example.com:5000/widgets:v2", "image: polyop-host:1.2.3", "namespace: widgets-system"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("make deploy OVERLAY=%s applies no %q:\n%s", overlay, want, out)
+			}
+		}
+		if strings.Contains(out, "widgets-sidecar:latest") {
+			t.Errorf("make deploy OVERLAY=%s still applies the default sidecar image", overlay)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, "bin", "deploy.*")); len(left) > 0 {
+		t.Errorf("make deploy left its throwaway kustomization behind: %v", left)
+	}
+	if after := read(t, root, "config/default/kustomization.yaml"); after != before {
+		t.Errorf("make deploy changed config/default/kustomization.yaml:\n%s", after)
 	}
 }
 

@@ -160,13 +160,14 @@ install: manifests ## Install the CRDs into the cluster of your kubeconfig.
 uninstall: ## Uninstall the CRDs from the cluster of your kubeconfig. Call with ignore-not-found=true to ignore resource not found errors.
 	$(KUSTOMIZE) config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
-# deploy renders config/$(OVERLAY) through a throwaway kustomization that sets
-# the sidecar's image to IMG, so no committed file changes. containers/1 is the
+# deploy renders config/$(OVERLAY) through a throwaway kustomization in bin/
+# (kustomize loads only bases below or beside it) that sets the sidecar's
+# image to IMG, so no committed file changes. containers/1 is the
 # sidecar (config/polyop/manager/manager.yaml).
 .PHONY: deploy
 deploy: manifests ## Deploy the operator (config/$(OVERLAY)) with the sidecar image IMG to the cluster of your kubeconfig.
-	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	printf '%s\n' 'resources:' '- $(CURDIR)/config/$(OVERLAY)' 'patches:' '- target:' '    kind: Deployment' '  patch: |-' \
+	@mkdir -p bin; tmp=$$(mktemp -d bin/deploy.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	printf '%s\n' 'resources:' '- ../../config/$(OVERLAY)' 'patches:' '- target:' '    kind: Deployment' '  patch: |-' \
 		'    - op: replace' '      path: /spec/template/spec/containers/1/image' '      value: $(IMG)' >"$$tmp/kustomization.yaml"; \
 	$(KUSTOMIZE) "$$tmp" | $(KUBECTL) apply -f -
 
