@@ -71,7 +71,7 @@ SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
 .PHONY: all
-all: [[if .Tasks.Build]]build[[else]]manifests[[end]]
+all: [[if .Tasks.Build]]build[[else if .Tasks.Test]]test[[else]]help[[end]]
 
 ##@ General
 
