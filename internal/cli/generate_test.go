@@ -103,6 +103,11 @@ func TestGenerateWritesTheHostsRBACAndTheWebhookManifestsFromTheSidecarsDescript
 		t.Skip(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
+	// cert-manager's kinds, so that the API server takes
+	// config/default-certmanager's Issuer and Certificate too.
+	kubectl(t, env, "", strings.NewReader(certManagerCRDs), "apply", "-f", "-")
+	kubectl(t, env, "", nil, "wait", "--for=condition=Established", "--timeout=2m",
+		"crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io")
 
 	mw := scaffold.Resource{Group: "examples", Domain: "polyop.dev", Version: "v1", Kind: "MaintenanceWindow", Plural: "maintenancewindows", Namespaced: true, API: true, Controller: true,
 		Webhooks: &scaffold.Webhooks{Defaulting: true, Validation: true, Conversion: true}}
@@ -187,10 +192,12 @@ func TestGenerateWritesTheHostsRBACAndTheWebhookManifestsFromTheSidecarsDescript
 					t.Errorf("config/default-certmanager has %d %q, want 3 (two webhook configurations, one CRD):\n%s", strings.Count(cm, want), want, cm)
 				}
 			}
-			// The API server accepts every object config/default makes,
-			// once its namespace exists (a dry run creates nothing).
+			// The API server accepts every object each entry makes, once
+			// its namespace exists (a dry run creates nothing).
 			kubectl(t, env, root, nil, "create", "namespace", tc.project+"-system")
 			kubectl(t, env, root, strings.NewReader(rendered), "apply", "--dry-run=server", "-f", "-")
+			certManager := kubectl(t, env, root, nil, "kustomize", "config/default-certmanager")
+			kubectl(t, env, root, strings.NewReader(certManager), "apply", "--dry-run=server", "-f", "-")
 		})
 	}
 }
@@ -262,3 +269,37 @@ func readFile(t *testing.T, root, path string) string {
 	}
 	return string(data)
 }
+
+// certManagerCRDs are cert-manager's Issuer and Certificate, with their
+// schemas left open: enough for the API server to take the objects of
+// config/default-certmanager.
+const certManagerCRDs = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: issuers.cert-manager.io
+spec:
+  group: cert-manager.io
+  names: {kind: Issuer, listKind: IssuerList, plural: issuers, singular: issuer}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: certificates.cert-manager.io
+spec:
+  group: cert-manager.io
+  names: {kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
