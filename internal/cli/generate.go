@@ -36,29 +36,33 @@ func NewGenerateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Regenerate the CRDs, RBAC and webhook configurations from the project's code",
-		Long: `Regenerate what derives from the project's code, as make manifests does:
+		Long: `Regenerate what derives from the project's code, as make manifests does.
 
-  config/crd/bases/           the CRDs, from the types (Go: controller-gen
-                              markers, as kubebuilder; Python: polyop.crd
-                              models; TypeScript: @polyop/sidecar/crd kinds)
-  config/crd/kustomization.yaml  lists them
+First the CRDs, from the types (Go: controller-gen markers, as kubebuilder;
+Python: polyop.crd models; TypeScript: @polyop/sidecar/crd kinds):
 
-then builds the sidecar (the PROJECT file's sidecar.build), starts it
-(sidecar.command, with --address appended) and asks it to describe itself, as
-the host does, to write:
+  config/crd/bases/                   one CRD per kind
+  config/crd/kustomization.yaml       lists them (make install applies it)
 
-  config/rbac/role.yaml       the host's RBAC for the kinds the sidecar
-                              reconciles, owns and watches, with the leader
-                              election Role and the metrics endpoint's rules
-  config/webhook/manifests.yaml  the webhook configurations of the admission
-                              webhooks it declares (no objects when none)
-  config/webhook/conversion.yaml the conversion stanzas of the CRDs it
-                              converts (only when it converts kinds)
-  config/webhook/kustomization.yaml  the component config/default lists
+Then it builds the sidecar (the PROJECT file's sidecar.build, in the
+project's root), starts it (sidecar.command, with --address appended) and
+asks it to describe itself, as the host does (no cluster needed), to write:
 
-Resources are those of the PROJECT file for the project's kinds, and guessed
-from the kind (lower case, plural) for the others. Every file written is
-printed. The sidecar needs no cluster to describe itself.`,
+  config/rbac/role.yaml               the host's RBAC for the kinds the sidecar
+                                      reconciles, owns and watches, with the
+                                      leader election Role and the metrics
+                                      endpoint's rules
+  config/webhook/manifests.yaml       the configurations of the admission
+                                      webhooks it declares (no objects if none)
+  config/webhook/conversion.yaml      the conversion stanzas of the CRDs it
+                                      converts (only when it converts kinds)
+  config/webhook/kustomization.yaml   the component config/default and
+                                      config/default-certmanager list
+
+The project's kinds are resolved with the plural and scope of the PROJECT
+file, other kinds guessed from the kind (lower case, plural). Every file
+written is printed. A build that fails, or a sidecar that does not serve, is
+an error showing the end of the command's output.`,
 		Example: `  polyop generate
   # Show the sidecar's output while it builds and starts
   polyop generate --sidecar-logs`,
