@@ -25,6 +25,11 @@ config/ (kustomize) for the pod of the host and the sidecar, a README, the
 PROJECT file that later polyop commands read, and the language's test setup
 with one passing test.
 
+config/default deploys the project with the host pinned to the image of this
+polyop's version, the host making its webhook certificate;
+config/default-certmanager takes it from cert-manager. Both build on
+config/polyop, polyop's own kustomize base, copied.
+
 Then add kinds with polyop create api, admission with polyop create webhook.`,
 		Example: `  mkdir widgets && cd widgets
   polyop init --language python --domain example.com

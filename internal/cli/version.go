@@ -10,16 +10,17 @@ import (
 
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/host"
+	"github.com/polyop/polyop/internal/scaffold"
 )
 
 // HostImageRepository is the image repository of the host that polyop
 // deploys: the one `make docker-build` tags (its IMG).
-const HostImageRepository = "polyop-host"
+const HostImageRepository = scaffold.HostImageRepository
 
 // HostImage is the host image polyop deploys: HostImageRepository at the tag
 // of polyop's own version, so that a project runs the host it was made
-// with.
-func HostImage() string { return HostImageRepository + ":" + host.Version }
+// with (its config/default pins it).
+func HostImage() string { return scaffold.HostImage(host.Version) }
 
 // VersionInfo is what polyop version prints.
 type VersionInfo struct {

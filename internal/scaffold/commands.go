@@ -79,6 +79,9 @@ func Init(o InitOptions) ([]string, error) {
 	if err := s.Init(w, p); err != nil {
 		return w.Written(), err
 	}
+	if err := writeMakefile(w, p, s.Tasks(p)); err != nil {
+		return w.Written(), err
+	}
 	if err := writeConfig(w, p); err != nil {
 		return w.Written(), err
 	}
@@ -218,9 +221,10 @@ func CreateWebhook(o WebhookOptions) ([]string, error) {
 	return append(w.Written(), ProjectFile), nil
 }
 
-// Generate regenerates what derives from the project's code: the CRDs from
-// its types, then the host's RBAC and the webhook configurations from the
-// sidecar's description.
+// Generate regenerates the CRDs of the project at dir from its types: the
+// language's part of polyop generate. The command then lists them
+// (WriteCRDKustomization) and writes the host's RBAC and the webhook
+// configurations from the sidecar's description (WriteDescribed).
 func Generate(ctx context.Context, dir string, log io.Writer) error {
 	p, root, err := LoadProject(dir)
 	if err != nil {
