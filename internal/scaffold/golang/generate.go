@@ -29,6 +29,14 @@ func (Scaffolder) GenerateCRDs(ctx context.Context, p *scaffold.Project, root st
 		fmt.Fprintln(log, "No kinds with types (polyop create api adds them): no CRDs to generate.")
 		return nil
 	}
+	// controller-gen loads the packages, which takes the module's
+	// dependencies: a project not set up yet (make runs its setup first)
+	// gets them now.
+	if _, err := os.Stat(filepath.Join(root, "go.sum")); errors.Is(err, os.ErrNotExist) {
+		if err := run(ctx, root, log, nil, "go", "mod", "tidy"); err != nil {
+			return fmt.Errorf("downloading the module's dependencies: %w", err)
+		}
+	}
 	gen, err := findControllerGen(ctx, root, log)
 	if err != nil {
 		return err

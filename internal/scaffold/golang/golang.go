@@ -12,10 +12,13 @@ package golang
 import (
 	"fmt"
 	"go/format"
+	"go/parser"
+	"go/token"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/polyop/polyop/internal/scaffold"
@@ -109,8 +112,12 @@ type data struct {
 	// Hub is the version every other version of R's kind converts to and
 	// from: the first one created, the storage version.
 	Hub *scaffold.Resource
-	// Webhooks are every webhook R's version has, for its webhook file.
+	// Webhooks are the handlers of R's version being written.
 	Webhooks scaffold.Webhooks
+	// MetaAlias is the name zz_generated.deepcopy.go gives
+	// k8s.io/apimachinery/pkg/apis/meta/v1: controller-gen's, metav1 in a
+	// package v1 and v1 elsewhere.
+	MetaAlias string
 }
 
 // Alias is the import name of the resource's API package: group and
@@ -178,7 +185,7 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 		{"api/doc.go", apiDocTemplate},
 		{"internal/controller/doc.go", controllerDocTemplate},
 	} {
-		if err := w.Template(f.path, f.text, d); err != nil {
+		if err := writeTemplate(w, f.path, f.text, d); err != nil {
 			return err
 		}
 	}
@@ -224,11 +231,11 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 	if r.API {
 		dir := apiDir(r)
 		if !exists(root, path.Join(dir, "groupversion_info.go")) {
-			if err := w.Template(path.Join(dir, "groupversion_info.go"), groupVersionTemplate, d); err != nil {
+			if err := writeTemplate(w, path.Join(dir, "groupversion_info.go"), groupVersionTemplate, d); err != nil {
 				return err
 			}
 		}
-		if err := w.Template(path.Join(dir, lower(r)+"_types.go"), typesTemplate, d); err != nil {
+		if err := writeTemplate(w, path.Join(dir, lower(r)+"_types.go"), typesTemplate, d); err != nil {
 			return err
 		}
 		if err := writeDeepCopy(w, d); err != nil {
@@ -248,10 +255,10 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 			// files and type are named after the version as well.
 			base += "_" + r.Version
 		}
-		if err := w.Template(base+".go", controllerTemplate, d); err != nil {
+		if err := writeTemplate(w, base+".go", controllerTemplate, d); err != nil {
 			return err
 		}
-		if err := w.Template(base+"_test.go", controllerTestTemplate, d); err != nil {
+		if err := writeTemplate(w, base+"_test.go", controllerTestTemplate, d); err != nil {
 			return err
 		}
 		if err := insertOnce(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%q", p.Repo+"/internal/controller")); err != nil {
@@ -297,14 +304,18 @@ func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 // the new kind's functions appended.
 func writeDeepCopy(w *scaffold.Writer, d data) error {
 	file := path.Join(apiDir(d.R), "zz_generated.deepcopy.go")
-	funcs, err := scaffold.Render(file, deepCopyFuncsTemplate, d)
-	if err != nil {
-		return err
-	}
 	full := filepath.Join(w.Root, filepath.FromSlash(file))
 	existing, err := os.ReadFile(full)
 	if os.IsNotExist(err) {
+		d.MetaAlias = "v1"
+		if d.R.Version == "v1" {
+			d.MetaAlias = "metav1"
+		}
 		header, err := scaffold.Render(file, deepCopyHeaderTemplate, d)
+		if err != nil {
+			return err
+		}
+		funcs, err := scaffold.Render(file, deepCopyFuncsTemplate, d)
 		if err != nil {
 			return err
 		}
@@ -316,10 +327,35 @@ func writeDeepCopy(w *scaffold.Writer, d data) error {
 	if strings.Contains(string(existing), "func (in *"+d.R.Kind+") DeepCopyInto(") {
 		return nil
 	}
+	d.MetaAlias, err = importName(file, existing, "k8s.io/apimachinery/pkg/apis/meta/v1")
+	if err != nil {
+		return err
+	}
+	funcs, err := scaffold.Render(file, deepCopyFuncsTemplate, d)
+	if err != nil {
+		return err
+	}
 	// The file is generated code, rewritten by every polyop generate:
 	// appending to it is no edit of the user's to keep.
 	appender := &scaffold.Writer{Root: w.Root, Force: true}
 	return appender.WriteFile(file, append(existing, funcs...))
+}
+
+// importName returns the name under which a Go file imports pkg.
+func importName(file string, src []byte, pkg string) (string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), file, src, parser.ImportsOnly)
+	if err != nil {
+		return "", err
+	}
+	for _, imp := range f.Imports {
+		if imp.Path.Value == strconv.Quote(pkg) {
+			if imp.Name != nil {
+				return imp.Name.Name, nil
+			}
+			return path.Base(pkg), nil
+		}
+	}
+	return "", fmt.Errorf("%s does not import %s: run polyop generate to regenerate it, then create the kind again with --force", file, pkg)
 }
 
 // CreateWebhook writes the defaulting and validation handlers of r's
@@ -334,8 +370,7 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, asked *
 	kinds := p.Kinds(r.Group, r.Kind)
 	d := data{P: p, R: r, Hub: kinds[0]}
 	if asked.Webhooks.Defaulting || asked.Webhooks.Validation {
-		d.Webhooks = *r.Webhooks
-		d.Webhooks.Conversion = false
+		d.Webhooks = scaffold.Webhooks{Defaulting: asked.Webhooks.Defaulting, Validation: asked.Webhooks.Validation}
 		if err := writeWebhook(w, d); err != nil {
 			return err
 		}
@@ -346,18 +381,18 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, asked *
 	hub := kinds[0]
 	hd := data{P: p, R: hub, Hub: hub}
 	if file := path.Join(apiDir(hub), lower(hub)+"_conversion.go"); !exists(w.Root, file) {
-		if err := w.Template(file, hubTemplate, hd); err != nil {
+		if err := writeTemplate(w, file, hubTemplate, hd); err != nil {
 			return err
 		}
 	}
 	for _, spoke := range kinds[1:] {
 		if file := path.Join(apiDir(spoke), lower(spoke)+"_conversion.go"); !exists(w.Root, file) {
-			if err := w.Template(file, spokeTemplate, data{P: p, R: spoke, Hub: hub}); err != nil {
+			if err := writeTemplate(w, file, spokeTemplate, data{P: p, R: spoke, Hub: hub}); err != nil {
 				return err
 			}
 		}
 		if file := path.Join(apiDir(spoke), lower(spoke)+"_conversion_test.go"); !exists(w.Root, file) {
-			if err := w.Template(file, conversionTestTemplate, data{P: p, R: spoke, Hub: hub}); err != nil {
+			if err := writeTemplate(w, file, conversionTestTemplate, data{P: p, R: spoke, Hub: hub}); err != nil {
 				return err
 			}
 		}
@@ -376,26 +411,106 @@ func webhookFile(r *scaffold.Resource) string {
 	return path.Join("internal/webhook", r.Version, lower(r)+"_webhook.go")
 }
 
-// writeWebhook writes the webhook file of d.R's version with the handlers
-// d.Webhooks asks for, and its test, and registers it in main.go.
+// writeWebhook adds the handlers d.Webhooks asks for to the webhook file of
+// d.R's version, writing it (and registering it in main.go) when it is new,
+// and their tests to its test file.
 func writeWebhook(w *scaffold.Writer, d data) error {
 	file := webhookFile(d.R)
-	if err := w.Template(file, webhookTemplate, d); err != nil {
-		return err
-	}
-	if d.Webhooks.Defaulting || d.Webhooks.Validation {
-		test := strings.TrimSuffix(file, ".go") + "_test.go"
-		if err := w.Template(test, webhookTestTemplate, d); err != nil {
+	test := strings.TrimSuffix(file, ".go") + "_test.go"
+	if !exists(w.Root, file) {
+		if err := writeTemplate(w, file, webhookTemplate, d); err != nil {
+			return err
+		}
+		alias := "webhook" + apiAlias(d.R)
+		if err := insertOnce(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%s %q", alias, d.P.Repo+"/"+path.Dir(file))); err != nil {
+			return err
+		}
+		if err := insertOnce(w, mainFile, "+polyop:scaffold:webhooks", fmt.Sprintf(
+			"if err := %s.Setup%sWebhookWithServer(srv); err != nil {\n\treturn nil, fmt.Errorf(\"setting up the %s webhooks: %%w\", err)\n}",
+			alias, d.R.Kind, d.R.Kind)); err != nil {
 			return err
 		}
 	}
-	alias := "webhook" + apiAlias(d.R)
-	if err := insertOnce(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%s %q", alias, d.P.Repo+"/"+path.Dir(file))); err != nil {
+	for _, h := range []struct {
+		asked         bool
+		imports       []string
+		builder, code string
+		testImports   []string
+		testCode      string
+	}{
+		{d.Webhooks.Defaulting, defaulterImports, defaulterBuilder, defaulterTemplate, nil, defaulterTestTemplate},
+		{d.Webhooks.Validation, validatorImports, validatorBuilder, validatorTemplate, validatorTestImports, validatorTestTemplate},
+	} {
+		if !h.asked {
+			continue
+		}
+		if step, err := scaffold.Render(file, h.builder, d); err != nil {
+			return err
+		} else if content, err := os.ReadFile(filepath.Join(w.Root, filepath.FromSlash(file))); err != nil {
+			return err
+		} else if strings.Contains(string(content), string(step)) {
+			continue // the handler is there already
+		}
+		if err := addToGoFile(w, d, file, h.imports, h.builder, h.code); err != nil {
+			return err
+		}
+		if !exists(w.Root, test) {
+			if err := writeTemplate(w, test, webhookTestTemplate, d); err != nil {
+				return err
+			}
+		}
+		if err := addToGoFile(w, d, test, h.testImports, "", h.testCode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addToGoFile adds imports (before the imports marker), a builder step
+// (before the builder marker) and code (at the end) to a Go file.
+func addToGoFile(w *scaffold.Writer, d data, file string, imports []string, builder, code string) error {
+	for _, imp := range imports {
+		if err := insertOnce(w, file, "+polyop:scaffold:imports", imp); err != nil {
+			return err
+		}
+	}
+	if builder != "" {
+		step, err := scaffold.Render(file, builder, d)
+		if err != nil {
+			return err
+		}
+		if err := insertOnce(w, file, "+polyop:scaffold:builder", string(step)); err != nil {
+			return err
+		}
+	}
+	add, err := scaffold.Render(file, code, d)
+	if err != nil {
 		return err
 	}
-	return insertOnce(w, mainFile, "+polyop:scaffold:webhooks", fmt.Sprintf(
-		"if err := %s.Setup%sWebhookWithServer(srv); err != nil {\n\treturn nil, fmt.Errorf(\"setting up the %s webhooks: %%w\", err)\n}",
-		alias, d.R.Kind, d.R.Kind))
+	full := filepath.Join(w.Root, filepath.FromSlash(file))
+	src, err := os.ReadFile(full)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(full, append(src, add...), 0o644); err != nil {
+		return err
+	}
+	return gofmt(w.Root, file)
+}
+
+// writeTemplate renders a template into file, formatting Go code as gofmt
+// does.
+func writeTemplate(w *scaffold.Writer, file, text string, d data) error {
+	out, err := scaffold.Render(file, text, d)
+	if err != nil {
+		return err
+	}
+	if strings.HasSuffix(file, ".go") {
+		if out, err = format.Source(out); err != nil {
+			return fmt.Errorf("template %s: %w", file, err)
+		}
+	}
+	return w.WriteFile(file, out)
 }
 
 // insertOnce inserts text before marker in file unless the file has it
@@ -405,7 +520,7 @@ func insertOnce(w *scaffold.Writer, file, marker, text string) error {
 	if err != nil {
 		return fmt.Errorf("%w: polyop adds the new code to %s, which polyop init writes", err, file)
 	}
-	if strings.Contains(string(content), text) {
+	if strings.Contains(string(content), strings.SplitN(text, "\n", 2)[0]) {
 		return nil
 	}
 	if err := w.Insert(file, marker, text); err != nil {

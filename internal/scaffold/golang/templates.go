@@ -285,7 +285,7 @@ Copyright [[.P.Name]] authors.
 package [[.R.Version]]
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	[[if eq .MetaAlias "metav1"]]metav1 [[end]]"k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 `
@@ -370,7 +370,7 @@ func (in *[[.R.Kind]]Status) DeepCopyInto(out *[[.R.Kind]]Status) {
 	*out = *in
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
-		*out = make([]metav1.Condition, len(*in))
+		*out = make([][[.MetaAlias]].Condition, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
@@ -525,33 +525,15 @@ func Test[[.Reconciler]]MakesTheChildAndReportsReady(t *testing.T) {
 }
 `
 
+// webhookTemplate starts a version's webhook file: the builder, to which
+// the handlers' blocks add themselves above the markers.
 const webhookTemplate = `package [[.R.Version]]
 
 import (
-[[- if or .Webhooks.Defaulting .Webhooks.Validation]]
-	"context"
-[[- end]]
-[[- if .Webhooks.Validation]]
-	"unicode/utf8"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-[[- end]]
-
 	[[.Alias .R]] "[[.APIImport .R]]"
 	"github.com/polyop/polyop/sdk/go/sidecar"
+	// +polyop:scaffold:imports
 )
-[[- if .Webhooks.Defaulting]]
-
-// Default[[.R.Kind]]Message is the spec.message of a [[.R.Kind]] that gives none.
-const Default[[.R.Kind]]Message = "[[.SampleMessage]]"
-[[- end]]
-[[- if .Webhooks.Validation]]
-
-// Max[[.R.Kind]]MessageLength is the longest spec.message, in characters.
-const Max[[.R.Kind]]MessageLength = 64
-[[- end]]
 
 // Setup[[.R.Kind]]WebhookWithServer registers the [[.R.Kind]] [[.R.Version]] webhooks on srv.
 [[- if .IsHub]]
@@ -560,15 +542,20 @@ const Max[[.R.Kind]]MessageLength = 64
 [[- end]]
 func Setup[[.R.Kind]]WebhookWithServer(srv *sidecar.Server) error {
 	return sidecar.NewWebhookManagedBy[*[[.Alias .R]].[[.R.Kind]]](srv).
-[[- if .Webhooks.Defaulting]]
-		WithDefaulter(&[[.R.Kind]]CustomDefaulter{}).
-[[- end]]
-[[- if .Webhooks.Validation]]
-		WithValidator(&[[.R.Kind]]CustomValidator{}).
-[[- end]]
+		// +polyop:scaffold:builder
 		Complete()
 }
-[[- if .Webhooks.Defaulting]]
+`
+
+// defaulterImports, defaulterBuilder and defaulterTemplate are what a
+// defaulting handler adds to its version's webhook file.
+var defaulterImports = []string{`"context"`}
+
+const defaulterBuilder = `WithDefaulter(&[[.R.Kind]]CustomDefaulter{}).`
+
+const defaulterTemplate = `
+// Default[[.R.Kind]]Message is the spec.message of a [[.R.Kind]] that gives none.
+const Default[[.R.Kind]]Message = "[[.SampleMessage]]"
 
 // [[.R.Kind]]CustomDefaulter sets the defaults of a [[.R.Kind]] when it is
 // created or updated.
@@ -583,8 +570,23 @@ func (d *[[.R.Kind]]CustomDefaulter) Default(_ context.Context, obj *[[.Alias .R
 	}
 	return nil
 }
-[[- end]]
-[[- if .Webhooks.Validation]]
+`
+
+// validatorImports, validatorBuilder and validatorTemplate are what a
+// validation handler adds to its version's webhook file.
+var validatorImports = []string{
+	`"context"`,
+	`"unicode/utf8"`,
+	`apierrors "k8s.io/apimachinery/pkg/api/errors"`,
+	`"k8s.io/apimachinery/pkg/runtime/schema"`,
+	`"k8s.io/apimachinery/pkg/util/validation/field"`,
+}
+
+const validatorBuilder = `WithValidator(&[[.R.Kind]]CustomValidator{}).`
+
+const validatorTemplate = `
+// Max[[.R.Kind]]MessageLength is the longest spec.message, in characters.
+const Max[[.R.Kind]]MessageLength = 64
 
 // [[.R.Kind]]CustomValidator checks a [[.R.Kind]] when it is created or
 // updated.
@@ -608,8 +610,9 @@ func (v *[[.R.Kind]]CustomValidator) ValidateDelete(_ context.Context, _ *[[.Ali
 	return nil, nil
 }
 
-// validate[[.R.Kind]] refuses a spec.message longer than Max[[.R.Kind]]MessageLength, with a field
-// error kubectl prints as the API server's own.
+// validate[[.R.Kind]] refuses a spec.message longer than
+// Max[[.R.Kind]]MessageLength, with a field error kubectl prints as the API
+// server's own.
 func validate[[.R.Kind]](obj *[[.Alias .R]].[[.R.Kind]]) error {
 	var errs field.ErrorList
 	if utf8.RuneCountInString(obj.Spec.Message) > Max[[.R.Kind]]MessageLength {
@@ -620,28 +623,24 @@ func validate[[.R.Kind]](obj *[[.Alias .R]].[[.R.Kind]]) error {
 	}
 	return apierrors.NewInvalid(schema.GroupKind{Group: [[.Alias .R]].GroupVersion.Group, Kind: "[[.R.Kind]]"}, obj.Name, errs)
 }
-[[- end]]
 `
 
+// webhookTestTemplate starts a version's webhook test; the handlers' tests
+// are added after it.
 const webhookTestTemplate = `package [[.R.Version]]_test
 
 import (
-[[- if .Webhooks.Validation]]
-	"strings"
-[[- end]]
 	"testing"
 
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-[[- if .Webhooks.Validation]]
-	"k8s.io/apimachinery/pkg/util/validation/field"
-[[- end]]
 
 	[[.Alias .R]] "[[.APIImport .R]]"
 	webhook[[.Alias .R]] "[[.P.Repo]]/internal/webhook/[[.R.Version]]"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 	"github.com/polyop/polyop/sdk/go/sidecartest"
+	// +polyop:scaffold:imports
 )
 
 func new[[.R.Kind]]Harness(t *testing.T) *sidecartest.Harness {
@@ -666,9 +665,9 @@ func new[[.R.Kind]](message string) *[[.Alias .R]].[[.R.Kind]] {
 		Spec:       [[.Alias .R]].[[.R.Kind]]Spec{Message: message},
 	}
 }
+`
 
-[[- if .Webhooks.Defaulting]]
-
+const defaulterTestTemplate = `
 func Test[[.R.Kind]]DefaulterFillsTheMessage(t *testing.T) {
 	res := new[[.R.Kind]]Harness(t).Default(t.Context(), new[[.R.Kind]](""))
 	if !res.Allowed {
@@ -685,9 +684,11 @@ func Test[[.R.Kind]]DefaulterFillsTheMessage(t *testing.T) {
 		t.Errorf("spec.message = %q: the defaulter replaced a message that was set", got.Spec.Message)
 	}
 }
-[[- end]]
-[[- if .Webhooks.Validation]]
+`
 
+var validatorTestImports = []string{`"strings"`, `"k8s.io/apimachinery/pkg/util/validation/field"`}
+
+const validatorTestTemplate = `
 func Test[[.R.Kind]]ValidatorLimitsTheMessage(t *testing.T) {
 	h := new[[.R.Kind]]Harness(t)
 	for name, tc := range map[string]struct {
@@ -719,7 +720,6 @@ func Test[[.R.Kind]]ValidatorLimitsTheMessage(t *testing.T) {
 		t.Errorf("delete refused: %+v", res.Denial)
 	}
 }
-[[- end]]
 `
 
 const hubTemplate = `package [[.R.Version]]
