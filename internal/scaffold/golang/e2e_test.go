@@ -52,6 +52,10 @@ func TestAGoProjectFromInitToARenderedChild(t *testing.T) {
 	polyopIn(t, "create", "api", "--group", "ship", "--version", "v2", "--kind", "Frigate", "--controller=false")
 	polyopIn(t, "create", "webhook", "--group", "ship", "--version", "v2", "--kind", "Frigate", "--conversion")
 	polyopIn(t, "generate")
+	// A kind added to a version whose deep copy functions controller-gen
+	// wrote: its own are appended in controller-gen's names, and the
+	// project still builds.
+	polyopIn(t, "create", "api", "--group", "ship", "--version", "v2", "--kind", "Admiral", "--namespaced=false")
 
 	p, _, err := scaffold.LoadProject(dir)
 	if err != nil {
