@@ -247,6 +247,17 @@ func TestASecondKindKeepsTheFirst(t *testing.T) {
 			t.Errorf("frigate_types.go has no %s", marker)
 		}
 	}
+	// controller-gen reads a comment line that starts with + as a marker:
+	// the scaffolded comments have none but the markers themselves.
+	for _, line := range strings.Split(types, "\n") {
+		if text := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "//")); strings.HasPrefix(text, "+") &&
+			!strings.HasPrefix(text, "+kubebuilder:") && text != "+optional" && !strings.HasPrefix(text, "+list") {
+			t.Errorf("frigate_types.go has a line controller-gen reads as a marker: %q", line)
+		}
+	}
+	if n := strings.Count(types, "+kubebuilder:"); n != 7 {
+		t.Errorf("frigate_types.go has %d kubebuilder markers, want the 7 it is written with", n)
+	}
 	if gv := read(t, dir, "api/v1/groupversion_info.go"); !strings.Contains(gv, "+groupName=ship.example.com") {
 		t.Errorf("groupversion_info.go has no +groupName:\n%s", gv)
 	}

@@ -216,8 +216,9 @@ import (
 
 // Edit the types: they are the [[.R.Kind]] CRD's schema. Run polyop generate
 // (make manifests) after a change to regenerate the CRD and the deep copy
-// functions. The markers are kubebuilder's, read by controller-gen:
-// https://book.kubebuilder.io/reference/markers/crd-validation
+// functions. The markers are kubebuilder's, read by controller-gen: put
+// the validation, default and enum markers of a field on the lines above
+// it (the list: https://book.kubebuilder.io/reference/markers/crd-validation).
 
 // [[.R.Kind]]Spec is the desired state of a [[.R.Kind]].
 type [[.R.Kind]]Spec struct {
