@@ -248,6 +248,18 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 			return err
 		}
 	}
+	if r.API && r != kinds[0] && converts(kinds) {
+		// The kind converts already: a version without ConvertTo and
+		// ConvertFrom would stop the sidecar at start (the scheme would
+		// hold a version that neither is the hub nor converts to it).
+		if err := writeSpoke(w, p, r, kinds[0]); err != nil {
+			return err
+		}
+		if r.Webhooks == nil {
+			r.Webhooks = &scaffold.Webhooks{}
+		}
+		r.Webhooks.Conversion = true
+	}
 	if r.Controller {
 		base := path.Join("internal/controller", lower(r)+"_controller")
 		if reconcilerName(p, r) != r.Kind+"Reconciler" {
@@ -386,15 +398,8 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, asked *
 		}
 	}
 	for _, spoke := range kinds[1:] {
-		if file := path.Join(apiDir(spoke), lower(spoke)+"_conversion.go"); !exists(w.Root, file) {
-			if err := writeTemplate(w, file, spokeTemplate, data{P: p, R: spoke, Hub: hub}); err != nil {
-				return err
-			}
-		}
-		if file := path.Join(apiDir(spoke), lower(spoke)+"_conversion_test.go"); !exists(w.Root, file) {
-			if err := writeTemplate(w, file, conversionTestTemplate, data{P: p, R: spoke, Hub: hub}); err != nil {
-				return err
-			}
+		if err := writeSpoke(w, p, spoke, hub); err != nil {
+			return err
 		}
 	}
 	// The hub's webhook builder registers the conversion (the SDK finds
@@ -403,6 +408,33 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, asked *
 	if !exists(w.Root, webhookFile(hub)) {
 		hd.Webhooks = scaffold.Webhooks{Conversion: true}
 		return writeWebhook(w, hd)
+	}
+	return nil
+}
+
+// converts reports whether a version of the kind converts through the hub.
+func converts(kinds []*scaffold.Resource) bool {
+	for _, k := range kinds {
+		if k.Webhooks != nil && k.Webhooks.Conversion {
+			return true
+		}
+	}
+	return false
+}
+
+// writeSpoke writes the ConvertTo and ConvertFrom of a version that is not
+// the hub, and their test, unless it has them.
+func writeSpoke(w *scaffold.Writer, p *scaffold.Project, spoke, hub *scaffold.Resource) error {
+	d := data{P: p, R: spoke, Hub: hub}
+	for _, f := range []struct{ suffix, text string }{
+		{"_conversion.go", spokeTemplate},
+		{"_conversion_test.go", conversionTestTemplate},
+	} {
+		if file := path.Join(apiDir(spoke), lower(spoke)+f.suffix); !exists(w.Root, file) {
+			if err := writeTemplate(w, file, f.text, d); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

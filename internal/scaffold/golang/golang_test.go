@@ -307,6 +307,17 @@ func TestConversionWritesTheHubAndItsSpokes(t *testing.T) {
 	if !strings.Contains(main, "webhookshipv1.SetupFrigateWebhookWithServer(srv)") || !strings.Contains(main, "shipv2.AddToScheme(scheme)") {
 		t.Errorf("main.go registers no conversion:\n%s", main)
 	}
+
+	// A third version of a kind that converts converts at once.
+	if _, err := scaffold.CreateAPI(scaffold.APIOptions{Dir: dir, Group: "ship", Version: "v3", Kind: "Frigate", Namespaced: true, Resource: true}); err != nil {
+		t.Fatal(err)
+	}
+	if spoke := read(t, dir, "api/v3/frigate_conversion.go"); !strings.Contains(spoke, "func (src *Frigate) ConvertTo(dstRaw conversion.Hub) error") {
+		t.Errorf("v3 does not convert to the hub:\n%s", spoke)
+	}
+	if p, _, err := scaffold.LoadProject(dir); err != nil || !p.FindResource("ship", "v3", "Frigate").Webhooks.Conversion {
+		t.Errorf("the PROJECT file does not record v3's conversion (%v)", err)
+	}
 	checkGoFiles(t, dir)
 }
 
