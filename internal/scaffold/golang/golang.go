@@ -161,7 +161,7 @@ func identifier(s string) string {
 // layout.
 func apiDir(r *scaffold.Resource) string { return path.Join("api", r.Version) }
 
-// apiImport is the import path of a version's types.
+// APIImport is the import path of a version's types.
 func (d data) APIImport(r *scaffold.Resource) string { return d.P.Repo + "/" + apiDir(r) }
 
 func lower(r *scaffold.Resource) string { return strings.ToLower(r.Kind) }
