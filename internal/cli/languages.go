@@ -3,5 +3,6 @@ package cli
 // The languages polyop init supports register their scaffolders when
 // imported.
 import (
+	_ "github.com/polyop/polyop/internal/scaffold/golang"
 	_ "github.com/polyop/polyop/internal/scaffold/python"
 )

@@ -493,6 +493,19 @@ func TestConversionThroughTheHub(t *testing.T) {
 	}
 }
 
+func TestWebhooksOfEveryVersionShareTheHubConversion(t *testing.T) {
+	t.Parallel()
+	srv := newGadgetServer(t, nil)
+	// The v2 builder finds the same conversion through the hub as the v1
+	// builder did: it registers nothing more, and fails for nothing.
+	if err := sidecar.NewWebhookManagedBy[*GadgetV2](srv).Complete(); err != nil {
+		t.Fatalf("a second version's builder: %v", err)
+	}
+	if c := sidecartest.New(t, srv).Describe().GetConversions(); len(c) != 1 {
+		t.Errorf("conversions = %v, want one", c)
+	}
+}
+
 func TestConversionRequestsTheSidecarCannotServe(t *testing.T) {
 	t.Parallel()
 	h := sidecartest.New(t, newGadgetServer(t, nil))

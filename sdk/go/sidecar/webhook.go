@@ -141,8 +141,10 @@ func (b *WebhookBuilder[T]) WithResource(resource string) *WebhookBuilder[T] {
 
 // Complete registers the webhooks, and the conversion, on the Server. It
 // fails if the type is not in the scheme, nothing is to be registered, a
-// setting is invalid, the kind already has webhooks, or the Server already
-// serves.
+// setting is invalid, the kind's version already has webhooks, or the Server
+// already serves. The builders of several versions of a kind that converts
+// through a hub register its conversion once; a converter given with
+// WithConverter is the kind's only one.
 func (b *WebhookBuilder[T]) Complete() error {
 	if err := b.complete(); err != nil {
 		return fmt.Errorf("sidecar: registering the webhooks for %s: %w", reflect.TypeFor[T](), err)
@@ -296,8 +298,15 @@ func (s *Server) registerAdmission(wh *webhookRegistration, conv *conversionRegi
 		}
 	}
 	if conv != nil {
-		if _, dup := r.conversions[conv.gk]; dup {
-			return fmt.Errorf("%s already has a conversion", conv.gk)
+		if prev, dup := r.conversions[conv.gk]; dup {
+			if prev.converter != nil || conv.converter != nil {
+				return fmt.Errorf("%s already has a conversion", conv.gk)
+			}
+			// The builders of several versions of a kind whose versions
+			// convert through a hub each find the same conversion, as in
+			// a kubebuilder project where every version has webhooks:
+			// it is registered once.
+			conv = nil
 		}
 	}
 	if wh != nil {
