@@ -2,4 +2,6 @@ package cli
 
 // The languages polyop init supports register their scaffolders when
 // imported.
-import ()
+import (
+	_ "github.com/polyop/polyop/internal/scaffold/typescript"
+)
