@@ -144,8 +144,10 @@ generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NO
 # //go:generate lines; bin/ comes first on PATH so they find controller-gen at
 # the pinned version.
 .PHONY: generate-examples
-generate-examples: $(CONTROLLER_GEN) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate).
+generate-examples: $(CONTROLLER_GEN) $(NODE_MODULES_STAMP) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate), and the TypeScript example's CRD from its types (polyop-crd).
 	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/... ./internal/benchmark/
+	node_modules/.bin/tsc -b examples/typescript/configmapsync
+	node sdk/typescript/dist/crd-cli.js examples/typescript/configmapsync/dist/types.js -o examples/typescript/configmapsync/config/crd
 
 .PHONY: check-generated
 check-generated: generate manifests ## Fail if regenerating changes any generated file.
