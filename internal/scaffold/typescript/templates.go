@@ -195,6 +195,7 @@ again. polyop create api and create webhook add their code above the ` + "`+poly
 
 The SDK comes from a local polyop checkout (` + "`polyop init --sdk-source`" + `): ` + "`make setup`" + ` packs it there
 (` + "`make dist-typescript`" + `) and copies the tarball into ` + "`vendor/`" + `, which ` + "`package.json`" + ` depends on.
+After changing the SDK there, ` + "`make -B setup`" + ` packs and installs it again.
 [[- end ]]
 `
 

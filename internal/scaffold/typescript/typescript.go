@@ -161,20 +161,23 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 // dist-typescript there) and copies the tarball into vendor/, which
 // package.json depends on.
 func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
-	var setup []string
+	setup := []string{"npm install --no-audit --no-fund", "touch " + Stamp}
 	if p.SDKSource != "" {
-		src := shellQuote(p.SDKSource)
 		tarball, err := sdkTarball(p.SDKSource)
 		if err != nil {
 			tarball = "polyop-sidecar-" + p.PolyopVersion + ".tgz"
 		}
-		setup = append(setup,
-			"make -C "+src+" --no-print-directory dist-typescript",
-			"mkdir -p "+vendorDir,
-			"cp "+shellQuote(filepath.Join(p.SDKSource, "dist", "typescript", tarball))+" "+vendorDir+"/",
-		)
+		// Naming the tarball makes npm install it again when it changed,
+		// which a plain npm install, content with the lockfile, does not;
+		// ./ keeps npm from reading vendor/… as a GitHub repository.
+		setup = []string{
+			"make -C " + shellQuote(p.SDKSource) + " --no-print-directory dist-typescript",
+			"mkdir -p " + vendorDir,
+			"cp " + shellQuote(filepath.Join(p.SDKSource, "dist", "typescript", tarball)) + " " + vendorDir + "/",
+			"npm install --no-audit --no-fund ./" + vendorDir + "/" + tarball,
+			"touch " + Stamp,
+		}
 	}
-	setup = append(setup, "npm install --no-audit --no-fund", "touch "+Stamp)
 	readme, err := scaffold.Render("README.md", readmeSection, struct {
 		Package string
 		Vendor  bool

@@ -95,7 +95,8 @@ func TestInitWithSDKSourceDependsOnTheSDKPackedFromTheCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	setup := strings.Join(Scaffolder{}.Tasks(p).Setup, "\n")
-	mustContain(t, "Setup", setup, "make -C "+src+" --no-print-directory dist-typescript", "cp "+filepath.Join(src, "dist", "typescript", "polyop-sidecar-"))
+	mustContain(t, "Setup", setup, "make -C "+src+" --no-print-directory dist-typescript", "cp "+filepath.Join(src, "dist", "typescript", "polyop-sidecar-"),
+		"npm install --no-audit --no-fund ./vendor/polyop-sidecar-")
 	if strings.Contains(setup, "$") {
 		t.Errorf("Setup has a $, which make and sh read apart:\n%s", setup)
 	}
