@@ -73,6 +73,9 @@ var _ scaffold.Scaffolder = Scaffolder{}
 // @scope/, at most 214 characters.
 var npmName = regexp.MustCompile(`^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$`)
 
+// semver is a release version npm can install: 1.2.3, 1.2.3-rc.1.
+var semver = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+
 // Defaults sets the npm package name (the project's name unless given) and
 // the sidecar's commands: npm run build, then node dist/main.js.
 func (Scaffolder) Defaults(p *scaffold.Project) error {
@@ -112,6 +115,8 @@ func newProjectData(p *scaffold.Project) (projectData, error) {
 			return d, err
 		}
 		d.SDKDependency, d.Vendor = "file:"+vendorDir+"/"+tarball, true
+	} else if !semver.MatchString(p.PolyopVersion) {
+		return d, fmt.Errorf("this polyop's version is %q, which no published @polyop/sidecar has: pass --sdk-source with a checkout of polyop's repository", p.PolyopVersion)
 	}
 	return d, nil
 }

@@ -85,6 +85,13 @@ func TestInitWritesAnNPMPackageOnThePublishedSDK(t *testing.T) {
 	}
 }
 
+func TestInitOfAPolyopWithoutAReleaseVersionAsksForSDKSource(t *testing.T) {
+	_, err := scaffold.Init(scaffold.InitOptions{Dir: t.TempDir(), Name: "fleet", Language: scaffold.TypeScript, Domain: "example.com", Version: "dev"})
+	if err == nil || !strings.Contains(err.Error(), "--sdk-source") {
+		t.Errorf("init with polyop version dev: %v, want an error naming --sdk-source", err)
+	}
+}
+
 func TestInitWithSDKSourceDependsOnTheSDKPackedFromTheCheckout(t *testing.T) {
 	src := testenv.RepoRoot()
 	root := newProject(t, src)
