@@ -173,10 +173,8 @@ vendor/
 [[- end ]]
 `
 
-const readmeSection = `## The sidecar, in TypeScript
-
-The sidecar is an npm package of ES modules on [@polyop/sidecar](https://github.com/polyop/polyop/tree/main/sdk/typescript),
-compiled by tsc (strict) from ` + "`src/`" + ` into ` + "`dist/`" + `:
+const readmeSection = `The sidecar is an npm package of ES modules on [@polyop/sidecar](https://github.com/polyop/polyop/tree/main/sdk/typescript),
+compiled by tsc (strict) from ` + "`src/`" + ` into ` + "`dist/`" + `, run by Node.js 20 or later:
 
 | file | what |
 | --- | --- |
