@@ -23,7 +23,8 @@ import (
 // TestATypeScriptProjectFromPolyopInitTestsGeneratesAndRenders makes a
 // TypeScript project as a user would, outside the repository, on the SDK of
 // this checkout (--sdk-source): init, a namespaced kind with a defaulting and
-// a validating webhook, a second version with conversion. It runs the
+// a validating webhook, a second version with conversion, and a
+// cluster-scoped kind with webhooks. It runs the
 // project's own recipes (setup, test, lint), polyop generate, installs the
 // CRD into a real API server, and renders the sample against the compiled
 // sidecar.
@@ -47,6 +48,8 @@ func TestATypeScriptProjectFromPolyopInitTestsGeneratesAndRenders(t *testing.T) 
 	tsRun(t, dir, polyop, "init", "--language", "typescript", "--domain", "example.com", "--sdk-source", src)
 	tsRun(t, dir, polyop, "create", "api", "--group", "ship", "--version", "v1", "--kind", "Frigate")
 	tsRun(t, dir, polyop, "create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Frigate", "--defaulting", "--programmatic-validation")
+	tsRun(t, dir, polyop, "create", "api", "--group", "ship", "--version", "v1", "--kind", "Harbor", "--namespaced=false")
+	tsRun(t, dir, polyop, "create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Harbor", "--defaulting", "--programmatic-validation")
 	tsRun(t, dir, polyop, "create", "api", "--group", "ship", "--version", "v2", "--kind", "Frigate", "--controller=false")
 	tsRun(t, dir, polyop, "create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Frigate", "--conversion")
 
@@ -67,7 +70,7 @@ func TestATypeScriptProjectFromPolyopInitTestsGeneratesAndRenders(t *testing.T) 
 		for _, line := range tasks.Test {
 			out += tsRun(t, dir, "sh", "-c", line)
 		}
-		for _, want := range []string{"# pass 6", "# fail 0", "reconciling the sample desires a ConfigMap", "validation refuses a message longer than 64",
+		for _, want := range []string{"# pass 10", "# fail 0", "reconciling the sample desires a ConfigMap", "reconciling the sample marks it Ready", "validation refuses a message longer than 64",
 			"defaulting fills in an empty message", "conversion copies a Frigate's fields"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the tests' output has no %q:\n%s", want, out)
@@ -80,11 +83,14 @@ func TestATypeScriptProjectFromPolyopInitTestsGeneratesAndRenders(t *testing.T) 
 		}
 	})
 
-	frigate := p.FindResource("ship", "v1", "Frigate")
+	frigate, harbor := p.FindResource("ship", "v1", "Frigate"), p.FindResource("ship", "v1", "Harbor")
 	crdFile := filepath.Join(dir, filepath.FromSlash(frigate.CRDFile()))
-	if !t.Run("generate writes the CRD where the project expects it", func(t *testing.T) {
+	if !t.Run("generate writes the CRDs where the project expects them", func(t *testing.T) {
 		_ = os.Remove(crdFile)
 		tsRun(t, dir, polyop, "generate")
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(harbor.CRDFile()))); err != nil {
+			t.Errorf("no CRD of Harbor: %v", err)
+		}
 		var crd struct {
 			Spec struct {
 				Versions []struct {

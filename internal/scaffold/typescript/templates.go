@@ -233,7 +233,7 @@ export const [[ .Kind ]] = defineKind({
 export type [[ .Kind ]] = Static<typeof [[ .Kind ]]>;
 `
 
-const controllerTS = `import { setCondition, type KubeResource, type Result } from "@polyop/sidecar";
+const controllerTS = `import { setCondition,[[ if .Namespaced ]] type KubeResource,[[ end ]] type Result } from "@polyop/sidecar";
 
 import type { [[ .Kind ]] } from "[[ .APIFromParent ]]";
 [[- if .Namespaced ]]
