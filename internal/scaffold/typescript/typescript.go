@@ -202,10 +202,13 @@ func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 	}
 }
 
+// plainWord is a word sh reads as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
 // shellQuote quotes s for sh when it holds anything but the characters of
 // ordinary paths.
 func shellQuote(s string) string {
-	if regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`).MatchString(s) {
+	if plainWord.MatchString(s) {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

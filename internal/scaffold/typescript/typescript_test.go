@@ -85,6 +85,22 @@ func TestInitWritesAnNPMPackageOnThePublishedSDK(t *testing.T) {
 	}
 }
 
+func TestDefaultsRefusesAPackageNameNPMRefuses(t *testing.T) {
+	for name, ok := range map[string]bool{"fleet": true, "@ship/fleet": true, "fleet.operator_2": true, "Fleet": false, "@ship/": false, "fl eet": false} {
+		p := &scaffold.Project{Name: "fleet", Package: name}
+		if err := (Scaffolder{}).Defaults(p); (err == nil) != ok {
+			t.Errorf("package %q: %v, want ok %v", name, err, ok)
+		}
+	}
+}
+
+func TestSetupQuotesAnSDKSourceWithSpaces(t *testing.T) {
+	setup := Scaffolder{}.Tasks(&scaffold.Project{SDKSource: "/home/a b/polyop", PolyopVersion: "0.1.0"}).Setup
+	if want := "make -C '/home/a b/polyop' --no-print-directory dist-typescript"; setup[0] != want {
+		t.Errorf("Setup[0] = %q, want %q", setup[0], want)
+	}
+}
+
 func TestInitOfAPolyopWithoutAReleaseVersionAsksForSDKSource(t *testing.T) {
 	_, err := scaffold.Init(scaffold.InitOptions{Dir: t.TempDir(), Name: "fleet", Language: scaffold.TypeScript, Domain: "example.com", Version: "dev"})
 	if err == nil || !strings.Contains(err.Error(), "--sdk-source") {
