@@ -58,6 +58,13 @@ func TestATypeScriptProjectFromPolyopInitTestsGeneratesAndRenders(t *testing.T) 
 		t.Fatal(err)
 	}
 	tasks := typescript.Scaffolder{}.Tasks(p)
+	// Setup packs the checkout's SDK (make dist-typescript, which runs
+	// tsc -b on it): build it first under the lock the other suites'
+	// builds take, so that Setup's tsc finds it up to date and writes
+	// nothing while they read it.
+	if err := testenv.BuildTypeScript("sdk/typescript"); err != nil {
+		t.Fatal(err)
+	}
 	for _, line := range tasks.Setup {
 		tsRun(t, dir, "sh", "-c", line)
 	}
