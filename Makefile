@@ -143,11 +143,14 @@ generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NO
 # The generate.go files of the examples and of the benchmark's Widget API carry
 # //go:generate lines; bin/ comes first on PATH so they find controller-gen at
 # the pinned version. The Python example's CRD comes from its pydantic models
-# (tenant/api.py) through polyop.crd, as a generated Python project's does.
+# (tenant/api.py) through polyop.crd, the TypeScript example's from its TypeBox
+# kind (src/types.ts) through polyop-crd, as a generated project's do.
 .PHONY: generate-examples
-generate-examples: $(CONTROLLER_GEN) $(VENV_STAMP) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate, python -m polyop.crd).
+generate-examples: $(CONTROLLER_GEN) $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate), and the Python and TypeScript examples' CRDs from their types (polyop.crd, polyop-crd).
 	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/... ./internal/benchmark/
 	cd examples/python/tenant && $(CURDIR)/$(VENV)/bin/python -m polyop.crd tenant.api -o config/crd
+	node_modules/.bin/tsc -b examples/typescript/configmapsync
+	node sdk/typescript/dist/crd-cli.js examples/typescript/configmapsync/dist/types.js -o examples/typescript/configmapsync/config/crd
 
 .PHONY: check-generated
 check-generated: generate manifests ## Fail if regenerating changes any generated file.

@@ -5,4 +5,5 @@ package cli
 import (
 	_ "github.com/polyop/polyop/internal/scaffold/golang"
 	_ "github.com/polyop/polyop/internal/scaffold/python"
+	_ "github.com/polyop/polyop/internal/scaffold/typescript"
 )

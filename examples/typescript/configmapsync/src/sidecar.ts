@@ -1,15 +1,15 @@
 import { Sidecar, type SidecarOptions } from "@polyop/sidecar";
 
 import { finalizeConfigMapSync, reconcileConfigMapSync } from "./controller.js";
-import { configMaps, configMapSyncs, finalizer, type ConfigMapSync } from "./types.js";
+import { ConfigMapSync, configMaps, finalizer } from "./types.js";
 import { defaultConfigMapSync, validateConfigMapSync } from "./webhooks.js";
 
 /** The example's sidecar: one controller and the two admission webhooks of ConfigMapSync. */
 export function newSidecar(options: Partial<SidecarOptions> = {}): Sidecar {
   return new Sidecar({ name: "configmapsync-operator", ...options })
-    .reconciler<ConfigMapSync>(
+    .reconciler(
       {
-        for: configMapSyncs,
+        for: ConfigMapSync,
         // Status writes do not reconcile again; deletions still do.
         updateFilters: ["GenerationChanged", "DeletionChanged"],
         // A change to a source ConfigMap reconciles the syncs naming it.
@@ -20,6 +20,6 @@ export function newSidecar(options: Partial<SidecarOptions> = {}): Sidecar {
       },
       reconcileConfigMapSync,
     )
-    .defaulter<ConfigMapSync>({ for: configMapSyncs }, defaultConfigMapSync)
-    .validator<ConfigMapSync>({ for: configMapSyncs }, validateConfigMapSync);
+    .defaulter({ for: ConfigMapSync }, defaultConfigMapSync)
+    .validator({ for: ConfigMapSync }, validateConfigMapSync);
 }

@@ -1,7 +1,8 @@
-import type { Condition, KubeObject, KubeResource } from "@polyop/sidecar";
+import { Type, type Static } from "@sinclair/typebox";
 
-/** The kind this example reconciles. */
-export const configMapSyncs = { apiVersion: "examples.polyop.dev/v1", kind: "ConfigMapSync" } as const;
+import type { KubeResource } from "@polyop/sidecar";
+import { defineKind, Kube } from "@polyop/sidecar/crd";
+
 export const configMaps = { apiVersion: "v1", kind: "ConfigMap" } as const;
 export const namespaces = { apiVersion: "v1", kind: "Namespace" } as const;
 
@@ -27,37 +28,70 @@ export const managedByValue = "configmapsync.examples.polyop.dev";
 /** The finalizer that lets the copies be deleted with their ConfigMapSync. */
 export const finalizer = "configmapsync.examples.polyop.dev/cleanup";
 
-export interface ConfigMapSyncSpec {
-  /** The ConfigMap to copy, in the ConfigMapSync's namespace. */
-  source: string;
-  /** The name of the copies. Defaults to the source's. */
-  targetName?: string;
-  /** The namespaces to copy into. */
-  targetNamespaces?: string[];
-  /** Also copy into every namespace matching this label selector (kubectl -l syntax). */
-  namespaceSelector?: string;
-}
+/** What to copy where. */
+export const ConfigMapSyncSpec = Type.Object(
+  {
+    source: Type.String({ minLength: 1, maxLength: 253, description: "The name of the ConfigMap to copy, in this namespace." }),
+    targetName: Type.Optional(Type.String({ maxLength: 253, description: "The name of the copies. Defaulted to the source's name." })),
+    targetNamespaces: Type.Optional(
+      Type.Array(Type.String({ maxLength: 63 }), { maxItems: 1000, description: "The namespaces to copy into." }),
+    ),
+    namespaceSelector: Type.Optional(
+      Type.String({
+        maxLength: 1024,
+        description: 'Also copy into every namespace whose labels match this selector,\nin kubectl\'s -l syntax (for example "team in (a,b)").',
+      }),
+    ),
+  },
+  { description: "ConfigMapSyncSpec says what to copy where." },
+);
+export type ConfigMapSyncSpec = Static<typeof ConfigMapSyncSpec>;
 
 /** A namespace the source could not be copied into, and why. */
-export interface FailedTarget {
-  namespace: string;
-  reason: string;
-  message: string;
-}
+export const FailedTarget = Type.Object({ namespace: Type.String(), reason: Type.String(), message: Type.String() });
+export type FailedTarget = Static<typeof FailedTarget>;
 
-export interface ConfigMapSyncStatus {
-  observedGeneration?: number;
-  /** The resourceVersion of the source last copied. */
-  sourceResourceVersion?: string;
-  /** The namespaces holding an up-to-date copy, sorted. */
-  syncedNamespaces?: string[];
-  failedTargets?: FailedTarget[];
-  syncedCount?: number;
-  targetCount?: number;
-  conditions?: Condition[];
-}
+/** What was copied where. */
+export const ConfigMapSyncStatus = Kube.Status(
+  {
+    conditions: Type.Optional(Kube.Conditions({ description: "Ready is True when every target holds an up-to-date copy." })),
+    sourceResourceVersion: Type.Optional(Type.String({ description: "The resourceVersion of the source last copied." })),
+    syncedNamespaces: Type.Optional(Type.Array(Type.String(), { description: "The target namespaces holding an up-to-date copy." })),
+    failedTargets: Type.Optional(Type.Array(FailedTarget, { description: "The target namespaces the source could not be copied into, and why." })),
+    syncedCount: Type.Optional(Type.Integer({ description: "How many target namespaces hold an up-to-date copy." })),
+    targetCount: Type.Optional(Type.Integer({ description: "How many target namespaces there are." })),
+  },
+  { description: "ConfigMapSyncStatus says what was copied where." },
+);
+export type ConfigMapSyncStatus = Static<typeof ConfigMapSyncStatus>;
 
-export type ConfigMapSync = KubeObject<ConfigMapSyncSpec, ConfigMapSyncStatus>;
+/**
+ * The kind this example reconciles: its static type, and its CRD, which
+ * `make generate-examples` writes into config/crd with polyop-crd from the
+ * compiled module.
+ */
+export const ConfigMapSync = defineKind({
+  group: "examples.polyop.dev",
+  version: "v1",
+  kind: "ConfigMapSync",
+  shortNames: ["cms"],
+  description:
+    "ConfigMapSync copies a ConfigMap of its namespace into other namespaces\nand keeps the copies up to date; the copies go when it goes.",
+  spec: ConfigMapSyncSpec,
+  status: ConfigMapSyncStatus,
+  printerColumns: [
+    { name: "Source", type: "string", jsonPath: ".spec.source" },
+    { name: "Synced", type: "integer", jsonPath: ".status.syncedCount" },
+    { name: "Targets", type: "integer", jsonPath: ".status.targetCount" },
+    { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+    { name: "Reason", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].reason', priority: 1 },
+    { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+  ],
+});
+export type ConfigMapSync = Static<typeof ConfigMapSync>;
+
+/** ConfigMapSync's apiVersion and kind, for objects and registrations. */
+export const configMapSyncs = { apiVersion: ConfigMapSync.apiVersion, kind: ConfigMapSync.kind };
 
 export interface ConfigMap extends KubeResource {
   data?: Record<string, string>;
