@@ -264,7 +264,7 @@ The variables ` + "`POLYOP`" + ` (default polyop), ` + "`KUBECTL`" + ` (default 
   [[.PolyopVersion]] made it.
 [[- if .Readme]]
 
-### The [[.LanguageName]] code
+## The [[.LanguageName]] code
 
 [[.Readme]]
 [[- end]]

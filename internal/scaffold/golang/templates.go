@@ -805,9 +805,7 @@ func Test[[.R.Kind]]RoundTripsThroughTheHub(t *testing.T) {
 }
 `
 
-const readmeTemplate = `## The Go code
-
-| where | what |
+const readmeTemplate = `| where | what |
 | --- | --- |
 | ` + "`cmd/sidecar/main.go`" + ` | the sidecar: flags (` + "`--address`" + `), the scheme, the controllers and webhooks registered on the Go SDK's ` + "`sidecar.Server`" + ` |
 | ` + "`api/<version>/`" + ` | the kinds' types, with kubebuilder's markers; ` + "`zz_generated.deepcopy.go`" + ` is generated |
