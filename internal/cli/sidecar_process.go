@@ -51,22 +51,30 @@ type SidecarProcess struct {
 // not nil. The environment's POLYOP_CLUSTER_ADDRESS is not passed on: the
 // sidecar's is clusterAddress, or none when it is "" (no cluster).
 func StartSidecar(command []string, logs io.Writer, clusterAddress string) (*SidecarProcess, error) {
+	return StartSidecarIn("", command, logs, clusterAddress)
+}
+
+// StartSidecarIn is StartSidecar with the command run in dir (a relative
+// program path, such as bin/sidecar, is then relative to dir). Defaults to
+// "": the working directory.
+func StartSidecarIn(dir string, command []string, logs io.Writer, clusterAddress string) (*SidecarProcess, error) {
 	if len(command) == 0 {
 		return nil, errors.New("no sidecar command")
 	}
-	dir, err := shortTempDir("polyop-sidecar-", socketName)
+	tmp, err := shortTempDir("polyop-sidecar-", socketName)
 	if err != nil {
 		return nil, err
 	}
 	p := &SidecarProcess{
-		Address: "unix://" + filepath.Join(dir, socketName),
+		Address: "unix://" + filepath.Join(tmp, socketName),
 		command: command,
-		dir:     dir,
+		dir:     tmp,
 		done:    make(chan struct{}),
 		output:  &tailBuffer{limit: 16 << 10},
 	}
 	args := append(append([]string{}, command[1:]...), AddressFlag, p.Address)
 	p.cmd = exec.Command(command[0], args...)
+	p.cmd.Dir = dir
 	var out io.Writer = p.output
 	if logs != nil {
 		out = io.MultiWriter(p.output, logs)
@@ -81,7 +89,7 @@ func StartSidecar(command []string, logs io.Writer, clusterAddress string) (*Sid
 	p.cmd.WaitDelay = time.Second
 	ownProcessGroup(p.cmd)
 	if err := p.cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("starting the sidecar command %q: %w", strings.Join(command, " "), err)
 	}
 	go func() {

@@ -86,7 +86,7 @@ func (b Builder) Build(ctx context.Context, dir string) error {
 		if err := writeEmbeddedSource(src); err != nil {
 			return err
 		}
-	} else if version, err = sourceVersion(src); err != nil {
+	} else if version, err = SourceVersion(src); err != nil {
 		return err
 	}
 	out := filepath.Join(work, "bin") + string(filepath.Separator)

@@ -81,8 +81,8 @@ func moduleVersion(goMod []byte) (string, error) {
 	return "", fmt.Errorf("the tools module's go.mod requires no k8s.io/kubernetes")
 }
 
-// sourceVersion returns the Kubernetes version of the tools module in dir.
-func sourceVersion(dir string) (string, error) {
+// SourceVersion returns the Kubernetes version of the tools module in dir.
+func SourceVersion(dir string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		return "", err
