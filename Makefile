@@ -280,7 +280,7 @@ run: envtest | $(LOCALBIN) ## Run the example with polyop run (your cluster, els
 
 .PHONY: clean
 clean: ## Remove built binaries and `make run` state (keeps tools and the control plane).
-	rm -rf $(LOCALBIN)/host $(LOCALBIN)/maintenancewindow-sidecar $(LOCALBIN)/testsidecar $(LOCALBIN)/polyop-run $(LOCALBIN)/run $(LOCALBIN)/polyop-bench \
+	rm -rf $(LOCALBIN)/host $(LOCALBIN)/maintenancewindow-sidecar $(LOCALBIN)/testsidecar $(LOCALBIN)/polyop $(LOCALBIN)/polyop-bench \
 		$(LOCALBIN)/memcached-sidecar $(LOCALBIN)/website-sidecar $(LOCALBIN)/manifests
 	go clean -testcache
 

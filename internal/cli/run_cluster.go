@@ -78,7 +78,10 @@ func (r *runner) startCluster(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.kubectl, err = findKubectl(os.Getenv("KUBEBUILDER_ASSETS"))
+		if r.o.applySamples {
+			// kubectl applies the samples; without them it is not needed.
+			r.kubectl, err = findKubectl(os.Getenv("KUBEBUILDER_ASSETS"))
+		}
 		return err
 	}
 	assets, err := controlplane.Ensure(ctx, r.console.printf)

@@ -135,6 +135,8 @@ func (r *runner) waitReady(ctx context.Context, samples []sample) error {
 			return fmt.Errorf("timed out after %s waiting for the samples to be Ready:\n  %s", r.o.timeout, strings.Join(lines, "\n  "))
 		case ch := <-r.exited:
 			return ch.exitError()
+		case <-r.sidecarDone():
+			return r.sidecar.ExitedError()
 		case <-ticker.C:
 		}
 	}
@@ -202,17 +204,19 @@ func (r *runner) show(ctx context.Context, samples []sample) error {
 	return nil
 }
 
-// printHints says how to look at the running example.
+// printHints says how to look at the running project.
 func (r *runner) printHints(samples []sample) {
 	p := r.console.printf
 	p("polyop is running the project; try, in another terminal:")
 	if r.cluster.kubeconfig != "" {
 		p("  export KUBECONFIG=%s", r.cluster.kubeconfig)
 	}
-	if filepath.Dir(r.kubectl) == r.cluster.assets {
+	if r.kubectl != "" && filepath.Dir(r.kubectl) == r.cluster.assets {
 		p("  export PATH=%s:$PATH", r.cluster.assets)
 	}
-	if len(samples) > 0 {
+	if len(samples) == 0 {
+		p("  kubectl apply -f %s", scaffold.SamplesDir)
+	} else {
 		s := samples[0]
 		ns := ""
 		if s.namespaced && s.key.Namespace != r.cluster.namespace {

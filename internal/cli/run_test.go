@@ -229,3 +229,60 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestPolyopHostIsTheHostsCommandLine: polyop run starts `polyop host`, which
+// must take the host's commands and flags as cmd/host does.
+func TestPolyopHostIsTheHostsCommandLine(t *testing.T) {
+	t.Parallel()
+	polyop, err := testenv.Build("./cmd/polyop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		args     []string
+		wantCode int
+		want     string
+	}{
+		"if asked for help, then it lists the host's commands and flags": {
+			args: []string{"host", "--help"}, want: "-sidecar-address",
+		},
+		"if given an unknown command, then it names the known ones and exits 2": {
+			args: []string{"host", "frobnicate"}, wantCode: 2, want: "the commands are describe, rbac, webhooks",
+		},
+		"if no cluster is configured, then it says so as the host does": {
+			args: []string{"host", "--sidecar-address", "unix:///nonexistent.sock"}, wantCode: 1, want: "polyop host: no kubeconfig",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(polyop, tc.args...)
+			cmd.Dir = t.TempDir()
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode || !strings.Contains(string(out), tc.want) {
+				t.Errorf("polyop %s exited %d, want %d and %q:\n%s", strings.Join(tc.args, " "), code, tc.wantCode, tc.want, out)
+			}
+		})
+	}
+}
+
+func TestRunOutsideAProjectSaysHowToMakeOne(t *testing.T) {
+	t.Parallel()
+	polyop, err := testenv.Build("./cmd/polyop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(polyop, "run")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no PROJECT file in") || !strings.Contains(string(out), "polyop init") {
+		t.Errorf("polyop run outside a project: %v\n%s", err, out)
+	}
+}
