@@ -487,17 +487,17 @@ $(eval $(call go-install-tool,$(PROTOC_GEN_GO_GRPC),google.golang.org/grpc/cmd/p
 $(eval $(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION)))
 $(eval $(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION)))
 
-# The control-plane binaries are files named by version: built when missing, or
-# when the tools module changes, by the hidden `polyop envtest` command, the code
-# polyop run builds a user's control plane with: one go build of the three,
+# The control-plane binaries are files named by version: each built when
+# missing, or when the tools module changes, by the hidden `polyop envtest`
+# command, the code polyop run builds a user's control plane with: a go build
 # reporting the packages compiled every few seconds (the first build takes
-# several minutes), renamed into place once all are built. It checks that the
-# tools module builds K8S_VERSION.
+# several minutes), the binary renamed into place once built. It checks that
+# the tools module builds K8S_VERSION.
 ENVTEST_MODULE_FILES := $(ENVTEST_MODULE)/go.mod $(ENVTEST_MODULE)/go.sum $(ENVTEST_MODULE)/etcd/main.go
 
-$(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd $(ENVTEST_ASSETS)/kubectl &: $(ENVTEST_MODULE_FILES) | $(LOCALBIN)
+$(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd $(ENVTEST_ASSETS)/kubectl: $(ENVTEST_MODULE_FILES) | $(LOCALBIN)
 	go build -o $(LOCALBIN)/polyop ./cmd/polyop
-	$(LOCALBIN)/polyop envtest --source $(ENVTEST_MODULE) --version $(K8S_VERSION) --dir $(ENVTEST_ASSETS) --rebuild
+	$(LOCALBIN)/polyop envtest --source $(ENVTEST_MODULE) --version $(K8S_VERSION) --dir $(@D) --only $(@F) --rebuild
 
 .PHONY: FORCE
 FORCE:

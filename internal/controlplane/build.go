@@ -38,6 +38,10 @@ type Builder struct {
 	// Defaults to "": the copy embedded in polyop, of Version().
 	Source string
 
+	// Binaries are the binaries to build, some of Binaries. Defaults to all
+	// of them.
+	Binaries []string
+
 	// Go is the go command. Defaults to "go" on PATH.
 	Go string
 
@@ -49,11 +53,22 @@ type Builder struct {
 	Interval time.Duration
 }
 
-// Build builds every one of Binaries into dir, replacing what is there. It
-// builds them in a temporary folder next to dir, and renames them into dir
-// only once all of them are built: a build that fails or is interrupted
-// leaves dir as it was.
+// Build builds b.Binaries into dir, replacing what is there. It builds them
+// in a temporary folder next to dir, and renames them into dir only once all
+// of them are built: a build that fails or is interrupted leaves dir as it
+// was.
 func (b Builder) Build(ctx context.Context, dir string) error {
+	if len(b.Binaries) == 0 {
+		b.Binaries = Binaries
+	}
+	var pkgs []string
+	for _, name := range b.Binaries {
+		pkg, ok := packages[name]
+		if !ok {
+			return fmt.Errorf("no control-plane binary %q: the binaries are %s", name, strings.Join(Binaries, ", "))
+		}
+		pkgs = append(pkgs, pkg)
+	}
 	if b.Go == "" {
 		b.Go = "go"
 	}
@@ -94,9 +109,9 @@ func (b Builder) Build(ctx context.Context, dir string) error {
 		return err
 	}
 
-	what := fmt.Sprintf("%s v%s", strings.Join(Binaries, ", "), version)
+	what := fmt.Sprintf("%s v%s", strings.Join(b.Binaries, ", "), version)
 	b.Printf("building %s from source into %s (the first build takes several minutes; later ones reuse Go's build cache)", what, dir)
-	cmd := exec.CommandContext(ctx, goCmd, append([]string{"build", "-v", "-ldflags", versionLDFlags(version), "-o", out}, packages...)...)
+	cmd := exec.CommandContext(ctx, goCmd, append([]string{"build", "-v", "-ldflags", versionLDFlags(version), "-o", out}, pkgs...)...)
 	cmd.Dir = src
 	// The tools module is built on its own, never in a workspace of the
 	// directory polyop runs in.
@@ -117,7 +132,7 @@ func (b Builder) Build(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, name := range Binaries {
+	for _, name := range b.Binaries {
 		if err := os.Rename(filepath.Join(out, name), filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("moving %s into %s: %w", name, dir, err)
 		}

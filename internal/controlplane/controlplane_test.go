@@ -211,3 +211,17 @@ func TestEnsureUsesKubebuilderAssetsAndNamesWhatIsMissing(t *testing.T) {
 		t.Errorf("Ensure() = %q, %v, want %q", got, err, dir)
 	}
 }
+
+func TestBuildOfSomeBinariesMovesOnlyThose(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "k8s")
+	if err := (Builder{Go: fakeGo(t, false), Binaries: []string{"kube-apiserver"}}).Build(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Missing(dir), []string{"etcd", "kubectl"}; !slices.Equal(got, want) {
+		t.Errorf("missing %q, want %q", got, want)
+	}
+	if err := (Builder{Go: fakeGo(t, false), Binaries: []string{"kubelet"}}).Build(context.Background(), dir); err == nil || !strings.Contains(err.Error(), `no control-plane binary "kubelet"`) {
+		t.Errorf("Build(kubelet) = %v, want an error naming the binaries", err)
+	}
+}

@@ -28,7 +28,11 @@ var SourceFiles = []string{"go.mod", "go.sum", "etcd/main.go"}
 var Binaries = []string{"kube-apiserver", "etcd", "kubectl"}
 
 // packages are the main packages of Binaries, in the tools module.
-var packages = []string{"k8s.io/kubernetes/cmd/kube-apiserver", "./etcd", "k8s.io/kubernetes/cmd/kubectl"}
+var packages = map[string]string{
+	"kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+	"etcd":           "./etcd",
+	"kubectl":        "k8s.io/kubernetes/cmd/kubectl",
+}
 
 // EmbeddedSource returns the embedded copy of the tools module's file path
 // (one of SourceFiles).
