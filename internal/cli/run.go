@@ -323,7 +323,7 @@ func (r *runner) forceStop() {
 		signalGroup(r.sidecar.cmd, kill)
 		_ = os.RemoveAll(r.sidecar.dir)
 	}
-	if r.webhooks != nil && r.cluster != nil && r.cluster.testEnv == nil {
+	if r.webhooks != nil && r.cluster != nil && r.cluster.stopLocal == nil {
 		for _, obj := range r.webhooks.applied {
 			r.console.errorf("left behind: %s %s; delete it (kubectl delete %s %s), or its failure policy may refuse writes",
 				obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), strings.ToLower(obj.GetObjectKind().GroupVersionKind().Kind), obj.GetName())
@@ -358,7 +358,7 @@ func (r *runner) teardown() error {
 	if r.cluster != nil {
 		if err := r.cluster.stop(); err != nil {
 			errs = append(errs, err)
-		} else if r.cluster.testEnv != nil {
+		} else if r.cluster.stopLocal != nil {
 			r.console.printf("the local control plane stopped")
 		}
 	}

@@ -12,12 +12,13 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/polyop/polyop/internal/controlplane"
 )
@@ -52,8 +53,9 @@ type runCluster struct {
 	// assets is the folder of the control-plane binaries (and kubectl).
 	assets string
 
-	// testEnv is the local control plane, when the run started one.
-	testEnv *envtest.Environment
+	// stopLocal stops the local control plane, when the run started one;
+	// nil otherwise.
+	stopLocal func() error
 }
 
 // runScheme holds the kinds polyop run reads and writes as types: the
@@ -174,10 +176,37 @@ func (r *runner) existingCluster(ctx context.Context, kubeconfig string, crds []
 		}
 		typed = append(typed, t)
 	}
-	if err := envtest.WaitForCRDs(config, typed, envtest.CRDInstallOptions{MaxTime: crdWaitTimeout, PollInterval: 200 * time.Millisecond}); err != nil {
-		return nil, fmt.Errorf("waiting for the CRDs to be served: %w", err)
+	if err := waitForCRDs(ctx, c.client, typed); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// waitForCRDs waits until the API server serves every version of crds.
+func waitForCRDs(ctx context.Context, c client.Client, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, crdWaitTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, crd := range crds {
+			for _, v := range crd.Spec.Versions {
+				if !v.Served {
+					continue
+				}
+				gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+				if _, err := c.RESTMapper().RESTMapping(gk, v.Name); err != nil {
+					last = fmt.Errorf("CustomResourceDefinition %s, version %s: %w", crd.Name, v.Name, err)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			return fmt.Errorf("waiting %s for the CRDs to be served: %w", crdWaitTimeout, last)
+		}
+		return fmt.Errorf("waiting %s for the CRDs to be served: %w", crdWaitTimeout, err)
+	}
+	return nil
 }
 
 // localControlPlane starts kube-apiserver and etcd from assets with the CRDs
@@ -196,24 +225,14 @@ func (r *runner) localControlPlane(assets string, crds []*unstructured.Unstructu
 	}
 
 	r.console.printf("starting a local control plane (kube-apiserver and etcd from %s)", assets)
-	testEnv := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: typed, MaxTime: crdWaitTimeout},
-	}
-	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
-		// A busy machine needs more than envtest's 20 seconds.
-		testEnv.ControlPlaneStartTimeout = time.Minute
-	}
-	config, err := testEnv.Start()
+	config, kubeconfig, stop, err := startLocalControlPlane(assets, typed)
 	if err != nil {
-		// Start may fail after starting some of the control plane.
-		_ = testEnv.Stop()
-		return nil, fmt.Errorf("starting the local control plane: %w", err)
+		return nil, err
 	}
-	c := &runCluster{config: config, namespace: "default", testEnv: testEnv}
+	c := &runCluster{config: config, namespace: "default", stopLocal: stop}
 
 	c.kubeconfig = filepath.Join(r.tmpDir, "kubeconfig")
-	if err := os.WriteFile(c.kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(c.kubeconfig, kubeconfig, 0o600); err != nil {
 		return c, fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	c.kubeconfigArgs = []string{"--kubeconfig", c.kubeconfig}
@@ -229,11 +248,11 @@ func (r *runner) localControlPlane(assets string, crds []*unstructured.Unstructu
 // stop stops the local control plane, if the run started one, and removes
 // its kubeconfig.
 func (c *runCluster) stop() error {
-	if c.testEnv == nil {
+	if c.stopLocal == nil {
 		return nil
 	}
 	var errs []error
-	if err := c.testEnv.Stop(); err != nil {
+	if err := c.stopLocal(); err != nil {
 		errs = append(errs, fmt.Errorf("stopping the local control plane: %w", err))
 	}
 	if c.kubeconfig != "" {
