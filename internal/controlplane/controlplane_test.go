@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -223,5 +224,35 @@ func TestBuildOfSomeBinariesMovesOnlyThose(t *testing.T) {
 	}
 	if err := (Builder{Go: fakeGo(t, false), Binaries: []string{"kubelet"}}).Build(context.Background(), dir); err == nil || !strings.Contains(err.Error(), `no control-plane binary "kubelet"`) {
 		t.Errorf("Build(kubelet) = %v, want an error naming the binaries", err)
+	}
+}
+
+func TestEnsureBuildsIntoTheCacheDirOnce(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the cache directory is set through XDG_CACHE_HOME on Linux only")
+	}
+	cache := t.TempDir()
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("PATH", filepath.Dir(fakeGo(t, false)))
+	var r recorder
+	dir, err := Ensure(context.Background(), r.printf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(cache, "polyop", "k8s-"+Version()); dir != want {
+		t.Errorf("Ensure() = %q, want %q", dir, want)
+	}
+	if missing := Missing(dir); len(missing) > 0 {
+		t.Errorf("missing %q after the build", missing)
+	}
+	built := len(r.all())
+	// A go that fails now proves the second call builds nothing.
+	t.Setenv("PATH", filepath.Dir(fakeGo(t, true)))
+	if again, err := Ensure(context.Background(), r.printf); err != nil || again != dir {
+		t.Errorf("the second Ensure() = %q, %v, want %q from the cache", again, err, dir)
+	}
+	if len(r.all()) != built {
+		t.Errorf("the second Ensure() printed %q, want nothing", r.all()[built:])
 	}
 }
