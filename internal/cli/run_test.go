@@ -286,3 +286,47 @@ func TestRunOutsideAProjectSaysHowToMakeOne(t *testing.T) {
 		t.Errorf("polyop run outside a project: %v\n%s", err, out)
 	}
 }
+
+// TestRunAttachesToASidecarTheUserRuns: with --sidecar-address, polyop run
+// neither builds nor starts a sidecar, calls the one given, and leaves it
+// running.
+func TestRunAttachesToASidecarTheUserRuns(t *testing.T) {
+	t.Parallel()
+	sidecarBin, err := testenv.Build("./examples/go/maintenancewindow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "pa-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	address := "unix://" + filepath.Join(dir, "sidecar.sock")
+	sc, err := testenv.StartProcess(t, "sidecar", sidecarBin, "--address", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := examplePolyopRun(t, ctx, "--local", "--sidecar-address", address, "--apply-samples", "--exit-when-ready", "--timeout", "3m")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Logf("output of polyop run:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("polyop run failed: %v", err)
+	}
+	for _, want := range []string{"using the sidecar at " + address, "MaintenanceWindow default/nightly is Ready"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output does not contain %q", want)
+		}
+	}
+	if strings.Contains(out.String(), "building the sidecar") {
+		t.Error("polyop run built a sidecar although one was given")
+	}
+	if sc.Exited() {
+		t.Errorf("the user's sidecar exited with polyop run: %v", sc.ExitError())
+	}
+}
