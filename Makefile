@@ -69,13 +69,6 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 # ENVTEST_ASSETS is the directory KUBEBUILDER_ASSETS points at for the tests.
 ENVTEST_MODULE := hack/tools/envtest
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s-$(K8S_VERSION)
-# Built outside Kubernetes' own build scripts, the binaries would report
-# version v0.0.0-master; stamp the real one.
-K8S_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v$(K8S_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
-	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION)))
-KUBECTL_LDFLAGS := -X k8s.io/client-go/pkg/version.gitVersion=v$(K8S_VERSION) \
-	-X k8s.io/component-base/version.gitVersion=v$(K8S_VERSION)
 
 # The example operator and the generated files `make check-generated` guards
 # (git pathspecs, relative to the repository root).
@@ -117,7 +110,8 @@ BENCH_FLAGS ?=
 # for a quick look, or BENCH_ARGS=-update to also rewrite BENCHMARKS.md's table.
 BENCH_ARGS ?=
 
-# Arguments for `make run`, e.g. make run ARGS=--exit-when-reconciled
+# Arguments for `make run` (polyop run's flags), e.g. make run ARGS=--exit-when-ready,
+# or ARGS=--local for a local control plane even when a cluster is configured.
 ARGS ?=
 
 ##@ General
@@ -280,17 +274,18 @@ build: | $(LOCALBIN) ## Build the host, polyop, the example sidecar and the test
 	go build -o $(LOCALBIN)/maintenancewindow-sidecar $(EXAMPLE_PKG)
 	go build -o $(LOCALBIN)/testsidecar ./test/testsidecar
 
-# hack/run is built and then run rather than `go run`: go run exits with
-# status 1 after a Ctrl-C however its program ended, and does not pass SIGTERM
-# on.
+# run goes through polyop run in the example, as a user runs their own
+# project: the example's PROJECT file says how to build and start its sidecar.
+# polyop is built and then run rather than `go run`: go run exits with status 1
+# after a Ctrl-C however its program ended, and does not pass SIGTERM on.
 .PHONY: run
-run: envtest | $(LOCALBIN) ## Run the example against a cluster (the configured one, else a local control plane). Pass flags with ARGS=...
-	go build -o $(LOCALBIN)/polyop-run ./hack/run
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/polyop-run $(ARGS)
+run: envtest | $(LOCALBIN) ## Run the example with polyop run (your cluster, else a local control plane; webhooks wired), apply its samples and show them Ready. Pass flags with ARGS=...
+	go build -o $(LOCALBIN)/polyop ./cmd/polyop
+	cd $(EXAMPLE_DIR) && KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/polyop run --apply-samples $(ARGS)
 
 .PHONY: clean
 clean: ## Remove built binaries and `make run` state (keeps tools and the control plane).
-	rm -rf $(LOCALBIN)/host $(LOCALBIN)/maintenancewindow-sidecar $(LOCALBIN)/testsidecar $(LOCALBIN)/polyop-run $(LOCALBIN)/run $(LOCALBIN)/polyop-bench \
+	rm -rf $(LOCALBIN)/host $(LOCALBIN)/maintenancewindow-sidecar $(LOCALBIN)/testsidecar $(LOCALBIN)/polyop $(LOCALBIN)/polyop-bench \
 		$(LOCALBIN)/memcached-sidecar $(LOCALBIN)/website-sidecar $(LOCALBIN)/manifests
 	go clean -testcache
 
@@ -497,32 +492,17 @@ $(eval $(call go-install-tool,$(PROTOC_GEN_GO_GRPC),google.golang.org/grpc/cmd/p
 $(eval $(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION)))
 $(eval $(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION)))
 
-# The control-plane binaries are files named by version: built when missing, or
-# when the tools module changes. The first build takes several minutes.
-ENVTEST_MODULE_FILES := $(ENVTEST_MODULE)/go.mod $(ENVTEST_MODULE)/go.sum
+# The control-plane binaries are files named by version: each built when
+# missing, or when the tools module changes, by the hidden `polyop envtest`
+# command, the code polyop run builds a user's control plane with: a go build
+# reporting the packages compiled every few seconds (the first build takes
+# several minutes), the binary renamed into place once built. It checks that
+# the tools module builds K8S_VERSION.
+ENVTEST_MODULE_FILES := $(ENVTEST_MODULE)/go.mod $(ENVTEST_MODULE)/go.sum $(ENVTEST_MODULE)/etcd/main.go
 
-# envtest-build builds package $(1) of the tools module into $@ with extra go
-# build flags $(2), after checking the module builds the version asked for. The
-# binary is renamed into place, so tests running the previous one are not
-# disturbed.
-define envtest-build
-	@grep -Eq '^[[:space:]]*k8s\.io/kubernetes v$(subst .,\.,$(K8S_VERSION))([[:space:]]|$$)' $(ENVTEST_MODULE)/go.mod || { \
-		echo "K8S_VERSION is $(K8S_VERSION) but $(ENVTEST_MODULE)/go.mod requires another k8s.io/kubernetes: update one of them"; \
-		exit 1; }
-	@mkdir -p $(@D)
-	@echo "Building $(notdir $@) v$(K8S_VERSION) from source into $(@D) (takes a while the first time)"
-	cd $(ENVTEST_MODULE) && GOWORK=off go build $(2) -o $(abspath $@).tmp $(1)
-	mv $@.tmp $@
-endef
-
-$(ENVTEST_ASSETS)/kube-apiserver: $(ENVTEST_MODULE_FILES)
-	$(call envtest-build,k8s.io/kubernetes/cmd/kube-apiserver,-ldflags "$(K8S_VERSION_LDFLAGS)")
-
-$(ENVTEST_ASSETS)/etcd: $(ENVTEST_MODULE_FILES) $(ENVTEST_MODULE)/etcd/main.go
-	$(call envtest-build,./etcd)
-
-$(ENVTEST_ASSETS)/kubectl: $(ENVTEST_MODULE_FILES)
-	$(call envtest-build,k8s.io/kubernetes/cmd/kubectl,-ldflags "$(KUBECTL_LDFLAGS)")
+$(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd $(ENVTEST_ASSETS)/kubectl: $(ENVTEST_MODULE_FILES) | $(LOCALBIN)
+	go build -o $(LOCALBIN)/polyop ./cmd/polyop
+	$(LOCALBIN)/polyop envtest --source $(ENVTEST_MODULE) --version $(K8S_VERSION) --dir $(@D) --only $(@F) --rebuild
 
 .PHONY: FORCE
 FORCE:

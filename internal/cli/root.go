@@ -14,9 +14,15 @@ func NewRootCommand() *cobra.Command {
 controller-runtime host that hands every reconcile and admission call of your
 kinds, over gRPC, to a sidecar you write in any language.
 
-Use it to try a sidecar's answers without a cluster (polyop render) and to see
-what it builds and deploys (polyop version).`,
-		Example: `  # Reconcile one object against your sidecar, with no cluster, and print the answer
+Use it to start a project (polyop init, create api, create webhook), to
+generate its CRDs from its types (polyop generate), to run it on your machine
+against a local control plane or your cluster, webhooks included (polyop run),
+to try a sidecar's answers without a cluster (polyop render) and to see what it
+builds and deploys (polyop version).`,
+		Example: `  # Run the project in the working directory until Ctrl-C (a local control plane when no cluster is configured)
+  polyop run
+
+  # Reconcile one object against your sidecar, with no cluster, and print the answer
   polyop render --object config/samples/widget.yaml -- ./bin/sidecar
 
   # Print polyop's version, protocol version and host image
@@ -28,8 +34,11 @@ what it builds and deploys (polyop version).`,
 		NewInitCommand(),
 		NewCreateCommand(),
 		NewGenerateCommand(),
+		NewRunCommand(),
 		NewRenderCommand(),
 		NewVersionCommand(),
+		NewHostCommand(),
+		NewEnvtestCommand(),
 	)
 	return root
 }

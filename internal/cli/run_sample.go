@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyop/polyop/internal/scaffold"
 )
 
 // pollInterval is how often the run looks at the samples while it waits.
@@ -41,14 +43,14 @@ func (s sample) String() string {
 	return fmt.Sprintf("%s %s", s.gvk.Kind, s.key.Name)
 }
 
-// applySamples applies the example's samples with kubectl, as a user would.
+// applySamples applies the project's samples with kubectl, as a user would.
 func (r *runner) applySamples(ctx context.Context) ([]sample, error) {
-	dir := filepath.Join(r.example, "config", "samples")
+	dir := filepath.Join(r.root, filepath.FromSlash(scaffold.SamplesDir))
 	files, err := manifestFiles(dir, false)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := readObjects(files)
+	objs, err := readManifests(files)
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +135,8 @@ func (r *runner) waitReady(ctx context.Context, samples []sample) error {
 			return fmt.Errorf("timed out after %s waiting for the samples to be Ready:\n  %s", r.o.timeout, strings.Join(lines, "\n  "))
 		case ch := <-r.exited:
 			return ch.exitError()
+		case <-r.sidecarDone():
+			return r.sidecar.ExitedError()
 		case <-ticker.C:
 		}
 	}
@@ -200,17 +204,19 @@ func (r *runner) show(ctx context.Context, samples []sample) error {
 	return nil
 }
 
-// printHints says how to look at the running example.
+// printHints says how to look at the running project.
 func (r *runner) printHints(samples []sample) {
 	p := r.console.printf
-	p("polyop is running the example; try, in another terminal:")
+	p("polyop is running the project; try, in another terminal:")
 	if r.cluster.kubeconfig != "" {
 		p("  export KUBECONFIG=%s", r.cluster.kubeconfig)
 	}
-	if filepath.Dir(r.kubectl) == r.cluster.assets {
+	if r.kubectl != "" && filepath.Dir(r.kubectl) == r.cluster.assets {
 		p("  export PATH=%s:$PATH", r.cluster.assets)
 	}
-	if len(samples) > 0 {
+	if len(samples) == 0 {
+		p("  kubectl apply -f %s", scaffold.SamplesDir)
+	} else {
 		s := samples[0]
 		ns := ""
 		if s.namespaced && s.key.Namespace != r.cluster.namespace {

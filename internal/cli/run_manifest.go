@@ -1,17 +1,13 @@
-package main
+package cli
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // manifestFiles lists the manifests in dir (YAML or JSON), in the folders
@@ -47,32 +43,17 @@ func manifestFiles(dir string, recursive bool) ([]string, error) {
 	return files, nil
 }
 
-// readObjects decodes every object in files, which may hold several YAML
-// documents each.
-func readObjects(files []string) ([]*unstructured.Unstructured, error) {
+// readManifests decodes every object in files (see readObjects).
+func readManifests(files []string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, file := range files {
-		f, err := os.Open(file)
+		fileObjs, err := readObjects(file)
 		if err != nil {
 			return nil, err
 		}
-		decoder := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			err := decoder.Decode(&obj.Object)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("reading %s: %w", file, err)
-			}
-			if len(obj.Object) == 0 {
-				continue // an empty document
-			}
-			objs = append(objs, obj)
+		for _, o := range fileObjs {
+			objs = append(objs, o.Unstructured)
 		}
-		f.Close()
 	}
 	return objs, nil
 }

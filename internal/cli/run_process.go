@@ -1,21 +1,19 @@
-package main
+package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 )
 
-// stopTimeout is how long a child process gets to exit after SIGTERM before
-// it is killed.
+// stopTimeout is how long a child process gets to exit after it is asked to
+// before it is killed.
 const stopTimeout = 15 * time.Second
 
-// child is a long-running process the command started: the host or the
-// sidecar. It runs in a process group of its own, so that a Ctrl-C in the
-// terminal reaches only this command, which then stops its children in order.
+// child is a long-running process polyop run started: the host. It runs in a
+// process group of its own, so that a Ctrl-C in the terminal reaches only
+// polyop run, which then stops its children in order.
 type child struct {
 	name string
 	cmd  *exec.Cmd
@@ -55,29 +53,22 @@ func (ch *child) exitError() error {
 	return fmt.Errorf("the %s exited: %w", ch.name, ch.err)
 }
 
-// stop asks the child to exit with SIGTERM and kills it if it has not within
-// stopTimeout. It returns once the process is gone.
+// stop asks the child's process group to exit (as Ctrl-C does) and kills it
+// if it has not within stopTimeout. It returns once the process is gone.
 func (ch *child) stop() {
 	select {
 	case <-ch.done:
-		return
 	default:
+		signalGroup(ch.cmd, terminate)
+		select {
+		case <-ch.done:
+		case <-time.After(stopTimeout):
+			signalGroup(ch.cmd, kill)
+			<-ch.done
+		}
 	}
-	ch.signal(syscall.SIGTERM)
-	select {
-	case <-ch.done:
-	case <-time.After(stopTimeout):
-		ch.signal(syscall.SIGKILL)
-		<-ch.done
-	}
-}
-
-// signal sends sig to the child's process group, so that whatever it started
-// goes too.
-func (ch *child) signal(sig syscall.Signal) {
-	if err := syscall.Kill(-ch.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		_ = ch.cmd.Process.Signal(sig)
-	}
+	// Whatever the child started goes with it.
+	signalGroup(ch.cmd, kill)
 }
 
 // environ returns this process's environment with the given variables set.

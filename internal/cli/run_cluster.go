@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,10 +12,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/polyop/polyop/internal/controlplane"
 )
 
 // fieldManager is the server-side apply field manager of what the command
@@ -25,9 +30,9 @@ const fieldManager = "polyop-run"
 // crdWaitTimeout bounds the wait for installed CRDs to be served.
 const crdWaitTimeout = 30 * time.Second
 
-// cluster is the API server the run talks to, and how the host and kubectl
+// runCluster is the API server the run talks to, and how the host and kubectl
 // are pointed at it.
-type cluster struct {
+type runCluster struct {
 	config *rest.Config
 	client client.Client
 
@@ -48,38 +53,60 @@ type cluster struct {
 	// assets is the folder of the control-plane binaries (and kubectl).
 	assets string
 
-	// testEnv is the local control plane, when the run started one.
-	testEnv *envtest.Environment
+	// stopLocal stops the local control plane, when the run started one;
+	// nil otherwise.
+	stopLocal func() error
+}
+
+// runScheme holds the kinds polyop run reads and writes as types: the
+// built-in ones and CustomResourceDefinitions.
+func runScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
 }
 
 // startCluster connects to the configured cluster, or starts a local control
-// plane, installs the example's CRDs and finds kubectl.
+// plane, installs the project's CRDs and finds kubectl.
 func (r *runner) startCluster(ctx context.Context) error {
 	crds, err := r.readCRDs()
 	if err != nil {
 		return err
 	}
-
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(r.root, "bin", "k8s-"+k8sVersion)
+	if kubeconfig, ok := configuredKubeconfig(r.o.kubeconfig); ok && !r.o.local {
+		c, err := r.existingCluster(ctx, kubeconfig, crds)
+		r.setCluster(c)
+		if err != nil {
+			return err
+		}
+		if r.o.applySamples {
+			// kubectl applies the samples; without them it is not needed.
+			r.kubectl, err = findKubectl(os.Getenv("KUBEBUILDER_ASSETS"))
+		}
+		return err
+	}
+	assets, err := controlplane.Ensure(ctx, r.console.printf)
+	if err != nil {
+		return err
 	}
 	if assets, err = filepath.Abs(assets); err != nil {
 		return err
 	}
-
-	if kubeconfig, ok := configuredKubeconfig(r.o.kubeconfig); ok && !r.o.envtest {
-		r.cluster, err = r.existingCluster(ctx, kubeconfig, crds)
-	} else {
-		r.cluster, err = r.localControlPlane(assets, crds)
-	}
+	c, err := r.localControlPlane(assets, crds)
+	r.setCluster(c)
 	if err != nil {
 		return err
 	}
 	r.cluster.assets = assets
-
-	r.kubectl, err = findKubectl(assets, r.cluster.testEnv != nil)
+	r.kubectl, err = findKubectl(assets)
 	return err
+}
+
+func (r *runner) setCluster(c *runCluster) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cluster = c
 }
 
 // configuredKubeconfig returns the kubeconfig the user has configured: the
@@ -106,7 +133,7 @@ func configuredKubeconfig(flagValue string) (string, bool) {
 
 // existingCluster connects to a configured cluster and installs the CRDs
 // there with server-side apply.
-func (r *runner) existingCluster(ctx context.Context, kubeconfig string, crds []*unstructured.Unstructured) (*cluster, error) {
+func (r *runner) existingCluster(ctx context.Context, kubeconfig string, crds []*unstructured.Unstructured) (*runCluster, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	var args []string
 	if kubeconfig != "" {
@@ -130,10 +157,10 @@ func (r *runner) existingCluster(ctx context.Context, kubeconfig string, crds []
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
 	}
-	r.console.printf("using the cluster of kubeconfig context %q (%s); pass --envtest for a local one instead", raw.CurrentContext, config.Host)
+	r.console.printf("using the cluster of kubeconfig context %q (%s); pass --local for a local control plane instead", raw.CurrentContext, config.Host)
 
-	c := &cluster{config: config, namespace: namespace, kubeconfigArgs: args, env: map[string]string{}}
-	if c.client, err = client.New(config, client.Options{}); err != nil {
+	c := &runCluster{config: config, namespace: namespace, kubeconfigArgs: args, env: map[string]string{}}
+	if c.client, err = client.New(config, client.Options{Scheme: runScheme()}); err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
 	typed := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(crds))
@@ -149,17 +176,44 @@ func (r *runner) existingCluster(ctx context.Context, kubeconfig string, crds []
 		}
 		typed = append(typed, t)
 	}
-	if err := envtest.WaitForCRDs(config, typed, envtest.CRDInstallOptions{MaxTime: crdWaitTimeout, PollInterval: 200 * time.Millisecond}); err != nil {
-		return nil, fmt.Errorf("waiting for the CRDs to be served: %w", err)
+	if err := waitForCRDs(ctx, c.client, typed); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
+// waitForCRDs waits until the API server serves every version of crds.
+func waitForCRDs(ctx context.Context, c client.Client, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, crdWaitTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, crd := range crds {
+			for _, v := range crd.Spec.Versions {
+				if !v.Served {
+					continue
+				}
+				gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+				if _, err := c.RESTMapper().RESTMapping(gk, v.Name); err != nil {
+					last = fmt.Errorf("CustomResourceDefinition %s, version %s: %w", crd.Name, v.Name, err)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			return fmt.Errorf("waiting %s for the CRDs to be served: %w", crdWaitTimeout, last)
+		}
+		return fmt.Errorf("waiting %s for the CRDs to be served: %w", crdWaitTimeout, err)
+	}
+	return nil
+}
+
 // localControlPlane starts kube-apiserver and etcd from assets with the CRDs
 // installed, and writes a kubeconfig for them.
-func (r *runner) localControlPlane(assets string, crds []*unstructured.Unstructured) (*cluster, error) {
+func (r *runner) localControlPlane(assets string, crds []*unstructured.Unstructured) (*runCluster, error) {
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		return nil, fmt.Errorf("no kube-apiserver in %s: run make envtest (or set KUBEBUILDER_ASSETS)", assets)
+		return nil, fmt.Errorf("no kube-apiserver in %s: set KUBEBUILDER_ASSETS to a folder holding kube-apiserver, etcd and kubectl, or unset it", assets)
 	}
 	typed := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(crds))
 	for _, crd := range crds {
@@ -171,35 +225,21 @@ func (r *runner) localControlPlane(assets string, crds []*unstructured.Unstructu
 	}
 
 	r.console.printf("starting a local control plane (kube-apiserver and etcd from %s)", assets)
-	testEnv := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: typed, MaxTime: crdWaitTimeout},
-	}
-	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
-		// A busy machine needs more than envtest's 20 seconds.
-		testEnv.ControlPlaneStartTimeout = time.Minute
-	}
-	config, err := testEnv.Start()
+	config, kubeconfig, stop, err := startLocalControlPlane(assets, typed)
 	if err != nil {
-		// Start may fail after starting some of the control plane.
-		_ = testEnv.Stop()
-		return nil, fmt.Errorf("starting the local control plane: %w", err)
+		return nil, err
 	}
-	c := &cluster{config: config, namespace: "default", testEnv: testEnv}
+	c := &runCluster{config: config, namespace: "default", stopLocal: stop}
 
-	c.kubeconfig = filepath.Join(r.binDir, "run", "kubeconfig")
-	if err := os.MkdirAll(filepath.Dir(c.kubeconfig), 0o755); err != nil {
-		return c, err
-	}
-	if err := os.WriteFile(c.kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
+	c.kubeconfig = filepath.Join(r.tmpDir, "kubeconfig")
+	if err := os.WriteFile(c.kubeconfig, kubeconfig, 0o600); err != nil {
 		return c, fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	c.kubeconfigArgs = []string{"--kubeconfig", c.kubeconfig}
 	c.env = map[string]string{"KUBECONFIG": c.kubeconfig}
-	r.console.printf("the local control plane is up at %s; to use it:", config.Host)
-	r.console.printf("  export KUBECONFIG=%s", c.kubeconfig)
+	r.console.printf("the local control plane is up at %s (kube-apiserver and etcd from %s)", config.Host, assets)
 
-	if c.client, err = client.New(config, client.Options{}); err != nil {
+	if c.client, err = client.New(config, client.Options{Scheme: runScheme()}); err != nil {
 		return c, fmt.Errorf("connecting to the local control plane: %w", err)
 	}
 	return c, nil
@@ -207,12 +247,12 @@ func (r *runner) localControlPlane(assets string, crds []*unstructured.Unstructu
 
 // stop stops the local control plane, if the run started one, and removes
 // its kubeconfig.
-func (c *cluster) stop() error {
-	if c.testEnv == nil {
+func (c *runCluster) stop() error {
+	if c.stopLocal == nil {
 		return nil
 	}
 	var errs []error
-	if err := c.testEnv.Stop(); err != nil {
+	if err := c.stopLocal(); err != nil {
 		errs = append(errs, fmt.Errorf("stopping the local control plane: %w", err))
 	}
 	if c.kubeconfig != "" {
@@ -223,30 +263,31 @@ func (c *cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-// findKubectl returns the kubectl next to the control-plane binaries or,
-// for a cluster of the user's own, the one on PATH.
-func findKubectl(assets string, local bool) (string, error) {
-	path := filepath.Join(assets, "kubectl")
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	if !local {
-		if path, err := exec.LookPath("kubectl"); err == nil {
+// findKubectl returns the kubectl next to the control-plane binaries, when
+// there are any, else the one on PATH.
+func findKubectl(assets string) (string, error) {
+	if assets != "" {
+		path := filepath.Join(assets, "kubectl")
+		if _, err := os.Stat(path); err == nil {
 			return path, nil
 		}
 	}
-	return "", fmt.Errorf("no kubectl in %s: run make envtest", assets)
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		return "", errors.New("no kubectl on PATH (nor in KUBEBUILDER_ASSETS): install kubectl, or run polyop run --local, whose control plane brings one")
+	}
+	return path, nil
 }
 
-// readCRDs reads the example's CustomResourceDefinitions from config/crd
+// readCRDs reads the project's CustomResourceDefinitions from config/crd
 // and the folders below it.
 func (r *runner) readCRDs() ([]*unstructured.Unstructured, error) {
-	dir := filepath.Join(r.example, "config", "crd")
+	dir := filepath.Join(r.root, "config", "crd")
 	files, err := manifestFiles(dir, true)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := readObjects(files)
+	objs, err := readManifests(files)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +298,7 @@ func (r *runner) readCRDs() ([]*unstructured.Unstructured, error) {
 		}
 	}
 	if len(crds) == 0 {
-		return nil, fmt.Errorf("no CustomResourceDefinitions in %s: run make generate", dir)
+		return nil, fmt.Errorf("no CustomResourceDefinitions in %s: generate them first (polyop generate, or make manifests)", dir)
 	}
 	return crds, nil
 }

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package cli
+
+import "syscall"
+
+// childProcAttr: without process groups, a child is started as it is.
+func childProcAttr() *syscall.SysProcAttr { return nil }
