@@ -267,10 +267,15 @@ bench: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) | $(LOCALBIN) ## Run the end-
 
 ##@ Build
 
+# The host and polyop are stamped with the VERSION file's version: the SDK
+# version polyop init makes projects depend on, and the host image tag their
+# config/ pins.
+VERSION_LDFLAGS = -ldflags "-X github.com/polyop/polyop/internal/host.Version=$(SDK_VERSION)"
+
 .PHONY: build
 build: | $(LOCALBIN) ## Build the host, polyop, the example sidecar and the test sidecar into bin/.
-	go build -o $(LOCALBIN)/host ./cmd/host
-	go build -o $(LOCALBIN)/polyop ./cmd/polyop
+	go build $(VERSION_LDFLAGS) -o $(LOCALBIN)/host ./cmd/host
+	go build $(VERSION_LDFLAGS) -o $(LOCALBIN)/polyop ./cmd/polyop
 	go build -o $(LOCALBIN)/maintenancewindow-sidecar $(EXAMPLE_PKG)
 	go build -o $(LOCALBIN)/testsidecar ./test/testsidecar
 
@@ -280,7 +285,7 @@ build: | $(LOCALBIN) ## Build the host, polyop, the example sidecar and the test
 # after a Ctrl-C however its program ended, and does not pass SIGTERM on.
 .PHONY: run
 run: envtest | $(LOCALBIN) ## Run the example with polyop run (your cluster, else a local control plane; webhooks wired), apply its samples and show them Ready. Pass flags with ARGS=...
-	go build -o $(LOCALBIN)/polyop ./cmd/polyop
+	go build $(VERSION_LDFLAGS) -o $(LOCALBIN)/polyop ./cmd/polyop
 	cd $(EXAMPLE_DIR) && KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/polyop run --apply-samples $(ARGS)
 
 .PHONY: clean

@@ -1,6 +1,9 @@
-// Command polyop is the command-line tool for polyop operators: it renders a
-// sidecar's answers without a cluster and prints its own version. Run polyop
-// --help for the commands; each lives in package internal/cli.
+// Command polyop is the command-line tool for polyop operators: it starts a
+// project in Go, Python or TypeScript (init), adds kinds and webhooks to it
+// (create api, create webhook), generates its CRDs, RBAC and webhook
+// configurations (generate), runs it on your machine (run), renders a
+// sidecar's answers without a cluster (render) and prints its version. Run
+// polyop --help for the commands; each lives in package internal/cli.
 package main
 
 import (
