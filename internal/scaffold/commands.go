@@ -117,11 +117,7 @@ type APIOptions struct {
 // CreateAPI adds a kind to the project at o.Dir and returns the files it
 // wrote.
 func CreateAPI(o APIOptions) ([]string, error) {
-	p, root, err := LoadProject(o.Dir)
-	if err != nil {
-		return nil, err
-	}
-	s, err := For(p.Language)
+	p, root, s, err := loadProject(o.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -168,11 +164,7 @@ type WebhookOptions struct {
 // CreateWebhook adds admission webhooks or conversion to a kind of the
 // project at o.Dir and returns the files it wrote.
 func CreateWebhook(o WebhookOptions) ([]string, error) {
-	p, root, err := LoadProject(o.Dir)
-	if err != nil {
-		return nil, err
-	}
-	s, err := For(p.Language)
+	p, root, s, err := loadProject(o.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -226,13 +218,23 @@ func CreateWebhook(o WebhookOptions) ([]string, error) {
 // (WriteCRDKustomization) and writes the host's RBAC and the webhook
 // configurations from the sidecar's description (WriteDescribed).
 func Generate(ctx context.Context, dir string, log io.Writer) error {
-	p, root, err := LoadProject(dir)
-	if err != nil {
-		return err
-	}
-	s, err := For(p.Language)
+	p, root, s, err := loadProject(dir)
 	if err != nil {
 		return err
 	}
 	return s.GenerateCRDs(ctx, p, root, log)
+}
+
+// loadProject loads the project at dir (or above it) and its language's
+// Scaffolder.
+func loadProject(dir string) (*Project, string, Scaffolder, error) {
+	p, root, err := LoadProject(dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	s, err := For(p.Language)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return p, root, s, nil
 }
