@@ -375,7 +375,7 @@ export function validate[[ .Kind ]]([[ .Var ]]: [[ .Kind ]], ctx: AdmissionConte
   }
   const message = [[ .Var ]].spec.message ?? "";
   if (message.length > maxMessageLength) {
-    return [field.tooLong("spec.message", message, maxMessageLength)];
+    return [field.tooLongCharacters("spec.message", message, maxMessageLength)];
   }
   return [];
 }

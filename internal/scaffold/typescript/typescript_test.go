@@ -194,7 +194,7 @@ func TestCreateAPIAndWebhookRegisterAboveTheMarkers(t *testing.T) {
 		t.Errorf("the cluster-scoped Harbor desires a ConfigMap:\n%s", harbor)
 	}
 	mustContain(t, "src/webhooks/v1/frigate-validator.ts", read(t, root, "src/webhooks/v1/frigate-validator.ts"),
-		`field.tooLong("spec.message", message, maxMessageLength)`, "maxMessageLength = 64")
+		`field.tooLongCharacters("spec.message", message, maxMessageLength)`, "maxMessageLength = 64")
 	mustContain(t, "src/webhooks/v1/frigate-defaulter.ts", read(t, root, "src/webhooks/v1/frigate-defaulter.ts"),
 		`defaultMessage = "`+scaffold.SampleMessage+`"`)
 	mustContain(t, "src/webhooks/frigate-converter.ts", read(t, root, "src/webhooks/frigate-converter.ts"),

@@ -77,6 +77,13 @@ export const field = {
     badValue: value,
     detail: `may not be more than ${max} bytes`,
   }),
+  /** A string longer than max characters, as apimachinery's field.TooLongCharacters. */
+  tooLongCharacters: (path: string, value: unknown, max: number): FieldError => ({
+    field: path,
+    type: "TooLong",
+    badValue: value,
+    detail: `may not be more than ${max} characters`,
+  }),
   tooMany: (path: string, actual: number, max: number): FieldError => ({
     field: path,
     type: "TooMany",

@@ -591,3 +591,15 @@ describe("Calls the sidecar declares nothing for", () => {
     await assert.rejects(webhookOnly.reconcile(gadget, { controller: "gadget" }), code(Code.Unimplemented, /registers no controller: it serves no Reconcile/));
   });
 });
+
+describe("field errors", () => {
+  test("tooLong counts bytes and tooLongCharacters characters, as apimachinery's TooLong and TooLongCharacters", () => {
+    assert.deepEqual(field.tooLong("spec.name", "x", 3), { field: "spec.name", type: "TooLong", badValue: "x", detail: "may not be more than 3 bytes" });
+    assert.deepEqual(field.tooLongCharacters("spec.name", "x", 3), {
+      field: "spec.name",
+      type: "TooLong",
+      badValue: "x",
+      detail: "may not be more than 3 characters",
+    });
+  });
+});
