@@ -6,7 +6,7 @@
 // wrapped in controller-runtime's admission.Webhook for panic recovery,
 // logging and metrics:
 //
-//   - a mutating handler at the webhook's DefaultPath calls the sidecar's Default,
+//   - a mutating handler at the webhook's MutatePath calls the sidecar's Default,
 //     checks that the defaulted object is still the same object (apiVersion,
 //     kind, namespace and name) and answers with the JSON patch from the object
 //     the API server sent to the one the sidecar returned;

@@ -18,23 +18,35 @@ type Registrar interface {
 	Register(path string, hook http.Handler)
 }
 
-// Register registers a mutating endpoint (Webhook.DefaultPath) for every
+// Register registers a mutating endpoint (Webhook.MutatePath) for every
 // webhook that declares default and a validating endpoint
-// (Webhook.ValidatePath) for every webhook
-// that declares validate, all served by sc. It returns the paths registered.
+// (Webhook.ValidatePath) for every webhook that declares validate, all served
+// by sc, at controller-runtime's paths, so the configurations kubebuilder's
+// markers generate call them; and each of the same handlers again at its
+// Webhook.AliasPaths, the paths configurations written before named. It
+// returns the paths registered, aliases last.
 func Register(r Registrar, sc Sidecar, webhooks []description.Webhook, opts Options) []string {
-	var paths []string
+	var paths, aliases []string
 	for _, wh := range webhooks {
+		mutateAliases, validateAliases := wh.AliasPaths()
 		if wh.Default {
-			p := wh.DefaultPath()
-			r.Register(p, NewDefaulting(sc, wh, opts))
-			paths = append(paths, p)
+			h := NewDefaulting(sc, wh, opts)
+			r.Register(wh.MutatePath(), h)
+			paths = append(paths, wh.MutatePath())
+			for _, p := range mutateAliases {
+				r.Register(p, h)
+				aliases = append(aliases, p)
+			}
 		}
 		if wh.Validate {
-			p := wh.ValidatePath()
-			r.Register(p, NewValidating(sc, wh, opts))
-			paths = append(paths, p)
+			h := NewValidating(sc, wh, opts)
+			r.Register(wh.ValidatePath(), h)
+			paths = append(paths, wh.ValidatePath())
+			for _, p := range validateAliases {
+				r.Register(p, h)
+				aliases = append(aliases, p)
+			}
 		}
 	}
-	return paths
+	return append(paths, aliases...)
 }

@@ -128,7 +128,7 @@ func TestGenerateWritesTheHostsRBACAndTheWebhookManifestsFromTheSidecarsDescript
 			role: []string{"- maintenancewindows\n  verbs:\n  - get\n  - list\n  - watch", "- maintenancewindows/status\n  verbs:\n  - get\n  - update\n  - patch",
 				"- tokenreviews", "name: manager-role-leader-election"},
 			webhooks: []string{"kind: MutatingWebhookConfiguration", "kind: ValidatingWebhookConfiguration",
-				"name: default-v1.maintenancewindows.examples.polyop.dev", "name: webhook\n      namespace: system\n      path: /default-examples-polyop-dev-v1-maintenancewindow"},
+				"name: mmaintenancewindow-v1.examples.polyop.dev", "name: webhook\n      namespace: system\n      path: /mutate-examples-polyop-dev-v1-maintenancewindow"},
 			conversion: true,
 		},
 		{

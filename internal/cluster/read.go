@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -105,8 +108,7 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 	if err := reader.List(ctx, list, opts...); err != nil {
 		var apiStatus apierrors.APIStatus
 		if !errors.As(err, &apiStatus) && source == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE && req.GetFieldSelector() != "" {
-			return nil, invalid("the host's cache cannot select %s by the field selector %q (it selects only by exact values of the fields it indexes): %v; set uncached to ask the API server",
-				m.GroupVersionKind.Kind, req.GetFieldSelector(), err)
+			return nil, invalid("%s", cacheFieldSelectorError(m.GroupVersionKind.Kind, req.GetFieldSelector(), err))
 		}
 		return nil, toStatus(err)
 	}
@@ -184,4 +186,33 @@ func objectKey(m *meta.RESTMapping, k *polyopv1alpha1.ObjectKey) (client.ObjectK
 		return client.ObjectKey{}, invalid("key.namespace is required: %s is namespaced", m.GroupVersionKind.Kind)
 	}
 	return client.ObjectKey{Namespace: k.GetNamespace(), Name: k.GetName()}, nil
+}
+
+// apiServerSelectableFields are the fields the API server selects every kind
+// by. Beyond them it selects a built-in kind only by the fields that kind
+// registers (a Pod's spec.nodeName, say) and a custom resource only by its
+// CRD's selectableFields, and refuses any other field selector.
+var apiServerSelectableFields = []string{"metadata.name", "metadata.namespace"}
+
+// cacheFieldSelectorError says why the host's cache could not answer a List of
+// kind by selector, and the remedy that works: for metadata.name and
+// metadata.namespace, reading uncached; for another field, an index on it, as
+// the API server selects by that field only if the kind registers it.
+func cacheFieldSelectorError(kind, selector string, err error) string {
+	msg := fmt.Sprintf("the host's cache cannot select %s by the field selector %q: it selects only by exact values (=, ==) of the fields it indexes (%v)", kind, selector, err)
+	var others []string
+	if sel, parseErr := fields.ParseSelector(selector); parseErr == nil {
+		for _, r := range sel.Requirements() {
+			if !slices.Contains(apiServerSelectableFields, r.Field) && !slices.Contains(others, r.Field) {
+				others = append(others, r.Field)
+			}
+		}
+	}
+	if len(others) == 0 {
+		return msg + "; set uncached to ask the API server, which selects every kind by metadata.name and metadata.namespace"
+	}
+	return msg + fmt.Sprintf("; to select by %s, declare an index on it in the sidecar, so that the host's cache keeps one. "+
+		"Setting uncached helps only if %s registers the field for field selectors: the API server selects by metadata.name, metadata.namespace "+
+		"and the fields the kind registers (a built-in kind's own, such as a Pod's spec.nodeName; a custom resource's selectableFields), and refuses any other",
+		strings.Join(others, ", "), kind)
 }

@@ -498,3 +498,42 @@ func TestForceIsOnlyForAnApplyPatch(t *testing.T) {
 		})
 	}
 }
+
+// TestListByAFieldTheCacheDoesNotIndexNamesARemedyThatWorks checks the
+// remedy the message names: uncached only for the fields the API server
+// selects every kind by, an index for any other (TestClusterService in
+// test/e2e shows the API server refusing such a selector).
+func TestListByAFieldTheCacheDoesNotIndexNamesARemedyThatWorks(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	for name, tc := range map[string]struct {
+		selector      string
+		want, notWant string
+	}{
+		"if the field is metadata.name, then read uncached": {
+			selector: "metadata.name=a",
+			want:     `the host's cache cannot select ConfigMap by the field selector "metadata.name=a": it selects only by exact values (=, ==) of the fields it indexes (`,
+			notWant:  "declare an index",
+		},
+		"if the selector is not exact, then read uncached": {
+			selector: "metadata.namespace!=b",
+			want:     "; set uncached to ask the API server, which selects every kind by metadata.name and metadata.namespace",
+			notWant:  "declare an index",
+		},
+		"if the field is the kind's own, then declare an index, as the API server may refuse it too": {
+			selector: "metadata.name=a,data.from=cache",
+			want: "; to select by data.from, declare an index on it in the sidecar, so that the host's cache keeps one. " +
+				"Setting uncached helps only if ConfigMap registers the field for field selectors: the API server selects by metadata.name, metadata.namespace " +
+				"and the fields the kind registers (a built-in kind's own, such as a Pod's spec.nodeName; a custom resource's selectableFields), and refuses any other",
+			notWant: "set uncached to ask",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := s.List(context.Background(), &polyopv1alpha1.ListRequest{Kind: configMap, Namespace: "cached", FieldSelector: tc.selector})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.notWant) {
+				t.Errorf("List by %q: %v\nwant INVALID_ARGUMENT containing %q and not %q", tc.selector, err, tc.want, tc.notWant)
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -343,14 +342,4 @@ func (r *Resolved) CRDNames() []string {
 		out = append(out, r.CRDs[c.GroupKind])
 	}
 	return out
-}
-
-// webhookPathSuffix is a kind in a webhook path: group (the core group spelled
-// "core", dots as dashes), version and kind in lower case.
-func webhookPathSuffix(gvk schema.GroupVersionKind) string {
-	group := gvk.Group
-	if group == "" {
-		group = "core"
-	}
-	return strings.ReplaceAll(group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
 }

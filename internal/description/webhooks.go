@@ -1,40 +1,73 @@
 package description
 
 import (
-	"fmt"
 	"os"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// DefaultPath is where the host serves the mutating webhook of w's kind, for
-// example /default-examples-polyop-dev-v1-maintenancewindow. The core group
-// is spelled "core".
-func (w Webhook) DefaultPath() string {
-	return "/default-" + webhookPathSuffix(w.GVK)
+// MutatePath is where the host serves the mutating webhook of w's kind, the
+// path controller-runtime's webhook builder serves it at and kubebuilder's
+// +kubebuilder:webhook markers name: /mutate-<group, dots as dashes>-
+// <version>-<kind in lower case>, for example
+// /mutate-examples-polyop-dev-v1-maintenancewindow. The core group is empty,
+// as in /mutate--v1-pod.
+func (w Webhook) MutatePath() string {
+	return "/mutate-" + controllerRuntimePathSuffix(w.GVK)
 }
 
 // ValidatePath is where the host serves the validating webhook of w's kind,
-// for example /validate-examples-polyop-dev-v1-maintenancewindow.
+// as controller-runtime does: for example
+// /validate-examples-polyop-dev-v1-maintenancewindow, /validate--v1-pod.
 func (w Webhook) ValidatePath() string {
-	return "/validate-" + webhookPathSuffix(w.GVK)
+	return "/validate-" + controllerRuntimePathSuffix(w.GVK)
 }
 
-// DefaultName is the name of w's mutating webhook in its configuration, a
-// qualified name as the API server requires, for example
-// default-v1.maintenancewindows.examples.polyop.dev. It needs w's resource,
-// which Resolve sets.
-func (w Webhook) DefaultName() string { return w.name("default") }
+// AliasPaths are the paths the host served w's webhooks at before it served
+// controller-runtime's, which it still serves for the webhook configurations
+// that name them: /default-<group>-<version>-<kind> for the mutating webhook,
+// and for the core group, which they spelled "core",
+// /validate-core-<version>-<kind>. Each handler is the one of the path it
+// stands for; neither is printed in a configuration any more.
+func (w Webhook) AliasPaths() (mutate, validate []string) {
+	legacy := w.GVK
+	if legacy.Group == "" {
+		legacy.Group = "core"
+		validate = append(validate, "/validate-"+controllerRuntimePathSuffix(legacy))
+	}
+	mutate = append(mutate, "/default-"+controllerRuntimePathSuffix(legacy))
+	return mutate, validate
+}
+
+// MutateName is the name of w's mutating webhook in its configuration,
+// kubebuilder's m<kind>-<version> qualified by the group (where kubebuilder
+// writes kb.io, so that kinds of one name in two groups do not meet), for
+// example mmaintenancewindow-v1.examples.polyop.dev. The API server wants
+// three dot-separated segments, so a group without a dot (the core group,
+// spelled core, apps, batch) is followed by k8s.io: mdeployment-v1.apps.k8s.io.
+func (w Webhook) MutateName() string { return w.name("m") }
 
 // ValidateName is the name of w's validating webhook in its configuration,
-// for example validate-v1.maintenancewindows.examples.polyop.dev.
-func (w Webhook) ValidateName() string { return w.name("validate") }
+// for example vmaintenancewindow-v1.examples.polyop.dev.
+func (w Webhook) ValidateName() string { return w.name("v") }
 
-func (w Webhook) name(verb string) string {
+func (w Webhook) name(prefix string) string {
 	group := w.GVK.Group
 	if group == "" {
 		group = "core"
 	}
-	return fmt.Sprintf("%s-%s.%s.%s", verb, w.GVK.Version, w.Resource, group)
+	if !strings.Contains(group, ".") {
+		group += ".k8s.io"
+	}
+	return prefix + strings.ToLower(w.GVK.Kind) + "-" + w.GVK.Version + "." + group
+}
+
+// controllerRuntimePathSuffix is a kind in a webhook path as controller-runtime
+// writes it (pkg/builder's generateMutatePath): the group with dots as
+// dashes, the version, and the kind in lower case.
+func controllerRuntimePathSuffix(gvk schema.GroupVersionKind) string {
+	return strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
 }
 
 // serviceAccountNamespaceFile holds the namespace of the pod the process runs

@@ -140,8 +140,8 @@ func Webhooks(res *description.Resolved, opts WebhookOptions) ([]runtime.Object,
 		}
 		if ops := operations(wh.Operations, false); wh.Default && len(ops) > 0 {
 			mutating.Webhooks = append(mutating.Webhooks, admissionregistrationv1.MutatingWebhook{
-				Name:                    wh.DefaultName(),
-				ClientConfig:            opts.clientConfig(res.Service, wh.DefaultPath()),
+				Name:                    wh.MutateName(),
+				ClientConfig:            opts.clientConfig(res.Service, wh.MutatePath()),
 				Rules:                   rule(ops),
 				FailurePolicy:           &failurePolicy,
 				MatchPolicy:             &matchPolicy,

@@ -60,7 +60,7 @@ func TestWebhooksFromTheDescription(t *testing.T) {
 		t.Fatalf("mutating = %+v", mutating)
 	}
 	m := mutating.Webhooks[0]
-	if m.Name != "default-v1.widgets.example.com" || *m.ClientConfig.Service.Path != "/default-example-com-v1-widget" ||
+	if m.Name != "mwidget-v1.example.com" || *m.ClientConfig.Service.Path != "/mutate-example-com-v1-widget" ||
 		m.ClientConfig.Service.Name != "widgets-webhook" || m.ClientConfig.Service.Namespace != "ops" || *m.ClientConfig.Service.Port != 443 {
 		t.Errorf("mutating webhook = %+v, %+v", m, m.ClientConfig.Service)
 	}
@@ -77,11 +77,11 @@ func TestWebhooksFromTheDescription(t *testing.T) {
 		t.Fatalf("validating = %+v", validating)
 	}
 	v := validating.Webhooks[0]
-	if v.Name != "validate-v1.widgets.example.com" || len(v.Rules[0].Operations) != 3 || *v.FailurePolicy != admissionregistrationv1.Fail {
+	if v.Name != "vwidget-v1.example.com" || len(v.Rules[0].Operations) != 3 || *v.FailurePolicy != admissionregistrationv1.Fail {
 		t.Errorf("validating webhook = %+v", v)
 	}
 	pods := validating.Webhooks[1]
-	if pods.Name != "validate-v1.pods.core" || *pods.ClientConfig.Service.Path != "/validate-core-v1-pod" ||
+	if pods.Name != "vpod-v1.core.k8s.io" || *pods.ClientConfig.Service.Path != "/validate--v1-pod" ||
 		pods.Rules[0].APIGroups[0] != "" || pods.Rules[0].Resources[0] != "pods" || *pods.FailurePolicy != admissionregistrationv1.Ignore || *pods.TimeoutSeconds != 3 {
 		t.Errorf("pods webhook = %+v", pods)
 	}
@@ -116,7 +116,7 @@ func TestWebhooksOptions(t *testing.T) {
 		t.Errorf("metadata = %+v", m.ObjectMeta)
 	}
 	w := m.Webhooks[0]
-	if w.ClientConfig.Service != nil || *w.ClientConfig.URL != "https://127.0.0.1:9443/default-example-com-v1-widget" ||
+	if w.ClientConfig.Service != nil || *w.ClientConfig.URL != "https://127.0.0.1:9443/mutate-example-com-v1-widget" ||
 		string(w.ClientConfig.CABundle) != "PEM" || *w.FailurePolicy != admissionregistrationv1.Ignore || w.NamespaceSelector != selector {
 		t.Errorf("webhook = %+v", w)
 	}

@@ -161,8 +161,25 @@ func TestClusterService(t *testing.T) {
 			return len(resp.GetItems()) == 1 && resp.GetSource() == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE, fmt.Sprintf("%d items from %s", len(resp.GetItems()), resp.GetSource())
 		})
 		_, err := cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: widgetKind, Namespace: f.ns, FieldSelector: "spec.value=x"})
-		if code, s := apiStatusOf(err); code != codes.InvalidArgument || s != nil || !strings.Contains(err.Error(), "set uncached") {
-			t.Errorf("an unindexed field selector: %v, want INVALID_ARGUMENT without an API status, saying to set uncached", err)
+		if code, s := apiStatusOf(err); code != codes.InvalidArgument || s != nil || !strings.Contains(err.Error(), "to select by spec.value, declare an index on it") {
+			t.Errorf("an unindexed field selector: %v, want INVALID_ARGUMENT without an API status, saying to declare an index", err)
+		}
+		// As the message says, the API server refuses a field the kind does
+		// not register (Widget's CRD has no selectableFields): reading
+		// uncached is no remedy for it.
+		_, err = cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: widgetKind, Namespace: f.ns, FieldSelector: "spec.value=x", Options: &polyopv1alpha1.ReadOptions{Uncached: true}})
+		if _, s := apiStatusOf(err); s == nil || s.Code != 400 || s.Reason != metav1.StatusReasonBadRequest || !strings.Contains(s.Message, "field label not supported: spec.value") {
+			t.Errorf("an uncached List by spec.value: %v, status %+v; want the API server's BadRequest refusing the field", err, s)
+		}
+		// and for metadata.name, which the message says to read uncached, the
+		// cache refuses and the API server answers.
+		_, err = cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: widgetKind, Namespace: f.ns, FieldSelector: "metadata.name=pointer"})
+		if code, _ := apiStatusOf(err); code != codes.InvalidArgument || !strings.Contains(err.Error(), "set uncached to ask the API server") {
+			t.Errorf("a List by metadata.name from the cache: %v, want INVALID_ARGUMENT saying to set uncached", err)
+		}
+		resp, err := cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: widgetKind, Namespace: f.ns, FieldSelector: "metadata.name=pointer", Options: &polyopv1alpha1.ReadOptions{Uncached: true}})
+		if err != nil || len(resp.GetItems()) != 1 || resp.GetSource() != polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER {
+			t.Errorf("an uncached List by metadata.name: %v, %d items from %s; want the widget from the API server", err, len(resp.GetItems()), resp.GetSource())
 		}
 	})
 

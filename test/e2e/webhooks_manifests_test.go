@@ -81,7 +81,7 @@ func TestHostWebhooksPrintsManifestsTheAPIServerAccepts(t *testing.T) {
 		t.Errorf("host webhooks printed %s", got)
 	}
 	for _, want := range []string{
-		"path: /default-examples-polyop-dev-v1-maintenancewindow",
+		"path: /mutate-examples-polyop-dev-v1-maintenancewindow",
 		"path: /validate-examples-polyop-dev-v1-maintenancewindow",
 		"path: /convert",
 		"name: maintenancewindow-webhook",
