@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,7 +33,10 @@ func (s *Server) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (*poly
 	if sub := req.GetSubresource(); sub != "" && sub != "status" {
 		return s.getSubresource(ctx, m, key, sub)
 	}
-	reader, source := s.reader(m, key.Namespace, req.GetOptions().GetUncached())
+	reader, source, err := s.reader(m, key.Namespace, req.GetOptions().GetUncached())
+	if err != nil {
+		return nil, err
+	}
 	obj, opts := readTarget(m.GroupVersionKind, source)
 	if err := reader.Get(ctx, key, obj, opts...); err != nil {
 		return nil, toStatus(err)
@@ -88,7 +92,10 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 		opts = append(opts, client.MatchingFieldsSelector{Selector: sel})
 	}
 	// A continue token comes from the API server and only it can honour it.
-	reader, source := s.reader(m, namespace, req.GetOptions().GetUncached() || req.GetContinueToken() != "")
+	reader, source, err := s.reader(m, namespace, req.GetOptions().GetUncached() || req.GetContinueToken() != "")
+	if err != nil {
+		return nil, err
+	}
 	if source == polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER {
 		if req.GetLimit() > 0 {
 			opts = append(opts, client.Limit(req.GetLimit()))
@@ -105,8 +112,9 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 	if err := reader.List(ctx, list, opts...); err != nil {
 		var apiStatus apierrors.APIStatus
 		if !errors.As(err, &apiStatus) && source == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE && req.GetFieldSelector() != "" {
-			return nil, invalid("the host's cache cannot select %s by the field selector %q (it selects only by exact values of the fields it indexes): %v; set uncached to ask the API server",
-				m.GroupVersionKind.Kind, req.GetFieldSelector(), err)
+			return nil, invalid("the host's cache cannot select %s by the field selector %q: it selects only by one exact value (name=value) of an index it keeps (%s): %v; "+
+				"declare an index of that name on %s in the sidecar's description (IndexDescription), or set uncached to ask the API server, which selects by a few fields only (metadata.name, metadata.namespace and some of each built-in kind)",
+				m.GroupVersionKind.Kind, req.GetFieldSelector(), s.indexList(m.GroupVersionKind), err, m.GroupVersionKind.Kind)
 		}
 		return nil, toStatus(err)
 	}
@@ -162,12 +170,26 @@ func listTarget(gvk schema.GroupVersionKind, source polyopv1alpha1.ReadSource) c
 }
 
 // reader picks the cache when it holds the kind in namespace and the caller
-// did not ask for the API server, and says which it picked.
-func (s *Server) reader(m *meta.RESTMapping, namespace string, uncached bool) (client.Reader, polyopv1alpha1.ReadSource) {
+// did not ask for the API server, and says which it picked. A kind the
+// sidecar declared for cached reads is read from the API server only when
+// asked (see Options.DeclaredKinds).
+func (s *Server) reader(m *meta.RESTMapping, namespace string, uncached bool) (client.Reader, polyopv1alpha1.ReadSource, error) {
 	if !uncached && s.cached(m.GroupVersionKind, namespace) {
-		return s.clients.Cache, polyopv1alpha1.ReadSource_READ_SOURCE_CACHE
+		return s.clients.Cache, polyopv1alpha1.ReadSource_READ_SOURCE_CACHE, nil
 	}
-	return s.clients.APIReader, polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER
+	if !uncached && s.opts.DeclaredKinds[m.GroupVersionKind] {
+		return nil, 0, s.refuseUncached(m.GroupVersionKind, namespace)
+	}
+	return s.clients.APIReader, polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER, nil
+}
+
+// indexList names the indexes of gvk, for an error.
+func (s *Server) indexList(gvk schema.GroupVersionKind) string {
+	names := s.opts.Indexes[gvk]
+	if len(names) == 0 {
+		return "none on " + gvk.Kind
+	}
+	return strings.Join(names, ", ")
 }
 
 // objectKey validates the key of one object of the mapped kind: a name, and a
