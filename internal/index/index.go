@@ -75,7 +75,13 @@ func tidy(in []string) []string {
 // no value.
 func IndexerFunc(kind, name string, e Expression, log logr.Logger) client.IndexerFunc {
 	return func(obj client.Object) []string {
-		content, err := contentOf(obj)
+		var content map[string]any
+		var err error
+		if p, ok := e.(pathExpression); ok {
+			content, err = p.contentOf(obj)
+		} else {
+			content, err = contentOf(obj)
+		}
 		if err == nil {
 			var values []string
 			if values, err = e.Values(content); err == nil {
@@ -85,6 +91,29 @@ func IndexerFunc(kind, name string, e Expression, log logr.Logger) client.Indexe
 		log.Error(err, "Cannot compute an object's index values; it is indexed under none",
 			"index", name, "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 		return nil
+	}
+}
+
+// contentOf is the part of obj the path reads, as its JSON's map: only the
+// top-level field the path starts in is decoded, since most paths read a
+// small part of a large object.
+func (e pathExpression) contentOf(obj client.Object) (map[string]any, error) {
+	o, ok := obj.(*object.Object)
+	if !ok || len(e.p) == 0 || e.p[0].field == "" {
+		return contentOf(obj)
+	}
+	switch top := e.p[0].field; top {
+	case "metadata":
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.ObjectMeta)
+		return map[string]any{top: m}, err
+	case "apiVersion", "kind":
+		return map[string]any{"apiVersion": o.APIVersion, "kind": o.Kind}, nil
+	default:
+		v, err := o.DecodeField(top)
+		if err != nil || v == nil {
+			return nil, err
+		}
+		return map[string]any{top: v}, nil
 	}
 }
 

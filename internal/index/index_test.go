@@ -220,4 +220,17 @@ func TestIndexerFuncLogsAndIndexesNothingOnError(t *testing.T) {
 	if got := IndexerFunc("Pod", ".metadata.controller", path, log)(obj); !reflect.DeepEqual(got, []string{"web-abc"}) {
 		t.Errorf("values of a cached object = %q, want [web-abc]", got)
 	}
+	// A path outside metadata decodes only its top-level field.
+	for p, want := range map[string][]string{".spec.containers[*].name": {"app", "proxy", "again"}, "kind": {"Pod"}, ".status.phase": nil} {
+		e, err := FieldPath(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := IndexerFunc("Pod", p, e, log)(obj); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s of a cached object = %q, want %q", p, got, want)
+		}
+	}
+	if len(logged) != 1 {
+		t.Errorf("logged %q after the first line, want nothing more", logged[1:])
+	}
 }
