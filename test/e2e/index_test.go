@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,28 @@ func TestASidecarListsByTheIndexesItDeclares(t *testing.T) {
 	f := newFixture(t)
 	f.start("sidecar", indexSidecarBin, "--address", f.address())
 	f.startHost()
+	listsByIndexes(t, f)
+}
+
+// The same, with the Python SDK (test/e2e/testdata/python/indexprobe.py).
+func TestAPythonSidecarListsByTheIndexesItDeclares(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	f := newFixture(t)
+	sidecar := f.start("sidecar", py, filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "python", "indexprobe.py"), "--address", f.address())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sidecar.WaitForOutput(ctx, "Serving on "); err != nil {
+		t.Fatal(err)
+	}
+	f.startHost()
+	listsByIndexes(t, f)
+}
+
+// listsByIndexes creates a Secret and ConfigMaps it controls or names, and
+// waits for the sidecar's summary of the Secret to follow them.
+func listsByIndexes(t *testing.T, f *fixture) {
+	t.Helper()
 	ctx := context.Background()
 
 	parent := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "p"}}
