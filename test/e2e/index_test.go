@@ -43,6 +43,21 @@ func TestAPythonSidecarListsByTheIndexesItDeclares(t *testing.T) {
 	listsByIndexes(t, f)
 }
 
+// The same, with the TypeScript SDK (test/e2e/testdata/typescript/indexprobe.mjs).
+func TestATypeScriptSidecarListsByTheIndexesItDeclares(t *testing.T) {
+	t.Parallel()
+	nodeBin := node(t)
+	f := newFixture(t)
+	sidecar := f.start("sidecar", nodeBin, filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "typescript", "indexprobe.mjs"), f.address())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sidecar.WaitForOutput(ctx, `"msg":"Serving"`); err != nil {
+		t.Fatal(err)
+	}
+	f.startHost()
+	listsByIndexes(t, f)
+}
+
 // listsByIndexes creates a Secret and ConfigMaps it controls or names, and
 // waits for the sidecar's summary of the Secret to follow them.
 func listsByIndexes(t *testing.T, f *fixture) {
