@@ -26,6 +26,16 @@ func TestASidecarListsByTheIndexesItDeclares(t *testing.T) {
 	f.start("sidecar", indexSidecarBin, "--address", f.address())
 	f.startHost()
 	listsByIndexes(t, f)
+
+	// The host watches the fixture's namespace only (--namespace): a List
+	// across every namespace of the declared kind says so.
+	var summary corev1.ConfigMap
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "p-summary"}, &summary); err != nil {
+		t.Fatal(err)
+	}
+	if got := summary.Data["allNamespaces"]; !strings.HasPrefix(got, "refused: ") || !contains(got, "caches ConfigMap in namespaces "+f.ns+" only", "set uncached") {
+		t.Errorf("a List of ConfigMaps across every namespace gave %q, want it refused naming the namespace %s and the remedy", got, f.ns)
+	}
 }
 
 // The same, with the Python SDK (test/e2e/testdata/python/indexprobe.py).

@@ -9,7 +9,8 @@
 //
 // It writes what it found into the ConfigMap "<secret>-summary":
 // data.byController and data.byParent, the names found, sorted and
-// comma-separated, and data.source, where the Lists were served from. It asks
+// comma-separated, data.source, where the Lists were served from, and
+// data.allNamespaces, what a List across every namespace gave. It asks
 // to be reconciled again every 200ms, so that the summary follows the
 // ConfigMaps without a watch.
 //
@@ -84,7 +85,7 @@ func (r *reconciler) Reconcile(ctx context.Context, secret *corev1.Secret) (side
 		return sidecar.Result{}, err
 	}
 	summary := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name + "-summary"}}
-	data := map[string]string{"byController": byController, "byParent": byParent, "source": string(source)}
+	data := map[string]string{"byController": byController, "byParent": byParent, "source": string(source), "allNamespaces": r.listEverywhere(ctx)}
 	err = r.c.Get(ctx, ctrlclient.ObjectKeyFromObject(summary), summary, client.Uncached)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -95,6 +96,17 @@ func (r *reconciler) Reconcile(ctx context.Context, secret *corev1.Secret) (side
 		err = r.c.Update(ctx, summary)
 	}
 	return sidecar.Result{RequeueAfter: 200 * time.Millisecond}, err
+}
+
+// listEverywhere lists ConfigMaps across every namespace, which a host scoped
+// by --namespace refuses for a declared cached kind: "refused" and the
+// error's message, or how many it listed.
+func (r *reconciler) listEverywhere(ctx context.Context) string {
+	var list corev1.ConfigMapList
+	if err := r.c.List(ctx, &list); err != nil {
+		return "refused: " + err.Error()
+	}
+	return fmt.Sprintf("listed %d", len(list.Items))
 }
 
 // names lists the ConfigMaps of namespace that opts select, and says where
