@@ -35,7 +35,10 @@ func (s *Server) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (*poly
 	if sub := req.GetSubresource(); sub != "" && sub != "status" {
 		return s.getSubresource(ctx, m, key, sub)
 	}
-	reader, source := s.reader(m, key.Namespace, req.GetOptions().GetUncached())
+	reader, source, err := s.reader(m, key.Namespace, req.GetOptions().GetUncached())
+	if err != nil {
+		return nil, err
+	}
 	obj, opts := readTarget(m.GroupVersionKind, source)
 	if err := reader.Get(ctx, key, obj, opts...); err != nil {
 		return nil, toStatus(err)
@@ -91,7 +94,10 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 		opts = append(opts, client.MatchingFieldsSelector{Selector: sel})
 	}
 	// A continue token comes from the API server and only it can honour it.
-	reader, source := s.reader(m, namespace, req.GetOptions().GetUncached() || req.GetContinueToken() != "")
+	reader, source, err := s.reader(m, namespace, req.GetOptions().GetUncached() || req.GetContinueToken() != "")
+	if err != nil {
+		return nil, err
+	}
 	if source == polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER {
 		if req.GetLimit() > 0 {
 			opts = append(opts, client.Limit(req.GetLimit()))
@@ -108,7 +114,7 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 	if err := reader.List(ctx, list, opts...); err != nil {
 		var apiStatus apierrors.APIStatus
 		if !errors.As(err, &apiStatus) && source == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE && req.GetFieldSelector() != "" {
-			return nil, invalid("%s", cacheFieldSelectorError(m.GroupVersionKind.Kind, req.GetFieldSelector(), err))
+			return nil, invalid("%s", cacheFieldSelectorError(m.GroupVersionKind.Kind, req.GetFieldSelector(), s.indexList(m.GroupVersionKind), err))
 		}
 		return nil, toStatus(err)
 	}
@@ -164,12 +170,26 @@ func listTarget(gvk schema.GroupVersionKind, source polyopv1alpha1.ReadSource) c
 }
 
 // reader picks the cache when it holds the kind in namespace and the caller
-// did not ask for the API server, and says which it picked.
-func (s *Server) reader(m *meta.RESTMapping, namespace string, uncached bool) (client.Reader, polyopv1alpha1.ReadSource) {
+// did not ask for the API server, and says which it picked. A kind the
+// sidecar declared for cached reads is read from the API server only when
+// asked (see Options.DeclaredKinds).
+func (s *Server) reader(m *meta.RESTMapping, namespace string, uncached bool) (client.Reader, polyopv1alpha1.ReadSource, error) {
 	if !uncached && s.cached(m.GroupVersionKind, namespace) {
-		return s.clients.Cache, polyopv1alpha1.ReadSource_READ_SOURCE_CACHE
+		return s.clients.Cache, polyopv1alpha1.ReadSource_READ_SOURCE_CACHE, nil
 	}
-	return s.clients.APIReader, polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER
+	if !uncached && s.opts.DeclaredKinds[m.GroupVersionKind] {
+		return nil, 0, s.refuseUncached(m.GroupVersionKind, namespace)
+	}
+	return s.clients.APIReader, polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER, nil
+}
+
+// indexList names the indexes of gvk, for an error.
+func (s *Server) indexList(gvk schema.GroupVersionKind) string {
+	names := s.opts.Indexes[gvk]
+	if len(names) == 0 {
+		return "none on " + gvk.Kind
+	}
+	return strings.Join(names, ", ")
 }
 
 // objectKey validates the key of one object of the mapped kind: a name, and a
@@ -198,8 +218,8 @@ var apiServerSelectableFields = []string{"metadata.name", "metadata.namespace"}
 // kind by selector, and the remedy that works: for metadata.name and
 // metadata.namespace, reading uncached; for another field, an index on it, as
 // the API server selects by that field only if the kind registers it.
-func cacheFieldSelectorError(kind, selector string, err error) string {
-	msg := fmt.Sprintf("the host's cache cannot select %s by the field selector %q: it selects only by exact values (=, ==) of the fields it indexes (%v)", kind, selector, err)
+func cacheFieldSelectorError(kind, selector, indexes string, err error) string {
+	msg := fmt.Sprintf("the host's cache cannot select %s by the field selector %q: it selects only by exact values (=, ==) of the indexes it keeps (%s): %v", kind, selector, indexes, err)
 	var others []string
 	if sel, parseErr := fields.ParseSelector(selector); parseErr == nil {
 		for _, r := range sel.Requirements() {
@@ -211,8 +231,8 @@ func cacheFieldSelectorError(kind, selector string, err error) string {
 	if len(others) == 0 {
 		return msg + "; set uncached to ask the API server, which selects every kind by metadata.name and metadata.namespace"
 	}
-	return msg + fmt.Sprintf("; to select by %s, declare an index on it in the sidecar, so that the host's cache keeps one. "+
+	return msg + fmt.Sprintf("; to select by %s, declare an index of that name on %s in the sidecar (an IndexDescription in its description), so that the host's cache keeps one. "+
 		"Setting uncached helps only if %s registers the field for field selectors: the API server selects by metadata.name, metadata.namespace "+
 		"and the fields the kind registers (a built-in kind's own, such as a Pod's spec.nodeName; a custom resource's selectableFields), and refuses any other",
-		strings.Join(others, ", "), kind)
+		strings.Join(others, ", "), kind, kind)
 }

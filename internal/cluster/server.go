@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -54,6 +57,18 @@ type Options struct {
 	// kind). Reads of other kinds, or in other namespaces, go to the API
 	// server. Defaults to none: every read goes to the API server.
 	CachedKinds map[schema.GroupVersionKind][]string
+	// DeclaredKinds are the cached kinds the sidecar declared for cached
+	// reads or indexes. A read of one outside the namespaces cached is
+	// refused with FAILED_PRECONDITION, naming them, unless it sets
+	// uncached: the sidecar asked for the cache, and the API server may not
+	// even allow the read. Defaults to none: such reads go to the API
+	// server.
+	DeclaredKinds map[schema.GroupVersionKind]bool
+	// Indexes are the names of the cache indexes of each kind, which a List
+	// from the cache may select by with a field selector "<name>=<value>",
+	// for the errors of a List that selects by another field. Defaults to
+	// none.
+	Indexes map[schema.GroupVersionKind][]string
 	// WriteNamespaces are the namespaces the sidecar may write namespaced
 	// objects in (create, update, patch, delete, subresources, events): the
 	// namespaces the host watches. A write elsewhere is refused with
@@ -217,6 +232,19 @@ func (s *Server) mapping(k *polyopv1alpha1.GroupVersionKind) (*meta.RESTMapping,
 		return nil, toStatus(err)
 	}
 	return m, nil
+}
+
+// refuseUncached refuses a read of a kind the sidecar declared for cached
+// reads in namespace ("" for every namespace), which the cache does not hold.
+func (s *Server) refuseUncached(gvk schema.GroupVersionKind, namespace string) error {
+	where := "across every namespace"
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	return status.Errorf(codes.FailedPrecondition,
+		"the host caches %s in namespaces %s only (the namespaces the sidecar declares for it, narrowed by the host's --namespace), not %s: "+
+			"read in one of those namespaces, or set uncached to read from the API server, which the host's RBAC must allow",
+		gvk.Kind, strings.Join(s.opts.CachedKinds[gvk], ", "), where)
 }
 
 // cached reports whether the host's cache holds every object of gvk in

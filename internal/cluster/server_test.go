@@ -512,7 +512,7 @@ func TestListByAFieldTheCacheDoesNotIndexNamesARemedyThatWorks(t *testing.T) {
 	}{
 		"if the field is metadata.name, then read uncached": {
 			selector: "metadata.name=a",
-			want:     `the host's cache cannot select ConfigMap by the field selector "metadata.name=a": it selects only by exact values (=, ==) of the fields it indexes (`,
+			want:     `the host's cache cannot select ConfigMap by the field selector "metadata.name=a": it selects only by exact values (=, ==) of the indexes it keeps (`,
 			notWant:  "declare an index",
 		},
 		"if the selector is not exact, then read uncached": {
@@ -522,7 +522,7 @@ func TestListByAFieldTheCacheDoesNotIndexNamesARemedyThatWorks(t *testing.T) {
 		},
 		"if the field is the kind's own, then declare an index, as the API server may refuse it too": {
 			selector: "metadata.name=a,data.from=cache",
-			want: "; to select by data.from, declare an index on it in the sidecar, so that the host's cache keeps one. " +
+			want: "; to select by data.from, declare an index of that name on ConfigMap in the sidecar (an IndexDescription in its description), so that the host's cache keeps one. " +
 				"Setting uncached helps only if ConfigMap registers the field for field selectors: the API server selects by metadata.name, metadata.namespace " +
 				"and the fields the kind registers (a built-in kind's own, such as a Pod's spec.nodeName; a custom resource's selectableFields), and refuses any other",
 			notWant: "set uncached to ask",

@@ -5,12 +5,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/index"
 )
 
 // OwnerIndex is the cache index every owned kind gets: the UID of an object's
 // controller owner. Observed children and the children to prune are found
-// through it, never by scanning.
-const OwnerIndex = ".metadata.controllerUID"
+// through it, never by scanning; sidecars list by it too (index.OwnerUID).
+const OwnerIndex = index.OwnerUID
 
 // ownerIndexName is the name under which controller-runtime's cache looks up
 // the index of a List with the field selector OwnerIndex=<uid>. It and

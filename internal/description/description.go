@@ -31,6 +31,10 @@ type Description struct {
 	Webhooks []Webhook
 	// Conversions are the kinds whose versions the sidecar converts.
 	Conversions []Conversion
+	// Indexes are the cache indexes the sidecar declares.
+	Indexes []Index
+	// CachedKinds are the kinds the sidecar declares for cached reads.
+	CachedKinds []CachedKind
 }
 
 // Controller is one validated ControllerDescription.
@@ -188,6 +192,8 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 	}
 	d.Webhooks = webhooks(resp.GetWebhooks(), bad)
 	d.Conversions = conversions(resp.GetConversions(), bad)
+	d.Indexes = indexes(resp.GetIndexes(), bad)
+	d.CachedKinds = cachedKinds(resp.GetCachedKinds(), bad)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("invalid sidecar description: %w", err)
 	}

@@ -42,6 +42,12 @@ func GuessingMapper(desc *Description) meta.RESTMapper {
 	for _, wh := range desc.Webhooks {
 		add(wh.GVK)
 	}
+	for _, ix := range desc.Indexes {
+		add(ix.GVK)
+	}
+	for _, ck := range desc.CachedKinds {
+		add(ck.GVK)
+	}
 	for _, c := range desc.Conversions {
 		for _, v := range c.Versions {
 			add(c.GroupKind.WithVersion(v))

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -27,9 +28,12 @@ type CacheView struct {
 	// for a cluster-scoped kind).
 	Namespaces []string
 	// Labels selects the objects cached; nil for every object. Only a
-	// reconciled kind has one: the kinds a controller owns or watches are
-	// cached whatever their labels.
+	// reconciled kind, or a kind declared for cached reads, has one: the
+	// kinds a controller owns or watches are cached whatever their labels.
 	Labels labels.Selector
+	// Fields selects the objects cached; nil for every object. Only a kind
+	// declared for cached reads has one.
+	Fields fields.Selector
 }
 
 // Service names the Service in front of the host's webhook server.
@@ -70,6 +74,10 @@ type Resolved struct {
 	Kinds map[schema.GroupVersionKind]Kind
 	// Views are the cache's view of every reconciled, owned and watched kind.
 	Views map[schema.GroupVersionKind]CacheView
+	// Declared are the kinds the sidecar declares for cached reads or
+	// indexes: reads of them outside the cache are refused, not sent to the
+	// API server, unless they ask for it.
+	Declared map[schema.GroupVersionKind]bool
 	// CRDs are the names of the CustomResourceDefinitions of the converted
 	// kinds.
 	CRDs map[schema.GroupKind]string
@@ -122,6 +130,12 @@ func Resolve(mapper meta.RESTMapper, desc *Description, opts ResolveOptions) (*R
 			}
 		}
 	}
+	for _, ix := range d.Indexes {
+		lookup(ix.GVK, fmt.Sprintf("index %q is on", ix.Name))
+	}
+	for _, ck := range d.CachedKinds {
+		lookup(ck.GVK, "a cached kind is")
+	}
 	if !opts.WebhooksOff {
 		// lookup appends to errs itself: take the other errors apart.
 		webhookErrs := r.resolveWebhooks(mapper, lookup)
@@ -135,6 +149,9 @@ func Resolve(mapper meta.RESTMapper, desc *Description, opts ResolveOptions) (*R
 	}
 	views, err := r.views()
 	if err != nil {
+		return nil, err
+	}
+	if err := r.cacheDeclared(views); err != nil {
 		return nil, err
 	}
 	r.Views = views

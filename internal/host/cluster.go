@@ -112,6 +112,8 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		Recorder:  mgr.GetEventRecorder(res.Name),
 	}, clusterservice.Options{
 		CachedKinds:     cachedKinds(res),
+		DeclaredKinds:   res.Declared,
+		Indexes:         indexNames(res),
 		WriteNamespaces: res.WatchedNamespaces(),
 		TLS:             tlsConfig,
 		FieldManager:    "polyop-" + res.Name,

@@ -124,7 +124,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}); err != nil {
 		return err
 	}
-	informers, err := startInformers(mgr, res.WatchedKinds())
+	if err := addIndexes(mgr, res); err != nil {
+		return err
+	}
+	informers, err := startInformers(mgr, append(res.WatchedKinds(), declaredKinds(res)...))
 	if err != nil {
 		return err
 	}
@@ -170,7 +173,7 @@ func resolve(mapper meta.RESTMapper, desc *description.Description, opts Options
 func cacheOptions(res *description.Resolved, keepManagedFields bool) cache.Options {
 	o := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
 	for gvk, view := range res.Views {
-		by := cache.ByObject{Transform: object.Transform(gvk, keepManagedFields), Label: view.Labels}
+		by := cache.ByObject{Transform: object.Transform(gvk, keepManagedFields), Label: view.Labels, Field: view.Fields}
 		if len(view.Namespaces) > 0 {
 			by.Namespaces = map[string]cache.Config{}
 			for _, ns := range view.Namespaces {

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/polyop/polyop/internal/description"
 )
@@ -81,6 +82,9 @@ var (
 // nothing. With LeaderElection, a Role in the host's namespace on leases, and
 // on the core events leader election records, and its RoleBinding, are added.
 //
+// The kinds the sidecar declares for cached reads (cached_kinds) or indexes
+// need get, list and watch where the host caches them.
+//
 // What the sidecar reads or writes imperatively through the cluster service
 // beyond the kinds it declares is not in the description, so it is not here:
 // grant it in a role of its own, bound to the same ServiceAccount.
@@ -125,6 +129,21 @@ func RBAC(res *description.Resolved, opts RBACOptions) ([]runtime.Object, error)
 			add(w.GVK.Group, res.Kinds[w.GVK], "", readVerbs...)
 		}
 		add("events.k8s.io", description.Kind{Resource: "events", Namespaced: true}, "", "create", "patch")
+	}
+	// The kinds the sidecar declares for cached reads or indexes are cached
+	// where their view says.
+	for _, gvk := range slices.SortedFunc(maps.Keys(res.Declared), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) }) {
+		r, view := res.Kinds[gvk], res.Views[gvk]
+		if len(view.Namespaces) == 0 || !r.Namespaced {
+			cluster.add(gvk.Group, r.Resource, readVerbs...)
+			continue
+		}
+		for _, ns := range view.Namespaces {
+			if namespaced[ns] == nil {
+				namespaced[ns] = ruleSet{}
+			}
+			namespaced[ns].add(gvk.Group, r.Resource, readVerbs...)
+		}
 	}
 	if opts.MetricsAuth {
 		cluster.add("authentication.k8s.io", "tokenreviews", "create")

@@ -297,3 +297,39 @@ func withNamespaces(c description.Controller, namespaces ...string) description.
 	c.Namespaces = namespaces
 	return c
 }
+
+func TestRBACReadsTheDeclaredKindsWhereTheHostCachesThem(t *testing.T) {
+	t.Parallel()
+	podGVK := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	jobGVK := schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
+	nodeGVK := schema.GroupVersionKind{Version: "v1", Kind: "Node"}
+	desc := &description.Description{
+		Name:        "shop",
+		Controllers: []description.Controller{{Name: "widgets", GVK: widgetKind, Namespaces: []string{"team-a"}}},
+		CachedKinds: []description.CachedKind{{GVK: podGVK}, {GVK: nodeGVK}},
+		Indexes:     []description.Index{{GVK: jobGVK, Name: ".metadata.controller"}},
+	}
+	objs, err := RBAC(resolve(t, desc, "team-a"), RBACOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clusterRules, teamA []string
+	for _, o := range objs {
+		switch r := o.(type) {
+		case *rbacv1.ClusterRole:
+			clusterRules = rulesOf(r.Rules)
+		case *rbacv1.Role:
+			if r.Namespace == "team-a" {
+				teamA = rulesOf(r.Rules)
+			}
+		}
+	}
+	if !slices.Contains(clusterRules, "/nodes: get,list,watch") {
+		t.Errorf("the ClusterRole does not read the cached cluster-scoped Nodes: %q", clusterRules)
+	}
+	for _, want := range []string{"/pods: get,list,watch", "batch/jobs: get,list,watch"} {
+		if !slices.Contains(teamA, want) || slices.Contains(clusterRules, want) {
+			t.Errorf("%s is not granted in team-a only (the host's namespace): Role %q, ClusterRole %q", want, teamA, clusterRules)
+		}
+	}
+}

@@ -161,7 +161,7 @@ func TestClusterService(t *testing.T) {
 			return len(resp.GetItems()) == 1 && resp.GetSource() == polyopv1alpha1.ReadSource_READ_SOURCE_CACHE, fmt.Sprintf("%d items from %s", len(resp.GetItems()), resp.GetSource())
 		})
 		_, err := cs.List(ctx, &polyopv1alpha1.ListRequest{Kind: widgetKind, Namespace: f.ns, FieldSelector: "spec.value=x"})
-		if code, s := apiStatusOf(err); code != codes.InvalidArgument || s != nil || !strings.Contains(err.Error(), "to select by spec.value, declare an index on it") {
+		if code, s := apiStatusOf(err); code != codes.InvalidArgument || s != nil || !strings.Contains(err.Error(), "to select by spec.value, declare an index of that name on") {
 			t.Errorf("an unindexed field selector: %v, want INVALID_ARGUMENT without an API status, saying to declare an index", err)
 		}
 		// As the message says, the API server refuses a field the kind does

@@ -14,7 +14,7 @@ var (
 	env *testenv.Env
 	k8s client.Client
 
-	hostBin, testSidecarBin, exampleSidecarBin, childSidecarBin string
+	hostBin, testSidecarBin, exampleSidecarBin, childSidecarBin, indexSidecarBin string
 )
 
 func TestMain(m *testing.M) {
@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 			"./test/testsidecar":              &testSidecarBin,
 			"./examples/go/maintenancewindow": &exampleSidecarBin,
 			"./test/childsidecar":             &childSidecarBin,
+			"./test/indexsidecar":             &indexSidecarBin,
 		},
 		Env:    &env,
 		Client: &k8s,

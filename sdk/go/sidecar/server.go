@@ -47,7 +47,9 @@ type Server struct {
 	controllers map[string]*controller
 	order       []string // registration order, for Describe
 	serving     bool
-	admission   admissionRegistry // webhooks and conversions, see webhook.go
+	admission   admissionRegistry                  // webhooks and conversions, see webhook.go
+	indexes     []*polyopv1alpha1.IndexDescription // see Index
+	cachedKinds []*polyopv1alpha1.CachedKind       // see CacheKind
 
 	cluster clusterAccess // the host's Cluster service, for GetClient
 }
@@ -141,6 +143,12 @@ func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 		resp.Controllers = append(resp.Controllers, proto.CloneOf(s.controllers[name].desc))
 	}
 	resp.Webhooks, resp.Conversions = s.admission.describe()
+	for _, ix := range s.indexes {
+		resp.Indexes = append(resp.Indexes, proto.CloneOf(ix))
+	}
+	for _, ck := range s.cachedKinds {
+		resp.CachedKinds = append(resp.CachedKinds, proto.CloneOf(ck))
+	}
 	log.V(1).Info("Described the sidecar to the host", "controllers", s.order)
 	return resp, nil
 }

@@ -29,6 +29,8 @@ export function description(name: string, registry: Registry): DescribeResponse 
       kind: { group: desc.group, kind: desc.kind },
       versions: desc.versions,
     })),
+    indexes: [...registry.indexes.values()],
+    cachedKinds: [...registry.cachedKinds.values()],
     sdkName: SDK_NAME,
     sdkVersion: SDK_VERSION,
   });

@@ -93,6 +93,7 @@ export {
   type StatusCause,
 } from "./errors.js";
 export { field, formatFieldError, type FieldError, type FieldErrorType } from "./field.js";
+export { OWNER_UID_INDEX, type CachedKindOptions, type IndexOptions } from "./indexes.js";
 export { discardLogger, jsonLogger, type LogFields, type Logger, type LogLevel } from "./log.js";
 export {
   apiVersionOf,

@@ -2,7 +2,8 @@ import type { Defaulter, Operation, Validator } from "./admission.js";
 import type { MaybePromise } from "./context.js";
 import type { Converter } from "./conversion.js";
 import { FailurePolicy, Operation as OperationProto, type WebhookDescription } from "./gen/polyop/v1alpha1/admission_pb.js";
-import { UpdateFilter as UpdateFilterProto, type ControllerDescription } from "./gen/polyop/v1alpha1/describe_pb.js";
+import { UpdateFilter as UpdateFilterProto, type CachedKind, type ControllerDescription, type IndexDescription } from "./gen/polyop/v1alpha1/describe_pb.js";
+import { compilePath, OWNER_UID_INDEX, type CachedKindOptions, type IndexOptions } from "./indexes.js";
 import { gvkOf, type GroupVersionKind, type KubeResource, type TypeMeta } from "./objects.js";
 import type { Finalizer, ReconcileContext, Reconciler, Result } from "./reconcile.js";
 
@@ -144,6 +145,10 @@ export class Registry {
   readonly controllers = new Map<string, ControllerEntry>();
   readonly webhooks = new Map<string, WebhookEntry>();
   readonly conversions = new Map<string, ConversionEntry>();
+  /** The declared indexes, by "group/kind/name". */
+  readonly indexes = new Map<string, Omit<IndexDescription, "$typeName" | "kind"> & { kind: GroupVersionKind }>();
+  /** The kinds declared for cached reads, by "group/kind". */
+  readonly cachedKinds = new Map<string, Omit<CachedKind, "$typeName" | "kind"> & { kind: GroupVersionKind }>();
   /** Set while the sidecar serves: the host reads the registrations once, at start. */
   sealed = false;
 
@@ -236,6 +241,56 @@ export class Registry {
       throw new Error(`${where} is already registered`);
     }
     this.conversions.set(key, { desc: options, convert: fn });
+  }
+
+  /** Adds a declared index (see IndexOptions). */
+  addIndex(options: IndexOptions): void {
+    const gvk = checkKind(options, "polyop: index");
+    const where = `polyop: index ${JSON.stringify(options.name)} on ${gvk.kind}`;
+    this.checkOpen(where);
+    if (!options.name || /[=!,\s]/.test(options.name)) {
+      throw new Error(`${where}: a name is required, without '=', '!', ',' or spaces`);
+    }
+    if (options.name === OWNER_UID_INDEX) {
+      throw new Error(`${where}: the host keeps this index itself on every owned kind; choose another name`);
+    }
+    if (Boolean(options.path) === Boolean(options.cel)) {
+      throw new Error(`${where}: give path or cel, one of them`);
+    }
+    if (options.path) {
+      compilePath(options.path); // an error now rather than at the host's start
+    }
+    const key = `${gvk.group}/${gvk.kind}/${options.name}`;
+    if (this.indexes.has(key)) {
+      throw new Error(`${where} is already declared`);
+    }
+    this.indexes.set(key, {
+      kind: gvk,
+      name: options.name,
+      value: options.path ? { case: "fieldPath", value: options.path } : { case: "cel", value: options.cel ?? "" },
+    });
+  }
+
+  /** Adds a kind declared for cached reads (see CachedKindOptions). */
+  addCachedKind(options: CachedKindOptions): void {
+    const gvk = checkKind(options, "polyop: cached kind");
+    const where = `polyop: cached kind ${gvk.kind}`;
+    this.checkOpen(where);
+    for (const ns of options.namespaces ?? []) {
+      if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns)) {
+        throw new Error(`${where}: namespace ${JSON.stringify(ns)} is not a valid name`);
+      }
+    }
+    const key = `${gvk.group}/${gvk.kind}`;
+    if (this.cachedKinds.has(key)) {
+      throw new Error(`${where} is already declared`);
+    }
+    this.cachedKinds.set(key, {
+      kind: gvk,
+      namespaces: [...new Set(options.namespaces ?? [])],
+      labelSelector: options.labelSelector ?? "",
+      fieldSelector: options.fieldSelector ?? "",
+    });
   }
 
   private checkOpen(where: string) {

@@ -7,6 +7,7 @@ import { description, PROTOCOL_VERSION } from "./describe.js";
 import type { ConvertRequest, DefaultRequest, ValidateRequest } from "./gen/polyop/v1alpha1/admission_pb.js";
 import { ProtocolVersion, type DescribeRequest, type DescribeResponse } from "./gen/polyop/v1alpha1/describe_pb.js";
 import type { FinalizeRequest, ReconcileRequest } from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import type { CachedKindOptions, IndexOptions } from "./indexes.js";
 import { jsonLogger, type Logger } from "./log.js";
 import type { KubeResource, TypedKind } from "./objects.js";
 import { finalize, reconcile, type Reconciler } from "./reconcile.js";
@@ -106,6 +107,33 @@ export class Sidecar {
   converter(options: ConversionOptions, fn: Converter): this {
     this.registry.addConversion(options, fn);
     return this;
+  }
+
+  /**
+   * Declares a cache index the host keeps on a kind (see IndexOptions):
+   *
+   *     sidecar.index({ apiVersion: "batch/v1", kind: "Job", name: ".metadata.controller",
+   *                     path: ".metadata.ownerReferences[?(@.controller==true)].name" });
+   */
+  index(options: IndexOptions): this {
+    this.registry.addIndex(options);
+    return this;
+  }
+
+  /** Declares a kind for cached reads, with no controller (see CachedKindOptions). */
+  cacheKind(options: CachedKindOptions): this {
+    this.registry.addCachedKind(options);
+    return this;
+  }
+
+  /** The indexes declared with index, for FakeCluster.indexAs. */
+  get declaredIndexes(): IndexOptions[] {
+    return [...this.registry.indexes.values()].map((ix) => ({
+      apiVersion: ix.kind.group ? `${ix.kind.group}/${ix.kind.version}` : ix.kind.version,
+      kind: ix.kind.kind,
+      name: ix.name,
+      ...(ix.value.case === "fieldPath" ? { path: ix.value.value } : { cel: ix.value.value ?? "" }),
+    }));
   }
 
   /**

@@ -20,7 +20,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { parseAddress, prepareSocket } from "./address.js";
 
 import type { Cluster, DeleteOptions, EventSpec, GetOptions, ListOptions, ObjectList, PatchOptions, PatchType, ResolvedKind, UpdateOptions, WriteOptions } from "./cluster.js";
-import { AlreadyExistsError, ClusterError, ConflictError, InvalidError, NotFoundError, type Status } from "./errors.js";
+import { AlreadyExistsError, BadRequestError, ClusterError, ConflictError, InvalidError, NotFoundError, type Status } from "./errors.js";
 import type { FieldError, FieldErrorType } from "./field.js";
 import {
   ConvertRequestSchema,
@@ -46,6 +46,7 @@ import { APIErrorSchema, ClusterService, DeletePropagation, PatchType as PatchTy
 import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
 import type { Operation } from "./admission.js";
 import type { Sidecar } from "./sidecar.js";
+import { compilePath, controlledBy, OWNER_UID_INDEX } from "./indexes.js";
 
 /** The failure a reconcile or finalize reported (the wire's Failure), decoded. */
 export interface FailureOutcome {
@@ -291,7 +292,10 @@ export interface RecordedEvent extends EventSpec {
  * objects get a uid, a resourceVersion and a generation; create refuses
  * existing objects (AlreadyExistsError), update and delete missing ones
  * (NotFoundError), update a stale resourceVersion (ConflictError). List
- * selects by namespace and by equality label selectors ("a=b,c!=d,e,!f").
+ * selects by namespace, by equality label selectors ("a=b,c!=d,e,!f") and by
+ * the field selectors metadata.name and metadata.namespace (=, ==, !=), or
+ * one "<index>=<value>" on OWNER_UID_INDEX or an index given to index or
+ * indexAs, as the host's cache does; another field selector is refused.
  * Patches are merge patches (apply is treated as one). Every call passes
  * through the interceptors first, which may throw to inject failures.
  */
@@ -303,6 +307,7 @@ export class FakeCluster implements Cluster {
   /** Called before every operation; throw to make it fail. */
   readonly interceptors: Array<(verb: string, type: TypeMeta, key: ObjectKey | undefined) => void> = [];
   private readonly store = new Map<string, KubeResource>();
+  private readonly indexes = new Map<string, (obj: KubeResource) => string[]>();
   private version = 0;
 
   constructor(objects: KubeResource[] = []) {
@@ -318,6 +323,81 @@ export class FakeCluster implements Cluster {
     copy.metadata.resourceVersion = String(++this.version);
     copy.metadata.generation ??= 1;
     this.store.set(storeKey(copy, keyOf(copy)), copy);
+  }
+
+  /**
+   * Indexes a kind by name, as the host indexes what a sidecar declares with
+   * Sidecar.index: list then selects fieldSelector "<name>=<value>". values
+   * is a field path (the host's syntax) or a function of the object returning
+   * its values, for an index declared by CEL, which FakeCluster does not
+   * evaluate.
+   */
+  index(type: TypeMeta, name: string, values: string | ((obj: KubeResource) => Iterable<string>)): this {
+    const gvk = gvkOf(type);
+    const fn = typeof values === "string" ? compilePath(values) : (o: KubeResource) => [...new Set(values(o))].filter(Boolean);
+    this.indexes.set(`${gvk.group}/${gvk.kind}/${name}`, fn);
+    return this;
+  }
+
+  /**
+   * Indexes this cluster by the indexes sidecar declares: by their field
+   * paths; one declared by CEL refuses a List until the test gives it a
+   * function with index.
+   */
+  indexAs(sidecar: Sidecar): this {
+    for (const ix of sidecar.declaredIndexes) {
+      if (ix.path) {
+        this.index(ix, ix.name, ix.path);
+        continue;
+      }
+      const gvk = gvkOf(ix);
+      const key = `${gvk.group}/${gvk.kind}/${ix.name}`;
+      if (!this.indexes.has(key)) {
+        this.indexes.set(key, () => {
+          throw apiError(
+            BadRequestError,
+            400,
+            "BadRequest",
+            `FakeCluster does not evaluate the CEL of index ${JSON.stringify(ix.name)} on ${gvk.kind} (${ix.cel}): ` +
+              `give it the index as a function, fake.index({ apiVersion: ${JSON.stringify(ix.apiVersion)}, kind: ${JSON.stringify(ix.kind)} }, ${JSON.stringify(ix.name)}, (obj) => [...])`,
+          );
+        });
+      }
+    }
+    return this;
+  }
+
+  /** The test of a field selector, as the host's cache answers it. */
+  private fieldTest(type: TypeMeta, selector: string): (obj: KubeResource) => boolean {
+    if (!selector.trim()) {
+      return () => true;
+    }
+    const gvk = gvkOf(type);
+    const one = /^\s*([^=!,\s]+)\s*==?\s*([^,\s]*)\s*$/.exec(selector);
+    if (one) {
+      const [, name, value] = one as unknown as [string, string, string];
+      if (name === OWNER_UID_INDEX) {
+        return (o) => controlledBy(o, value);
+      }
+      const fn = this.indexes.get(`${gvk.group}/${gvk.kind}/${name}`);
+      if (fn) {
+        return (o) => fn(o).includes(value);
+      }
+    }
+    const tests = selector.split(",").map((part) => {
+      const m = /^\s*(metadata\.name|metadata\.namespace)\s*(==|!=|=)\s*(\S*)\s*$/.exec(part);
+      if (!m) {
+        throw apiError(
+          BadRequestError,
+          400,
+          "BadRequest",
+          `FakeCluster selects ${gvk.kind} by metadata.name, metadata.namespace and its indexes only, not ${JSON.stringify(part.trim())}: index the field with index or indexAs`,
+        );
+      }
+      const [, field, op, value] = m as unknown as [string, string, string, string];
+      return (o: KubeResource) => ((field === "metadata.name" ? o.metadata.name : o.metadata.namespace) === value) !== (op === "!=");
+    });
+    return (o) => tests.every((t) => t(o));
   }
 
   /** Every stored object of the kind, sorted by namespace and name. */
@@ -355,8 +435,9 @@ export class FakeCluster implements Cluster {
   async list<T extends KubeResource = KubeResource>(type: TypeMeta, options: ListOptions = {}): Promise<ObjectList<T>> {
     this.intercept("list", type);
     const selector = parseSelector(options.labelSelector ?? "");
+    const fields = this.fieldTest(type, options.fieldSelector ?? "");
     const items = this.all<T>(type).filter(
-      (o) => (!options.namespace || o.metadata.namespace === options.namespace) && selector(o.metadata.labels ?? {}),
+      (o) => (!options.namespace || o.metadata.namespace === options.namespace) && selector(o.metadata.labels ?? {}) && fields(o),
     );
     return { items, continue: "", resourceVersion: String(this.version), source: "cache" };
   }

@@ -102,7 +102,7 @@ from polyop.reconcile import (
     Watch,
 )
 from polyop.server import AsyncServer, Server
-from polyop.sidecar import PROTOCOL_VERSION, Sidecar
+from polyop.sidecar import OWNER_UID_INDEX, PROTOCOL_VERSION, Sidecar
 
 DEFAULT_ADDRESS = DEFAULT_SIDECAR_ADDRESS
 """The address a sidecar serves on by default, the host's default --sidecar-address."""
@@ -112,6 +112,7 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "DEGRADED",
     "GVK",
+    "OWNER_UID_INDEX",
     "PROTOCOL_VERSION",
     "READY",
     "SDK_NAME",

@@ -22,6 +22,7 @@ from polyop._requests import _Call, _Requests
 from polyop.cluster import AsyncCluster, Cluster
 from polyop.errors import APIError, api_error
 from polyop.objects import GVK, KindLike, Object, encode
+from polyop.sidecar import OWNER_UID_INDEX
 from polyop.v1alpha1 import cluster_pb2, reconcile_pb2
 
 __all__ = ["FakeCluster", "RecordedEvent"]
@@ -76,8 +77,10 @@ class FakeCluster(Cluster):
     update of the object keeps the stored status, an update of
     ``subresource="status"`` changes the status only. A delete of an object
     with finalizers sets its ``deletionTimestamp``; it goes once an update
-    removes the last finalizer. ``list`` takes kubectl's label selectors and
-    the field selectors ``metadata.name`` and ``metadata.namespace``. Merge
+    removes the last finalizer. ``list`` takes kubectl's label selectors, the
+    field selectors ``metadata.name`` and ``metadata.namespace``, and
+    ``"<index>=<value>"`` on :data:`~polyop.OWNER_UID_INDEX` and the indexes
+    given to :meth:`index`. Merge
     and JSON patches are applied; server-side apply is approximated by a
     merge patch (create when missing, no field ownership) and a strategic
     merge patch is refused with BadRequestError. Dry runs store nothing.
@@ -110,7 +113,42 @@ class FakeCluster(Cluster):
         """The events recorded, in order."""
         self.subresource_creates: list[tuple[GVK, str, str, str, Object]] = []
         """The subresources created: kind, namespace, name, subresource and body."""
+        self._indexes: dict[tuple[str, str, str], Callable[[Object], list[str]]] = {}
         self.add(*objects)
+
+    def index(self, kind: KindLike, name: str, values: str | Callable[[Object], Iterable[str]]) -> None:
+        """Index kind by name, as the host indexes what a sidecar declares
+        with :meth:`~polyop.Sidecar.index`: ``list`` then selects
+        ``field_selector=f"{name}={value}"``. ``values`` is a field path (the
+        host's syntax) or a function of the object returning its values, for
+        an index declared by CEL, which FakeCluster does not evaluate.
+        :class:`~polyop.testing.Harness` indexes a FakeCluster by the field
+        paths its sidecar declares; :data:`~polyop.OWNER_UID_INDEX` is always
+        there."""
+        gvk = GVK.parse(kind)
+        if isinstance(values, str):
+            from polyop._fieldpath import compile_path
+
+            by_path = compile_path(values)
+            fn: Callable[[Object], list[str]] = lambda o: by_path(dict(o))  # noqa: E731
+        else:
+            fn = lambda o: [v for v in dict.fromkeys(values(o)) if v]  # noqa: E731
+        with self._lock:
+            self._indexes[(gvk.group, gvk.kind, name)] = fn
+
+    def _declare_cel_index(self, kind: KindLike, name: str, cel: str) -> None:
+        """Refuse, with the remedy, a List by an index declared by CEL that
+        the test did not index with a function."""
+        gvk = GVK.parse(kind)
+
+        def refuse(_: Object) -> list[str]:
+            raise _bad_request(
+                f"FakeCluster does not evaluate the CEL of index {name!r} on {gvk.kind} ({cel}): "
+                f"give it the index as a function, fake.index({str(gvk)!r}, {name!r}, lambda obj: [...])"
+            )
+
+        with self._lock:
+            self._indexes.setdefault((gvk.group, gvk.kind, name), refuse)
 
     def add(self, *objects: Mapping[str, Any]) -> None:
         """Store objects as they are, with the metadata a create would set
@@ -147,7 +185,7 @@ class FakeCluster(Cluster):
     def _serve_list(self, request: cluster_pb2.ListRequest) -> cluster_pb2.ListResponse:
         gvk = GVK.from_proto(request.kind)
         labels = _label_selector(request.label_selector)
-        fields = _field_selector(request.field_selector)
+        fields = self._index_selector(gvk, request.field_selector) or _field_selector(request.field_selector)
         items = [
             o
             for (group, kind, namespace, _), o in sorted(self._objects.items())
@@ -164,6 +202,22 @@ class FakeCluster(Cluster):
             resource_version=str(self._resource_version),
             source=cluster_pb2.READ_SOURCE_CACHE,
         )
+
+    def _index_selector(self, gvk: GVK, selector: str) -> Callable[[Object], bool] | None:
+        """The test of a field selector "name=value" on an index of gvk, as the
+        host's cache answers it; None when it names no index."""
+        m = re.match(r"^\s*([^=!,\s]+)\s*==?\s*([^,\s]*)\s*$", selector)
+        if m is None:
+            return None
+        name, value = m[1], m[2]
+        if name == OWNER_UID_INDEX:
+            return lambda o: any(
+                r.get("controller") is True and r.get("uid") == value for r in (o.get("metadata") or {}).get("ownerReferences") or []
+            )
+        fn = self._indexes.get((gvk.group, gvk.kind, name))
+        if fn is None:
+            return None
+        return lambda o: value in fn(o)
 
     def _serve_resolvekind(self, request: cluster_pb2.ResolveKindRequest) -> cluster_pb2.ResolveKindResponse:
         gvk = GVK.from_proto(request.kind)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from polyop.server import AsyncServer, Server
 
 __all__ = [
+    "OWNER_UID_INDEX",
     "PROTOCOL_VERSION",
     "ConvertFunc",
     "DefaultFunc",
@@ -58,6 +59,12 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION = describe_pb2.PROTOCOL_VERSION_V1ALPHA1
+
+OWNER_UID_INDEX = ".metadata.controllerUID"
+"""The index the host keeps on every kind a controller owns: the UID of an
+object's controller owner. ``ctx.cluster.list(kind, namespace=ns,
+field_selector=f"{OWNER_UID_INDEX}={owner.uid}")`` lists an owner's children
+from the host's cache."""
 """The polyop protocol version this SDK speaks, the proto's ProtocolVersion."""
 
 ReconcileFunc = Callable[[Object, Context], Result | None] | Callable[[Object, AsyncContext], Awaitable[Result | None]]
@@ -200,6 +207,8 @@ class Sidecar:
         self._controllers: dict[str, _Controller] = {}
         self._webhooks: dict[GVK, _Webhook] = {}
         self._converters: dict[tuple[str, str], _Converter] = {}
+        self._indexes: dict[tuple[str, str, str], describe_pb2.IndexDescription] = {}
+        self._cached_kinds: dict[tuple[str, str], describe_pb2.CachedKind] = {}
 
     # Registration.
 
@@ -395,6 +404,69 @@ class Sidecar:
 
         return register
 
+    def index(self, kind: KindLike | type[Resource], name: str, *, path: str = "", cel: str = "") -> None:
+        """Declare a cache index the host keeps on kind, the declarative form
+        of controller-runtime's ``IndexField``: ``cluster.list(kind,
+        field_selector=f"{name}={value}")`` is then answered from the host's
+        cache with the objects indexed under value. The values are those at
+        a field ``path`` (``".spec.nodeName"``,
+        ``".metadata.ownerReferences[?(@.controller==true)].name"``) or the
+        string, or list of strings, a ``cel`` expression over ``object``
+        returns; exactly one is given. The host compiles both at start and
+        stops, naming the index, if one does not compile. The kind is cached
+        in every namespace the host watches (see :meth:`cache_kind`).
+        """
+        gvk, _ = _kind_of(kind)
+        if not name or any(c in name for c in "=!, "):
+            raise ValueError(f"index {name!r} on {gvk.kind}: a name is required, without '=', '!', ',' or spaces")
+        if name == OWNER_UID_INDEX:
+            raise ValueError(f"index {name!r} on {gvk.kind}: the host keeps this index itself on every owned kind; choose another name")
+        if bool(path) == bool(cel):
+            raise ValueError(f"index {name!r} on {gvk.kind}: give path= or cel=, one of them")
+        if path:
+            from polyop._fieldpath import compile_path
+
+            compile_path(path)  # a ValueError now rather than at the host's start
+        description = describe_pb2.IndexDescription(kind=gvk.to_proto(), name=name)
+        if path:
+            description.field_path = path
+        else:
+            description.cel = cel
+        with self._registering():
+            key = (gvk.group, gvk.kind, name)
+            if key in self._indexes:
+                raise ValueError(f"index {name!r} on {gvk.kind} is already declared")
+            self._indexes[key] = description
+
+    def cache_kind(
+        self,
+        kind: KindLike | type[Resource],
+        *,
+        namespaces: Iterable[str] = (),
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> None:
+        """Declare kind for cached reads: the host starts an informer for it at
+        start, and reads of it through ``ctx.cluster`` come from its cache,
+        with no controller and no event mapping. ``namespaces`` (every
+        namespace the host watches by default), ``label_selector`` and
+        ``field_selector`` select what is cached. A read outside the cached
+        namespaces fails with FAILED_PRECONDITION unless it passes
+        ``uncached=True``. A kind a controller reconciles, owns or watches is
+        cached anyway; declaring it may then take no selectors.
+        """
+        gvk, _ = _kind_of(kind)
+        for ns in namespaces:
+            if not _DNS1123_LABEL.match(ns):
+                raise ValueError(f"cached kind {gvk.kind}: namespace {ns!r} is not a valid name")
+        description = describe_pb2.CachedKind(
+            kind=gvk.to_proto(), namespaces=list(dict.fromkeys(namespaces)), label_selector=label_selector, field_selector=field_selector
+        )
+        with self._registering():
+            if (gvk.group, gvk.kind) in self._cached_kinds:
+                raise ValueError(f"cached kind {gvk.kind} is already declared")
+            self._cached_kinds[(gvk.group, gvk.kind)] = description
+
     # Description.
 
     def describe(self) -> describe_pb2.DescribeResponse:
@@ -407,6 +479,8 @@ class Sidecar:
                 controllers=[c.description for c in self._controllers.values()],
                 webhooks=[w.description() for w in self._webhooks.values()],
                 conversions=[c.description for c in self._converters.values()],
+                indexes=list(self._indexes.values()),
+                cached_kinds=list(self._cached_kinds.values()),
                 sdk_name=SDK_NAME,
                 sdk_version=__version__,
             )

@@ -108,8 +108,10 @@ class Harness:
         self.sidecar = sidecar
         self.calls = Calls(sidecar)
         self.cluster = cluster
-        if async_cluster is None and isinstance(cluster, FakeCluster):
-            async_cluster = cluster.async_client()
+        if isinstance(cluster, FakeCluster):
+            if async_cluster is None:
+                async_cluster = cluster.async_client()
+            _index_as_declared(cluster, sidecar)
         self.async_cluster = async_cluster
 
     def describe(self, cluster_address: str = "") -> describe_pb2.DescribeResponse:
@@ -347,3 +349,13 @@ def _admitted(denied: admission_pb2.Denial | None, warnings: Sequence[str]) -> A
         reason=denied.reason,
     )
 
+
+def _index_as_declared(fake: FakeCluster, sidecar: Sidecar) -> None:
+    """Index fake by the indexes sidecar declares: by their field paths, and
+    those by CEL refused until the test gives them a function."""
+    for ix in sidecar._indexes.values():  # noqa: SLF001 (the SDK's own testing module)
+        kind = GVK.from_proto(ix.kind)
+        if ix.WhichOneof("value") == "field_path":
+            fake.index(kind, ix.name, ix.field_path)
+        else:
+            fake._declare_cel_index(kind, ix.name, ix.cel)  # noqa: SLF001

@@ -239,7 +239,16 @@ type DescribeResponse struct {
 	// the host's logs. Informational only.
 	SdkName string `protobuf:"bytes,6,opt,name=sdk_name,json=sdkName,proto3" json:"sdk_name,omitempty"`
 	// The SDK's version, for example "0.3.0". Informational only.
-	SdkVersion    string `protobuf:"bytes,7,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
+	SdkVersion string `protobuf:"bytes,7,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
+	// The cache indexes the host builds at start, for Lists with a field
+	// selector "<name>=<value>" through the ClusterService. Each index's kind is
+	// cached (see cached_kinds). Empty: only the indexes the host keeps itself
+	// (the owner-UID index on owned kinds, ".metadata.controllerUID").
+	Indexes []*IndexDescription `protobuf:"bytes,8,rep,name=indexes,proto3" json:"indexes,omitempty"`
+	// Kinds the host caches for reads through the ClusterService, without any
+	// controller reconciling, owning or watching them. Empty: only those kinds
+	// are cached, and reads of any other kind go to the API server.
+	CachedKinds   []*CachedKind `protobuf:"bytes,9,rep,name=cached_kinds,json=cachedKinds,proto3" json:"cached_kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -323,6 +332,235 @@ func (x *DescribeResponse) GetSdkVersion() string {
 	return ""
 }
 
+func (x *DescribeResponse) GetIndexes() []*IndexDescription {
+	if x != nil {
+		return x.Indexes
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetCachedKinds() []*CachedKind {
+	if x != nil {
+		return x.CachedKinds
+	}
+	return nil
+}
+
+// IndexDescription declares one cache index, the declarative form of
+// controller-runtime's FieldIndexer.IndexField: the host computes each
+// object's values itself, from a field path or a CEL expression, and a
+// ClusterService List of the kind with the field selector "<name>=<value>"
+// returns, from the host's cache, the objects with that value.
+//
+// An object the expression fails on (a runtime error, or over the cost limit)
+// is logged, with the index and the object, and indexed under no value; the
+// host goes on.
+type IndexDescription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The indexed kind.
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The index's name: the field name Lists select by, for example
+	// ".metadata.controller" or "spec.nodeName". Unique per kind; must not
+	// contain "=", "," or "!" (they end a field selector's key), and must not be
+	// ".metadata.controllerUID", the host's own owner-UID index.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// How the values are computed. Exactly one is set.
+	//
+	// Types that are valid to be assigned to Value:
+	//
+	//	*IndexDescription_FieldPath
+	//	*IndexDescription_Cel
+	Value         isIndexDescription_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexDescription) Reset() {
+	*x = IndexDescription{}
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexDescription) ProtoMessage() {}
+
+func (x *IndexDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexDescription.ProtoReflect.Descriptor instead.
+func (*IndexDescription) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IndexDescription) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *IndexDescription) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *IndexDescription) GetValue() isIndexDescription_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *IndexDescription) GetFieldPath() string {
+	if x != nil {
+		if x, ok := x.Value.(*IndexDescription_FieldPath); ok {
+			return x.FieldPath
+		}
+	}
+	return ""
+}
+
+func (x *IndexDescription) GetCel() string {
+	if x != nil {
+		if x, ok := x.Value.(*IndexDescription_Cel); ok {
+			return x.Cel
+		}
+	}
+	return ""
+}
+
+type isIndexDescription_Value interface {
+	isIndexDescription_Value()
+}
+
+type IndexDescription_FieldPath struct {
+	// A field path: dot-separated field names, with an optional leading dot
+	// (".spec.nodeName"); a name with dots or slashes in it as ['name']
+	// (".metadata.labels['app.kubernetes.io/name']"); and, after a list field,
+	// [*] for every item, [N] for item N, or [?(@.field==literal)] for the
+	// items whose field (a dot-separated path) equals literal: true, false,
+	// null, a number, or a string in single or double quotes
+	// (".metadata.ownerReferences[?(@.controller==true)].name"). The values
+	// are the strings, numbers and booleans found (a list of them gives each);
+	// a missing field gives none.
+	FieldPath string `protobuf:"bytes,3,opt,name=field_path,json=fieldPath,proto3,oneof"`
+}
+
+type IndexDescription_Cel struct {
+	// A CEL expression over the variable "object" (the object, as its JSON)
+	// returning a string or a list of strings, for example
+	// "object.metadata.ownerReferences.filter(r, has(r.controller) &&
+	// r.controller).map(r, r.name)". The host compiles it at start and stops,
+	// naming the index and the kind, if it does not compile or cannot return
+	// a string or a list of strings. Each evaluation is bounded by CEL's cost
+	// limit of 1000000 (the API server's own limit per validation rule).
+	Cel string `protobuf:"bytes,4,opt,name=cel,proto3,oneof"`
+}
+
+func (*IndexDescription_FieldPath) isIndexDescription_Value() {}
+
+func (*IndexDescription_Cel) isIndexDescription_Value() {}
+
+// CachedKind declares a kind the host caches for reads, with an informer
+// started at start, and no controller: the ClusterService then reads it from
+// the cache (ReadSource READ_SOURCE_CACHE) unless a read sets uncached. A kind
+// that a controller also reconciles, owns or watches is cached anyway; it may
+// then declare no selectors.
+type CachedKind struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cached kind.
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The namespaces cached; empty for every namespace (for a namespaced kind).
+	// A host started with --namespace caches only those of its namespaces the
+	// list allows (all of them when it is empty). A read in another namespace,
+	// or across all namespaces when only some are cached, is refused with
+	// FAILED_PRECONDITION naming the cached namespaces, rather than sent to the
+	// API server; set ReadOptions.uncached to ask the API server.
+	Namespaces []string `protobuf:"bytes,2,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	// Only objects matching this label selector (kubectl's -l syntax) are
+	// cached; empty for every object. Reads from the cache see only them.
+	LabelSelector string `protobuf:"bytes,3,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// Only objects matching this field selector (the API server's own field
+	// selectors, for example "status.phase=Running") are cached; empty for
+	// every object.
+	FieldSelector string `protobuf:"bytes,4,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CachedKind) Reset() {
+	*x = CachedKind{}
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CachedKind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CachedKind) ProtoMessage() {}
+
+func (x *CachedKind) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CachedKind.ProtoReflect.Descriptor instead.
+func (*CachedKind) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CachedKind) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *CachedKind) GetNamespaces() []string {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
+}
+
+func (x *CachedKind) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *CachedKind) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
 // ControllerDescription declares one controller, as a
 // ctrl.NewControllerManagedBy(mgr).For(kind) would in controller-runtime.
 type ControllerDescription struct {
@@ -363,7 +601,7 @@ type ControllerDescription struct {
 
 func (x *ControllerDescription) Reset() {
 	*x = ControllerDescription{}
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +613,7 @@ func (x *ControllerDescription) String() string {
 func (*ControllerDescription) ProtoMessage() {}
 
 func (x *ControllerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +626,7 @@ func (x *ControllerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerDescription.ProtoReflect.Descriptor instead.
 func (*ControllerDescription) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{2}
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ControllerDescription) GetName() string {
@@ -488,7 +726,7 @@ type OwnedKind struct {
 
 func (x *OwnedKind) Reset() {
 	*x = OwnedKind{}
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +738,7 @@ func (x *OwnedKind) String() string {
 func (*OwnedKind) ProtoMessage() {}
 
 func (x *OwnedKind) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +751,7 @@ func (x *OwnedKind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnedKind.ProtoReflect.Descriptor instead.
 func (*OwnedKind) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{3}
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OwnedKind) GetKind() *GroupVersionKind {
@@ -565,7 +803,7 @@ type Watch struct {
 
 func (x *Watch) Reset() {
 	*x = Watch{}
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[4]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +815,7 @@ func (x *Watch) String() string {
 func (*Watch) ProtoMessage() {}
 
 func (x *Watch) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[4]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +828,7 @@ func (x *Watch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Watch.ProtoReflect.Descriptor instead.
 func (*Watch) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{4}
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Watch) GetKind() *GroupVersionKind {
@@ -686,7 +924,7 @@ type Predicates struct {
 
 func (x *Predicates) Reset() {
 	*x = Predicates{}
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[5]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +936,7 @@ func (x *Predicates) String() string {
 func (*Predicates) ProtoMessage() {}
 
 func (x *Predicates) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[5]
+	mi := &file_polyop_v1alpha1_describe_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +949,7 @@ func (x *Predicates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Predicates.ProtoReflect.Descriptor instead.
 func (*Predicates) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{5}
+	return file_polyop_v1alpha1_describe_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Predicates) GetUpdateFilters() []UpdateFilter {
@@ -736,7 +974,7 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\x0fDescribeRequest\x12K\n" +
 	"\x10protocol_version\x18\x01 \x01(\x0e2 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12!\n" +
 	"\fhost_version\x18\x02 \x01(\tR\vhostVersion\x12'\n" +
-	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\x84\x03\n" +
+	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\x81\x04\n" +
 	"\x10DescribeResponse\x12K\n" +
 	"\x10protocol_version\x18\x01 \x01(\x0e2 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12H\n" +
@@ -745,7 +983,24 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\vconversions\x18\x05 \x03(\v2&.polyop.v1alpha1.ConversionDescriptionR\vconversions\x12\x19\n" +
 	"\bsdk_name\x18\x06 \x01(\tR\asdkName\x12\x1f\n" +
 	"\vsdk_version\x18\a \x01(\tR\n" +
-	"sdkVersion\"\x82\x03\n" +
+	"sdkVersion\x12;\n" +
+	"\aindexes\x18\b \x03(\v2!.polyop.v1alpha1.IndexDescriptionR\aindexes\x12>\n" +
+	"\fcached_kinds\x18\t \x03(\v2\x1b.polyop.v1alpha1.CachedKindR\vcachedKinds\"\x9b\x01\n" +
+	"\x10IndexDescription\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
+	"\n" +
+	"field_path\x18\x03 \x01(\tH\x00R\tfieldPath\x12\x12\n" +
+	"\x03cel\x18\x04 \x01(\tH\x00R\x03celB\a\n" +
+	"\x05value\"\xb1\x01\n" +
+	"\n" +
+	"CachedKind\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1e\n" +
+	"\n" +
+	"namespaces\x18\x02 \x03(\tR\n" +
+	"namespaces\x12%\n" +
+	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x04 \x01(\tR\rfieldSelector\"\x82\x03\n" +
 	"\x15ControllerDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\bfor_kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\aforKind\x12;\n" +
@@ -801,38 +1056,44 @@ func file_polyop_v1alpha1_describe_proto_rawDescGZIP() []byte {
 }
 
 var file_polyop_v1alpha1_describe_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_polyop_v1alpha1_describe_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_polyop_v1alpha1_describe_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_polyop_v1alpha1_describe_proto_goTypes = []any{
 	(ProtocolVersion)(0),          // 0: polyop.v1alpha1.ProtocolVersion
 	(UpdateFilter)(0),             // 1: polyop.v1alpha1.UpdateFilter
 	(*DescribeRequest)(nil),       // 2: polyop.v1alpha1.DescribeRequest
 	(*DescribeResponse)(nil),      // 3: polyop.v1alpha1.DescribeResponse
-	(*ControllerDescription)(nil), // 4: polyop.v1alpha1.ControllerDescription
-	(*OwnedKind)(nil),             // 5: polyop.v1alpha1.OwnedKind
-	(*Watch)(nil),                 // 6: polyop.v1alpha1.Watch
-	(*Predicates)(nil),            // 7: polyop.v1alpha1.Predicates
-	(*WebhookDescription)(nil),    // 8: polyop.v1alpha1.WebhookDescription
-	(*ConversionDescription)(nil), // 9: polyop.v1alpha1.ConversionDescription
-	(*GroupVersionKind)(nil),      // 10: polyop.v1alpha1.GroupVersionKind
+	(*IndexDescription)(nil),      // 4: polyop.v1alpha1.IndexDescription
+	(*CachedKind)(nil),            // 5: polyop.v1alpha1.CachedKind
+	(*ControllerDescription)(nil), // 6: polyop.v1alpha1.ControllerDescription
+	(*OwnedKind)(nil),             // 7: polyop.v1alpha1.OwnedKind
+	(*Watch)(nil),                 // 8: polyop.v1alpha1.Watch
+	(*Predicates)(nil),            // 9: polyop.v1alpha1.Predicates
+	(*WebhookDescription)(nil),    // 10: polyop.v1alpha1.WebhookDescription
+	(*ConversionDescription)(nil), // 11: polyop.v1alpha1.ConversionDescription
+	(*GroupVersionKind)(nil),      // 12: polyop.v1alpha1.GroupVersionKind
 }
 var file_polyop_v1alpha1_describe_proto_depIdxs = []int32{
 	0,  // 0: polyop.v1alpha1.DescribeRequest.protocol_version:type_name -> polyop.v1alpha1.ProtocolVersion
 	0,  // 1: polyop.v1alpha1.DescribeResponse.protocol_version:type_name -> polyop.v1alpha1.ProtocolVersion
-	4,  // 2: polyop.v1alpha1.DescribeResponse.controllers:type_name -> polyop.v1alpha1.ControllerDescription
-	8,  // 3: polyop.v1alpha1.DescribeResponse.webhooks:type_name -> polyop.v1alpha1.WebhookDescription
-	9,  // 4: polyop.v1alpha1.DescribeResponse.conversions:type_name -> polyop.v1alpha1.ConversionDescription
-	10, // 5: polyop.v1alpha1.ControllerDescription.for_kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	7,  // 6: polyop.v1alpha1.ControllerDescription.predicates:type_name -> polyop.v1alpha1.Predicates
-	5,  // 7: polyop.v1alpha1.ControllerDescription.owns:type_name -> polyop.v1alpha1.OwnedKind
-	6,  // 8: polyop.v1alpha1.ControllerDescription.watches:type_name -> polyop.v1alpha1.Watch
-	10, // 9: polyop.v1alpha1.OwnedKind.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	10, // 10: polyop.v1alpha1.Watch.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	1,  // 11: polyop.v1alpha1.Predicates.update_filters:type_name -> polyop.v1alpha1.UpdateFilter
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	6,  // 2: polyop.v1alpha1.DescribeResponse.controllers:type_name -> polyop.v1alpha1.ControllerDescription
+	10, // 3: polyop.v1alpha1.DescribeResponse.webhooks:type_name -> polyop.v1alpha1.WebhookDescription
+	11, // 4: polyop.v1alpha1.DescribeResponse.conversions:type_name -> polyop.v1alpha1.ConversionDescription
+	4,  // 5: polyop.v1alpha1.DescribeResponse.indexes:type_name -> polyop.v1alpha1.IndexDescription
+	5,  // 6: polyop.v1alpha1.DescribeResponse.cached_kinds:type_name -> polyop.v1alpha1.CachedKind
+	12, // 7: polyop.v1alpha1.IndexDescription.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	12, // 8: polyop.v1alpha1.CachedKind.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	12, // 9: polyop.v1alpha1.ControllerDescription.for_kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	9,  // 10: polyop.v1alpha1.ControllerDescription.predicates:type_name -> polyop.v1alpha1.Predicates
+	7,  // 11: polyop.v1alpha1.ControllerDescription.owns:type_name -> polyop.v1alpha1.OwnedKind
+	8,  // 12: polyop.v1alpha1.ControllerDescription.watches:type_name -> polyop.v1alpha1.Watch
+	12, // 13: polyop.v1alpha1.OwnedKind.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	12, // 14: polyop.v1alpha1.Watch.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	1,  // 15: polyop.v1alpha1.Predicates.update_filters:type_name -> polyop.v1alpha1.UpdateFilter
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_describe_proto_init() }
@@ -842,7 +1103,11 @@ func file_polyop_v1alpha1_describe_proto_init() {
 	}
 	file_polyop_v1alpha1_admission_proto_init()
 	file_polyop_v1alpha1_types_proto_init()
-	file_polyop_v1alpha1_describe_proto_msgTypes[4].OneofWrappers = []any{
+	file_polyop_v1alpha1_describe_proto_msgTypes[2].OneofWrappers = []any{
+		(*IndexDescription_FieldPath)(nil),
+		(*IndexDescription_Cel)(nil),
+	}
+	file_polyop_v1alpha1_describe_proto_msgTypes[6].OneofWrappers = []any{
 		(*Watch_Label)(nil),
 		(*Watch_Annotation)(nil),
 		(*Watch_FieldPath)(nil),
@@ -853,7 +1118,7 @@ func file_polyop_v1alpha1_describe_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_describe_proto_rawDesc), len(file_polyop_v1alpha1_describe_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

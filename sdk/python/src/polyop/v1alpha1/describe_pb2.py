@@ -26,7 +26,7 @@ from polyop.v1alpha1 import admission_pb2 as polyop_dot_v1alpha1_dot_admission__
 from polyop.v1alpha1 import types_pb2 as polyop_dot_v1alpha1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1epolyop/v1alpha1/describe.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/admission.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xaa\x01\n\x0f\x44\x65scribeRequest\x12K\n\x10protocol_version\x18\x01 \x01(\x0e\x32 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12!\n\x0chost_version\x18\x02 \x01(\tR\x0bhostVersion\x12\'\n\x0f\x63luster_address\x18\x03 \x01(\tR\x0e\x63lusterAddress\"\x84\x03\n\x10\x44\x65scribeResponse\x12K\n\x10protocol_version\x18\x01 \x01(\x0e\x32 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12H\n\x0b\x63ontrollers\x18\x03 \x03(\x0b\x32&.polyop.v1alpha1.ControllerDescriptionR\x0b\x63ontrollers\x12?\n\x08webhooks\x18\x04 \x03(\x0b\x32#.polyop.v1alpha1.WebhookDescriptionR\x08webhooks\x12H\n\x0b\x63onversions\x18\x05 \x03(\x0b\x32&.polyop.v1alpha1.ConversionDescriptionR\x0b\x63onversions\x12\x19\n\x08sdk_name\x18\x06 \x01(\tR\x07sdkName\x12\x1f\n\x0bsdk_version\x18\x07 \x01(\tR\nsdkVersion\"\x82\x03\n\x15\x43ontrollerDescription\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12<\n\x08\x66or_kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x07\x66orKind\x12;\n\npredicates\x18\x03 \x01(\x0b\x32\x1b.polyop.v1alpha1.PredicatesR\npredicates\x12\x1e\n\nnamespaces\x18\x04 \x03(\tR\nnamespaces\x12:\n\x19max_concurrent_reconciles\x18\x05 \x01(\x05R\x17maxConcurrentReconciles\x12.\n\x04owns\x18\x06 \x03(\x0b\x32\x1a.polyop.v1alpha1.OwnedKindR\x04owns\x12\x30\n\x07watches\x18\x07 \x03(\x0b\x32\x16.polyop.v1alpha1.WatchR\x07watches\x12\x1c\n\tfinalizer\x18\x08 \x01(\tR\tfinalizer\"\xaf\x01\n\tOwnedKind\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12#\n\rsend_observed\x18\x02 \x01(\x08R\x0csendObserved\x12\x14\n\x05\x61\x64opt\x18\x03 \x01(\x08R\x05\x61\x64opt\x12\x30\n\x14replace_on_immutable\x18\x04 \x01(\x08R\x12replaceOnImmutable\"\xa4\x01\n\x05Watch\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x16\n\x05label\x18\x02 \x01(\tH\x00R\x05label\x12 \n\nannotation\x18\x03 \x01(\tH\x00R\nannotation\x12\x1f\n\nfield_path\x18\x04 \x01(\tH\x00R\tfieldPathB\t\n\x07mapping\"y\n\nPredicates\x12\x44\n\x0eupdate_filters\x18\x01 \x03(\x0e\x32\x1d.polyop.v1alpha1.UpdateFilterR\rupdateFilters\x12%\n\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector*R\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x1d\n\x19PROTOCOL_VERSION_V1ALPHA1\x10\x01*\xc0\x01\n\x0cUpdateFilter\x12\x1d\n\x19UPDATE_FILTER_UNSPECIFIED\x10\x00\x12$\n UPDATE_FILTER_GENERATION_CHANGED\x10\x01\x12 \n\x1cUPDATE_FILTER_LABELS_CHANGED\x10\x02\x12%\n!UPDATE_FILTER_ANNOTATIONS_CHANGED\x10\x03\x12\"\n\x1eUPDATE_FILTER_DELETION_CHANGED\x10\x04\x42\xc5\x01\n\x13\x63om.polyop.v1alpha1B\rDescribeProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1epolyop/v1alpha1/describe.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/admission.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xaa\x01\n\x0f\x44\x65scribeRequest\x12K\n\x10protocol_version\x18\x01 \x01(\x0e\x32 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12!\n\x0chost_version\x18\x02 \x01(\tR\x0bhostVersion\x12\'\n\x0f\x63luster_address\x18\x03 \x01(\tR\x0e\x63lusterAddress\"\x81\x04\n\x10\x44\x65scribeResponse\x12K\n\x10protocol_version\x18\x01 \x01(\x0e\x32 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12H\n\x0b\x63ontrollers\x18\x03 \x03(\x0b\x32&.polyop.v1alpha1.ControllerDescriptionR\x0b\x63ontrollers\x12?\n\x08webhooks\x18\x04 \x03(\x0b\x32#.polyop.v1alpha1.WebhookDescriptionR\x08webhooks\x12H\n\x0b\x63onversions\x18\x05 \x03(\x0b\x32&.polyop.v1alpha1.ConversionDescriptionR\x0b\x63onversions\x12\x19\n\x08sdk_name\x18\x06 \x01(\tR\x07sdkName\x12\x1f\n\x0bsdk_version\x18\x07 \x01(\tR\nsdkVersion\x12;\n\x07indexes\x18\x08 \x03(\x0b\x32!.polyop.v1alpha1.IndexDescriptionR\x07indexes\x12>\n\x0c\x63\x61\x63hed_kinds\x18\t \x03(\x0b\x32\x1b.polyop.v1alpha1.CachedKindR\x0b\x63\x61\x63hedKinds\"\x9b\x01\n\x10IndexDescription\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n\nfield_path\x18\x03 \x01(\tH\x00R\tfieldPath\x12\x12\n\x03\x63\x65l\x18\x04 \x01(\tH\x00R\x03\x63\x65lB\x07\n\x05value\"\xb1\x01\n\nCachedKind\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1e\n\nnamespaces\x18\x02 \x03(\tR\nnamespaces\x12%\n\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12%\n\x0e\x66ield_selector\x18\x04 \x01(\tR\rfieldSelector\"\x82\x03\n\x15\x43ontrollerDescription\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12<\n\x08\x66or_kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x07\x66orKind\x12;\n\npredicates\x18\x03 \x01(\x0b\x32\x1b.polyop.v1alpha1.PredicatesR\npredicates\x12\x1e\n\nnamespaces\x18\x04 \x03(\tR\nnamespaces\x12:\n\x19max_concurrent_reconciles\x18\x05 \x01(\x05R\x17maxConcurrentReconciles\x12.\n\x04owns\x18\x06 \x03(\x0b\x32\x1a.polyop.v1alpha1.OwnedKindR\x04owns\x12\x30\n\x07watches\x18\x07 \x03(\x0b\x32\x16.polyop.v1alpha1.WatchR\x07watches\x12\x1c\n\tfinalizer\x18\x08 \x01(\tR\tfinalizer\"\xaf\x01\n\tOwnedKind\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12#\n\rsend_observed\x18\x02 \x01(\x08R\x0csendObserved\x12\x14\n\x05\x61\x64opt\x18\x03 \x01(\x08R\x05\x61\x64opt\x12\x30\n\x14replace_on_immutable\x18\x04 \x01(\x08R\x12replaceOnImmutable\"\xa4\x01\n\x05Watch\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x16\n\x05label\x18\x02 \x01(\tH\x00R\x05label\x12 \n\nannotation\x18\x03 \x01(\tH\x00R\nannotation\x12\x1f\n\nfield_path\x18\x04 \x01(\tH\x00R\tfieldPathB\t\n\x07mapping\"y\n\nPredicates\x12\x44\n\x0eupdate_filters\x18\x01 \x03(\x0e\x32\x1d.polyop.v1alpha1.UpdateFilterR\rupdateFilters\x12%\n\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector*R\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x1d\n\x19PROTOCOL_VERSION_V1ALPHA1\x10\x01*\xc0\x01\n\x0cUpdateFilter\x12\x1d\n\x19UPDATE_FILTER_UNSPECIFIED\x10\x00\x12$\n UPDATE_FILTER_GENERATION_CHANGED\x10\x01\x12 \n\x1cUPDATE_FILTER_LABELS_CHANGED\x10\x02\x12%\n!UPDATE_FILTER_ANNOTATIONS_CHANGED\x10\x03\x12\"\n\x1eUPDATE_FILTER_DELETION_CHANGED\x10\x04\x42\xc5\x01\n\x13\x63om.polyop.v1alpha1B\rDescribeProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,20 +34,24 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'polyop.v1alpha1.describe_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\023com.polyop.v1alpha1B\rDescribeProtoP\001ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\242\002\003PXX\252\002\017Polyop.V1alpha1\312\002\017Polyop\\V1alpha1\342\002\033Polyop\\V1alpha1\\GPBMetadata\352\002\020Polyop::V1alpha1'
-  _globals['_PROTOCOLVERSION']._serialized_start=1534
-  _globals['_PROTOCOLVERSION']._serialized_end=1616
-  _globals['_UPDATEFILTER']._serialized_start=1619
-  _globals['_UPDATEFILTER']._serialized_end=1811
+  _globals['_PROTOCOLVERSION']._serialized_start=1997
+  _globals['_PROTOCOLVERSION']._serialized_end=2079
+  _globals['_UPDATEFILTER']._serialized_start=2082
+  _globals['_UPDATEFILTER']._serialized_end=2274
   _globals['_DESCRIBEREQUEST']._serialized_start=114
   _globals['_DESCRIBEREQUEST']._serialized_end=284
   _globals['_DESCRIBERESPONSE']._serialized_start=287
-  _globals['_DESCRIBERESPONSE']._serialized_end=675
-  _globals['_CONTROLLERDESCRIPTION']._serialized_start=678
-  _globals['_CONTROLLERDESCRIPTION']._serialized_end=1064
-  _globals['_OWNEDKIND']._serialized_start=1067
-  _globals['_OWNEDKIND']._serialized_end=1242
-  _globals['_WATCH']._serialized_start=1245
-  _globals['_WATCH']._serialized_end=1409
-  _globals['_PREDICATES']._serialized_start=1411
-  _globals['_PREDICATES']._serialized_end=1532
+  _globals['_DESCRIBERESPONSE']._serialized_end=800
+  _globals['_INDEXDESCRIPTION']._serialized_start=803
+  _globals['_INDEXDESCRIPTION']._serialized_end=958
+  _globals['_CACHEDKIND']._serialized_start=961
+  _globals['_CACHEDKIND']._serialized_end=1138
+  _globals['_CONTROLLERDESCRIPTION']._serialized_start=1141
+  _globals['_CONTROLLERDESCRIPTION']._serialized_end=1527
+  _globals['_OWNEDKIND']._serialized_start=1530
+  _globals['_OWNEDKIND']._serialized_end=1705
+  _globals['_WATCH']._serialized_start=1708
+  _globals['_WATCH']._serialized_end=1872
+  _globals['_PREDICATES']._serialized_start=1874
+  _globals['_PREDICATES']._serialized_end=1995
 # @@protoc_insertion_point(module_scope)

@@ -152,6 +152,8 @@ class DescribeResponse(_message.Message):
     CONVERSIONS_FIELD_NUMBER: _builtins.int
     SDK_NAME_FIELD_NUMBER: _builtins.int
     SDK_VERSION_FIELD_NUMBER: _builtins.int
+    INDEXES_FIELD_NUMBER: _builtins.int
+    CACHED_KINDS_FIELD_NUMBER: _builtins.int
     protocol_version: Global___ProtocolVersion.ValueType
     """The protocol version the sidecar speaks. The host stops at start, with a
     message naming both versions, unless it equals the host's,
@@ -183,6 +185,21 @@ class DescribeResponse(_message.Message):
     def conversions(self) -> _containers.RepeatedCompositeFieldContainer[_admission_pb2.ConversionDescription]:
         """The kinds whose versions the sidecar converts (CRD conversion webhooks)."""
 
+    @_builtins.property
+    def indexes(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexDescription]:
+        """The cache indexes the host builds at start, for Lists with a field
+        selector "<name>=<value>" through the ClusterService. Each index's kind is
+        cached (see cached_kinds). Empty: only the indexes the host keeps itself
+        (the owner-UID index on owned kinds, ".metadata.controllerUID").
+        """
+
+    @_builtins.property
+    def cached_kinds(self) -> _containers.RepeatedCompositeFieldContainer[Global___CachedKind]:
+        """Kinds the host caches for reads through the ClusterService, without any
+        controller reconciling, owning or watching them. Empty: only those kinds
+        are cached, and reads of any other kind go to the API server.
+        """
+
     def __init__(
         self,
         *,
@@ -193,14 +210,137 @@ class DescribeResponse(_message.Message):
         conversions: _abc.Iterable[_admission_pb2.ConversionDescription] | None = ...,
         sdk_name: _builtins.str = ...,
         sdk_version: _builtins.str = ...,
+        indexes: _abc.Iterable[Global___IndexDescription] | None = ...,
+        cached_kinds: _abc.Iterable[Global___CachedKind] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["controllers", b"controllers", "conversions", b"conversions", "name", b"name", "protocol_version", b"protocol_version", "sdk_name", b"sdk_name", "sdk_version", b"sdk_version", "webhooks", b"webhooks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached_kinds", b"cached_kinds", "controllers", b"controllers", "conversions", b"conversions", "indexes", b"indexes", "name", b"name", "protocol_version", b"protocol_version", "sdk_name", b"sdk_name", "sdk_version", b"sdk_version", "webhooks", b"webhooks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeResponse: _TypeAlias = DescribeResponse  # noqa: Y015
+
+@_typing.final
+class IndexDescription(_message.Message):
+    """IndexDescription declares one cache index, the declarative form of
+    controller-runtime's FieldIndexer.IndexField: the host computes each
+    object's values itself, from a field path or a CEL expression, and a
+    ClusterService List of the kind with the field selector "<name>=<value>"
+    returns, from the host's cache, the objects with that value.
+
+    An object the expression fails on (a runtime error, or over the cost limit)
+    is logged, with the index and the object, and indexed under no value; the
+    host goes on.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    FIELD_PATH_FIELD_NUMBER: _builtins.int
+    CEL_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The index's name: the field name Lists select by, for example
+    ".metadata.controller" or "spec.nodeName". Unique per kind; must not
+    contain "=", "," or "!" (they end a field selector's key), and must not be
+    ".metadata.controllerUID", the host's own owner-UID index.
+    """
+    field_path: _builtins.str
+    """A field path: dot-separated field names, with an optional leading dot
+    (".spec.nodeName"); a name with dots or slashes in it as ['name']
+    (".metadata.labels['app.kubernetes.io/name']"); and, after a list field,
+    [*] for every item, [N] for item N, or [?(@.field==literal)] for the
+    items whose field (a dot-separated path) equals literal: true, false,
+    null, a number, or a string in single or double quotes
+    (".metadata.ownerReferences[?(@.controller==true)].name"). The values
+    are the strings, numbers and booleans found (a list of them gives each);
+    a missing field gives none.
+    """
+    cel: _builtins.str
+    """A CEL expression over the variable "object" (the object, as its JSON)
+    returning a string or a list of strings, for example
+    "object.metadata.ownerReferences.filter(r, has(r.controller) &&
+    r.controller).map(r, r.name)". The host compiles it at start and stops,
+    naming the index and the kind, if it does not compile or cannot return
+    a string or a list of strings. Each evaluation is bounded by CEL's cost
+    limit of 1000000 (the API server's own limit per validation rule).
+    """
+    @_builtins.property
+    def kind(self) -> _types_pb2.GroupVersionKind:
+        """The indexed kind."""
+
+    def __init__(
+        self,
+        *,
+        kind: _types_pb2.GroupVersionKind | None = ...,
+        name: _builtins.str = ...,
+        field_path: _builtins.str = ...,
+        cel: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cel", b"cel", "field_path", b"field_path", "kind", b"kind", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cel", b"cel", "field_path", b"field_path", "kind", b"kind", "name", b"name", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["field_path", "cel"]  # noqa: Y015
+    _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
+
+Global___IndexDescription: _TypeAlias = IndexDescription  # noqa: Y015
+
+@_typing.final
+class CachedKind(_message.Message):
+    """CachedKind declares a kind the host caches for reads, with an informer
+    started at start, and no controller: the ClusterService then reads it from
+    the cache (ReadSource READ_SOURCE_CACHE) unless a read sets uncached. A kind
+    that a controller also reconciles, owns or watches is cached anyway; it may
+    then declare no selectors.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAMESPACES_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
+    label_selector: _builtins.str
+    """Only objects matching this label selector (kubectl's -l syntax) are
+    cached; empty for every object. Reads from the cache see only them.
+    """
+    field_selector: _builtins.str
+    """Only objects matching this field selector (the API server's own field
+    selectors, for example "status.phase=Running") are cached; empty for
+    every object.
+    """
+    @_builtins.property
+    def kind(self) -> _types_pb2.GroupVersionKind:
+        """The cached kind."""
+
+    @_builtins.property
+    def namespaces(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The namespaces cached; empty for every namespace (for a namespaced kind).
+        A host started with --namespace caches only those of its namespaces the
+        list allows (all of them when it is empty). A read in another namespace,
+        or across all namespaces when only some are cached, is refused with
+        FAILED_PRECONDITION naming the cached namespaces, rather than sent to the
+        API server; set ReadOptions.uncached to ask the API server.
+        """
+
+    def __init__(
+        self,
+        *,
+        kind: _types_pb2.GroupVersionKind | None = ...,
+        namespaces: _abc.Iterable[_builtins.str] | None = ...,
+        label_selector: _builtins.str = ...,
+        field_selector: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field_selector", b"field_selector", "kind", b"kind", "label_selector", b"label_selector", "namespaces", b"namespaces"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CachedKind: _TypeAlias = CachedKind  # noqa: Y015
 
 @_typing.final
 class ControllerDescription(_message.Message):

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/describe.proto.
  */
 export const file_polyop_v1alpha1_describe: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wb2x5b3AvdjFhbHBoYTEvZGVzY3JpYmUucHJvdG8SD3BvbHlvcC52MWFscGhhMSJ8Cg9EZXNjcmliZVJlcXVlc3QSOgoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoDjIgLnBvbHlvcC52MWFscGhhMS5Qcm90b2NvbFZlcnNpb24SFAoMaG9zdF92ZXJzaW9uGAIgASgJEhcKD2NsdXN0ZXJfYWRkcmVzcxgDIAEoCSK0AgoQRGVzY3JpYmVSZXNwb25zZRI6ChBwcm90b2NvbF92ZXJzaW9uGAEgASgOMiAucG9seW9wLnYxYWxwaGExLlByb3RvY29sVmVyc2lvbhIMCgRuYW1lGAIgASgJEjsKC2NvbnRyb2xsZXJzGAMgAygLMiYucG9seW9wLnYxYWxwaGExLkNvbnRyb2xsZXJEZXNjcmlwdGlvbhI1Cgh3ZWJob29rcxgEIAMoCzIjLnBvbHlvcC52MWFscGhhMS5XZWJob29rRGVzY3JpcHRpb24SOwoLY29udmVyc2lvbnMYBSADKAsyJi5wb2x5b3AudjFhbHBoYTEuQ29udmVyc2lvbkRlc2NyaXB0aW9uEhAKCHNka19uYW1lGAYgASgJEhMKC3Nka192ZXJzaW9uGAcgASgJIqgCChVDb250cm9sbGVyRGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRIzCghmb3Jfa2luZBgCIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEi8KCnByZWRpY2F0ZXMYAyABKAsyGy5wb2x5b3AudjFhbHBoYTEuUHJlZGljYXRlcxISCgpuYW1lc3BhY2VzGAQgAygJEiEKGW1heF9jb25jdXJyZW50X3JlY29uY2lsZXMYBSABKAUSKAoEb3ducxgGIAMoCzIaLnBvbHlvcC52MWFscGhhMS5Pd25lZEtpbmQSJwoHd2F0Y2hlcxgHIAMoCzIWLnBvbHlvcC52MWFscGhhMS5XYXRjaBIRCglmaW5hbGl6ZXIYCCABKAkigAEKCU93bmVkS2luZBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSFQoNc2VuZF9vYnNlcnZlZBgCIAEoCBINCgVhZG9wdBgDIAEoCBIcChRyZXBsYWNlX29uX2ltbXV0YWJsZRgEIAEoCCKAAQoFV2F0Y2gSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEg8KBWxhYmVsGAIgASgJSAASFAoKYW5ub3RhdGlvbhgDIAEoCUgAEhQKCmZpZWxkX3BhdGgYBCABKAlIAEIJCgdtYXBwaW5nIlsKClByZWRpY2F0ZXMSNQoOdXBkYXRlX2ZpbHRlcnMYASADKA4yHS5wb2x5b3AudjFhbHBoYTEuVXBkYXRlRmlsdGVyEhYKDmxhYmVsX3NlbGVjdG9yGAIgASgJKlIKD1Byb3RvY29sVmVyc2lvbhIgChxQUk9UT0NPTF9WRVJTSU9OX1VOU1BFQ0lGSUVEEAASHQoZUFJPVE9DT0xfVkVSU0lPTl9WMUFMUEhBMRABKsABCgxVcGRhdGVGaWx0ZXISHQoZVVBEQVRFX0ZJTFRFUl9VTlNQRUNJRklFRBAAEiQKIFVQREFURV9GSUxURVJfR0VORVJBVElPTl9DSEFOR0VEEAESIAocVVBEQVRFX0ZJTFRFUl9MQUJFTFNfQ0hBTkdFRBACEiUKIVVQREFURV9GSUxURVJfQU5OT1RBVElPTlNfQ0hBTkdFRBADEiIKHlVQREFURV9GSUxURVJfREVMRVRJT05fQ0hBTkdFRBAEQsUBChNjb20ucG9seW9wLnYxYWxwaGExQg1EZXNjcmliZVByb3RvUAFaQmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9zZGsvZ28vZ2VuL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_types]);
+  fileDesc("Ch5wb2x5b3AvdjFhbHBoYTEvZGVzY3JpYmUucHJvdG8SD3BvbHlvcC52MWFscGhhMSJ8Cg9EZXNjcmliZVJlcXVlc3QSOgoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoDjIgLnBvbHlvcC52MWFscGhhMS5Qcm90b2NvbFZlcnNpb24SFAoMaG9zdF92ZXJzaW9uGAIgASgJEhcKD2NsdXN0ZXJfYWRkcmVzcxgDIAEoCSKbAwoQRGVzY3JpYmVSZXNwb25zZRI6ChBwcm90b2NvbF92ZXJzaW9uGAEgASgOMiAucG9seW9wLnYxYWxwaGExLlByb3RvY29sVmVyc2lvbhIMCgRuYW1lGAIgASgJEjsKC2NvbnRyb2xsZXJzGAMgAygLMiYucG9seW9wLnYxYWxwaGExLkNvbnRyb2xsZXJEZXNjcmlwdGlvbhI1Cgh3ZWJob29rcxgEIAMoCzIjLnBvbHlvcC52MWFscGhhMS5XZWJob29rRGVzY3JpcHRpb24SOwoLY29udmVyc2lvbnMYBSADKAsyJi5wb2x5b3AudjFhbHBoYTEuQ29udmVyc2lvbkRlc2NyaXB0aW9uEhAKCHNka19uYW1lGAYgASgJEhMKC3Nka192ZXJzaW9uGAcgASgJEjIKB2luZGV4ZXMYCCADKAsyIS5wb2x5b3AudjFhbHBoYTEuSW5kZXhEZXNjcmlwdGlvbhIxCgxjYWNoZWRfa2luZHMYCSADKAsyGy5wb2x5b3AudjFhbHBoYTEuQ2FjaGVkS2luZCJ/ChBJbmRleERlc2NyaXB0aW9uEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIMCgRuYW1lGAIgASgJEhQKCmZpZWxkX3BhdGgYAyABKAlIABINCgNjZWwYBCABKAlIAEIHCgV2YWx1ZSKBAQoKQ2FjaGVkS2luZBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSEgoKbmFtZXNwYWNlcxgCIAMoCRIWCg5sYWJlbF9zZWxlY3RvchgDIAEoCRIWCg5maWVsZF9zZWxlY3RvchgEIAEoCSKoAgoVQ29udHJvbGxlckRlc2NyaXB0aW9uEgwKBG5hbWUYASABKAkSMwoIZm9yX2tpbmQYAiABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIvCgpwcmVkaWNhdGVzGAMgASgLMhsucG9seW9wLnYxYWxwaGExLlByZWRpY2F0ZXMSEgoKbmFtZXNwYWNlcxgEIAMoCRIhChltYXhfY29uY3VycmVudF9yZWNvbmNpbGVzGAUgASgFEigKBG93bnMYBiADKAsyGi5wb2x5b3AudjFhbHBoYTEuT3duZWRLaW5kEicKB3dhdGNoZXMYByADKAsyFi5wb2x5b3AudjFhbHBoYTEuV2F0Y2gSEQoJZmluYWxpemVyGAggASgJIoABCglPd25lZEtpbmQSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEhUKDXNlbmRfb2JzZXJ2ZWQYAiABKAgSDQoFYWRvcHQYAyABKAgSHAoUcmVwbGFjZV9vbl9pbW11dGFibGUYBCABKAgigAEKBVdhdGNoEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIPCgVsYWJlbBgCIAEoCUgAEhQKCmFubm90YXRpb24YAyABKAlIABIUCgpmaWVsZF9wYXRoGAQgASgJSABCCQoHbWFwcGluZyJbCgpQcmVkaWNhdGVzEjUKDnVwZGF0ZV9maWx0ZXJzGAEgAygOMh0ucG9seW9wLnYxYWxwaGExLlVwZGF0ZUZpbHRlchIWCg5sYWJlbF9zZWxlY3RvchgCIAEoCSpSCg9Qcm90b2NvbFZlcnNpb24SIAocUFJPVE9DT0xfVkVSU0lPTl9VTlNQRUNJRklFRBAAEh0KGVBST1RPQ09MX1ZFUlNJT05fVjFBTFBIQTEQASrAAQoMVXBkYXRlRmlsdGVyEh0KGVVQREFURV9GSUxURVJfVU5TUEVDSUZJRUQQABIkCiBVUERBVEVfRklMVEVSX0dFTkVSQVRJT05fQ0hBTkdFRBABEiAKHFVQREFURV9GSUxURVJfTEFCRUxTX0NIQU5HRUQQAhIlCiFVUERBVEVfRklMVEVSX0FOTk9UQVRJT05TX0NIQU5HRUQQAxIiCh5VUERBVEVfRklMVEVSX0RFTEVUSU9OX0NIQU5HRUQQBELFAQoTY29tLnBvbHlvcC52MWFscGhhMUINRGVzY3JpYmVQcm90b1ABWkJnaXRodWIuY29tL3BvbHlvcC9wb2x5b3Avc2RrL2dvL2dlbi9wb2x5b3AvdjFhbHBoYTE7cG9seW9wdjFhbHBoYTGiAgNQWFiqAg9Qb2x5b3AuVjFhbHBoYTHKAg9Qb2x5b3BcVjFhbHBoYTHiAhtQb2x5b3BcVjFhbHBoYTFcR1BCTWV0YWRhdGHqAhBQb2x5b3A6OlYxYWxwaGExYgZwcm90bzM", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_types]);
 
 /**
  * DescribeRequest is the host's side of the handshake.
@@ -127,6 +127,25 @@ export type DescribeResponse = Message<"polyop.v1alpha1.DescribeResponse"> & {
    * @generated from field: string sdk_version = 7;
    */
   sdkVersion: string;
+
+  /**
+   * The cache indexes the host builds at start, for Lists with a field
+   * selector "<name>=<value>" through the ClusterService. Each index's kind is
+   * cached (see cached_kinds). Empty: only the indexes the host keeps itself
+   * (the owner-UID index on owned kinds, ".metadata.controllerUID").
+   *
+   * @generated from field: repeated polyop.v1alpha1.IndexDescription indexes = 8;
+   */
+  indexes: IndexDescription[];
+
+  /**
+   * Kinds the host caches for reads through the ClusterService, without any
+   * controller reconciling, owning or watching them. Empty: only those kinds
+   * are cached, and reads of any other kind go to the API server.
+   *
+   * @generated from field: repeated polyop.v1alpha1.CachedKind cached_kinds = 9;
+   */
+  cachedKinds: CachedKind[];
 };
 
 /**
@@ -135,6 +154,136 @@ export type DescribeResponse = Message<"polyop.v1alpha1.DescribeResponse"> & {
  */
 export const DescribeResponseSchema: GenMessage<DescribeResponse> = /*@__PURE__*/
   messageDesc(file_polyop_v1alpha1_describe, 1);
+
+/**
+ * IndexDescription declares one cache index, the declarative form of
+ * controller-runtime's FieldIndexer.IndexField: the host computes each
+ * object's values itself, from a field path or a CEL expression, and a
+ * ClusterService List of the kind with the field selector "<name>=<value>"
+ * returns, from the host's cache, the objects with that value.
+ *
+ * An object the expression fails on (a runtime error, or over the cost limit)
+ * is logged, with the index and the object, and indexed under no value; the
+ * host goes on.
+ *
+ * @generated from message polyop.v1alpha1.IndexDescription
+ */
+export type IndexDescription = Message<"polyop.v1alpha1.IndexDescription"> & {
+  /**
+   * The indexed kind.
+   *
+   * @generated from field: polyop.v1alpha1.GroupVersionKind kind = 1;
+   */
+  kind?: GroupVersionKind | undefined;
+
+  /**
+   * The index's name: the field name Lists select by, for example
+   * ".metadata.controller" or "spec.nodeName". Unique per kind; must not
+   * contain "=", "," or "!" (they end a field selector's key), and must not be
+   * ".metadata.controllerUID", the host's own owner-UID index.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * How the values are computed. Exactly one is set.
+   *
+   * @generated from oneof polyop.v1alpha1.IndexDescription.value
+   */
+  value: {
+    /**
+     * A field path: dot-separated field names, with an optional leading dot
+     * (".spec.nodeName"); a name with dots or slashes in it as ['name']
+     * (".metadata.labels['app.kubernetes.io/name']"); and, after a list field,
+     * [*] for every item, [N] for item N, or [?(@.field==literal)] for the
+     * items whose field (a dot-separated path) equals literal: true, false,
+     * null, a number, or a string in single or double quotes
+     * (".metadata.ownerReferences[?(@.controller==true)].name"). The values
+     * are the strings, numbers and booleans found (a list of them gives each);
+     * a missing field gives none.
+     *
+     * @generated from field: string field_path = 3;
+     */
+    value: string;
+    case: "fieldPath";
+  } | {
+    /**
+     * A CEL expression over the variable "object" (the object, as its JSON)
+     * returning a string or a list of strings, for example
+     * "object.metadata.ownerReferences.filter(r, has(r.controller) &&
+     * r.controller).map(r, r.name)". The host compiles it at start and stops,
+     * naming the index and the kind, if it does not compile or cannot return
+     * a string or a list of strings. Each evaluation is bounded by CEL's cost
+     * limit of 1000000 (the API server's own limit per validation rule).
+     *
+     * @generated from field: string cel = 4;
+     */
+    value: string;
+    case: "cel";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message polyop.v1alpha1.IndexDescription.
+ * Use `create(IndexDescriptionSchema)` to create a new message.
+ */
+export const IndexDescriptionSchema: GenMessage<IndexDescription> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_describe, 2);
+
+/**
+ * CachedKind declares a kind the host caches for reads, with an informer
+ * started at start, and no controller: the ClusterService then reads it from
+ * the cache (ReadSource READ_SOURCE_CACHE) unless a read sets uncached. A kind
+ * that a controller also reconciles, owns or watches is cached anyway; it may
+ * then declare no selectors.
+ *
+ * @generated from message polyop.v1alpha1.CachedKind
+ */
+export type CachedKind = Message<"polyop.v1alpha1.CachedKind"> & {
+  /**
+   * The cached kind.
+   *
+   * @generated from field: polyop.v1alpha1.GroupVersionKind kind = 1;
+   */
+  kind?: GroupVersionKind | undefined;
+
+  /**
+   * The namespaces cached; empty for every namespace (for a namespaced kind).
+   * A host started with --namespace caches only those of its namespaces the
+   * list allows (all of them when it is empty). A read in another namespace,
+   * or across all namespaces when only some are cached, is refused with
+   * FAILED_PRECONDITION naming the cached namespaces, rather than sent to the
+   * API server; set ReadOptions.uncached to ask the API server.
+   *
+   * @generated from field: repeated string namespaces = 2;
+   */
+  namespaces: string[];
+
+  /**
+   * Only objects matching this label selector (kubectl's -l syntax) are
+   * cached; empty for every object. Reads from the cache see only them.
+   *
+   * @generated from field: string label_selector = 3;
+   */
+  labelSelector: string;
+
+  /**
+   * Only objects matching this field selector (the API server's own field
+   * selectors, for example "status.phase=Running") are cached; empty for
+   * every object.
+   *
+   * @generated from field: string field_selector = 4;
+   */
+  fieldSelector: string;
+};
+
+/**
+ * Describes the message polyop.v1alpha1.CachedKind.
+ * Use `create(CachedKindSchema)` to create a new message.
+ */
+export const CachedKindSchema: GenMessage<CachedKind> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_describe, 3);
 
 /**
  * ControllerDescription declares one controller, as a
@@ -219,7 +368,7 @@ export type ControllerDescription = Message<"polyop.v1alpha1.ControllerDescripti
  * Use `create(ControllerDescriptionSchema)` to create a new message.
  */
 export const ControllerDescriptionSchema: GenMessage<ControllerDescription> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_describe, 2);
+  messageDesc(file_polyop_v1alpha1_describe, 4);
 
 /**
  * OwnedKind declares a kind of child a controller owns.
@@ -285,7 +434,7 @@ export type OwnedKind = Message<"polyop.v1alpha1.OwnedKind"> & {
  * Use `create(OwnedKindSchema)` to create a new message.
  */
 export const OwnedKindSchema: GenMessage<OwnedKind> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_describe, 3);
+  messageDesc(file_polyop_v1alpha1_describe, 5);
 
 /**
  * Watch maps events on objects of another kind to the reconciled objects they
@@ -344,7 +493,7 @@ export type Watch = Message<"polyop.v1alpha1.Watch"> & {
  * Use `create(WatchSchema)` to create a new message.
  */
 export const WatchSchema: GenMessage<Watch> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_describe, 4);
+  messageDesc(file_polyop_v1alpha1_describe, 6);
 
 /**
  * Predicates filter the events on the reconciled kind before they reach the
@@ -381,7 +530,7 @@ export type Predicates = Message<"polyop.v1alpha1.Predicates"> & {
  * Use `create(PredicatesSchema)` to create a new message.
  */
 export const PredicatesSchema: GenMessage<Predicates> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_describe, 5);
+  messageDesc(file_polyop_v1alpha1_describe, 7);
 
 /**
  * ProtocolVersion names a revision of this contract. The generated code of
