@@ -263,6 +263,23 @@ func TestWatchListsTheCacheThenStreamsItsChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev.expect(t, "ADDED c")
+	// A change that takes an object out of the selection is a DELETED, one
+	// that brings it in an ADDED, as the API server reports them.
+	relabel := func(name, app string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Labels = map[string]string{"app": app}
+		if err := c.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel("c", "y")
+	ev.expect(t, "DELETED c")
+	relabel("left-out", "x")
+	ev.expect(t, "ADDED left-out")
 }
 
 func TestWatchRefusesWhatItCannotServe(t *testing.T) {

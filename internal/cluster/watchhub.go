@@ -17,7 +17,9 @@ import (
 type watchEvent struct {
 	typ polyopv1alpha1.WatchEventType
 	obj client.Object
-	rv  uint64
+	// prev is the object's state before a MODIFIED, nil if the hub had none.
+	prev client.Object
+	rv   uint64
 }
 
 // hub fans the events of one kind's informer out to the Watch streams of that
@@ -130,6 +132,7 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 	key := client.ObjectKeyFromObject(obj)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	prev := h.objects[key]
 	if typ == polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_DELETED {
 		delete(h.objects, key)
 	} else {
@@ -138,7 +141,7 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 	if rv > h.latest {
 		h.latest = rv
 	}
-	ev := watchEvent{typ: typ, obj: obj, rv: rv}
+	ev := watchEvent{typ: typ, obj: obj, prev: prev, rv: rv}
 	if len(h.events) >= h.history && h.history > 0 {
 		h.since = max(h.since, h.events[0].rv)
 		h.events = h.events[1:]
@@ -149,7 +152,11 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 		h.since = h.latest
 	}
 	for sub := range h.subs {
-		if rv != 0 && rv <= sub.skipUpTo || !sub.match(obj) {
+		if rv != 0 && rv <= sub.skipUpTo {
+			continue
+		}
+		ev, ok := sub.selected(ev)
+		if !ok {
 			continue
 		}
 		select {
@@ -159,6 +166,25 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 			delete(h.subs, sub)
 		}
 	}
+}
+
+// selected is ev as the stream sees it, given the object's previous state
+// (ev.prev), as the API server reports a selection: a change that brings
+// the object into the selection is ADDED, one that takes it out is DELETED,
+// and a change outside it is not sent.
+func (sub *subscriber) selected(ev watchEvent) (watchEvent, bool) {
+	now := sub.match(ev.obj)
+	if ev.typ != polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_MODIFIED {
+		return ev, now
+	}
+	was := ev.prev != nil && sub.match(ev.prev)
+	switch {
+	case was && !now:
+		ev.typ = polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_DELETED
+	case !was && now:
+		ev.typ = polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_ADDED
+	}
+	return ev, was || now
 }
 
 // subscribe adds a stream. Without a resume version it returns the objects
@@ -186,7 +212,10 @@ func (h *hub) subscribe(sub *subscriber, resume string) (initial []watchEvent, r
 		return nil, 0, expired(h.gvk, resume, h.since)
 	}
 	for _, ev := range h.events {
-		if ev.rv > from && sub.match(ev.obj) {
+		if ev.rv <= from {
+			continue
+		}
+		if ev, ok := sub.selected(ev); ok {
 			initial = append(initial, ev)
 		}
 	}
