@@ -41,6 +41,16 @@ func (s *Server) GetClient() client.Client {
 	return s.clusterClient()
 }
 
+// Watch watches the objects of list's item kind through the host's Cluster
+// service and delivers them, typed, on the channel it returns, until ctx ends:
+// the objects the host caches (each client.Added), then client.Synced, then
+// every change; it resumes, or lists again, by itself when the stream ends.
+// See polyopclient.Client.Watch. It can be called before the Server serves:
+// it waits for the host's Cluster service address.
+func (s *Server) Watch(ctx context.Context, list client.ObjectList, opts ...client.ListOption) (<-chan polyopclient.Event, error) {
+	return s.clusterClient().Watch(ctx, list, opts...)
+}
+
 // GetEventRecorder returns a recorder of Kubernetes events on any object,
 // recorded by the host through the Cluster service, as a manager's
 // GetEventRecorder does in controller-runtime. name is accepted for
