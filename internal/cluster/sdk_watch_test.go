@@ -154,3 +154,64 @@ func keys(m map[string]bool) []string {
 	}
 	return sorted(out)
 }
+
+func TestTheSDKListsByAGoIndexFuncFromItsOwnCopy(t *testing.T) {
+	s, _, c, ns := watchServer(t, Options{})
+	ctx := context.Background()
+	sdk, err := polyopclient.New(polyopclient.Options{Address: s.Address()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sdk.Close() })
+	// A Go func the host could not run: the owner written in the data.
+	if err := sdk.IndexField(ctx, &corev1.ConfigMap{}, ".data.owner", func(o ctrlclient.Object) []string {
+		if owner := o.(*corev1.ConfigMap).Data["owner"]; owner != "" {
+			return []string{owner}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, owner := range map[string]string{"a": "x", "b": "x", "c": "y"} {
+		cm := configMapIn(ns, name, nil)
+		cm.Data = map[string]string{"owner": owner}
+		if err := c.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owned := func(owner string) func() (bool, string) {
+		return func() (bool, string) {
+			var list corev1.ConfigMapList
+			if err := sdk.List(ctx, &list, ctrlclient.InNamespace(ns), ctrlclient.MatchingFields{".data.owner": owner}); err != nil {
+				return false, err.Error()
+			}
+			var names []string
+			for _, cm := range list.Items {
+				names = append(names, cm.Name)
+			}
+			return true, strings.Join(sorted(names), ",")
+		}
+	}
+	equals := func(want string, f func() (bool, string)) func() (bool, string) {
+		return func() (bool, string) {
+			ok, got := f()
+			return ok && got == want, got
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "owner x lists a and b", equals("a,b", owned("x")))
+	testenv.Eventually(t, 30*time.Second, "owner y lists c", equals("c", owned("y")))
+
+	b := &corev1.ConfigMap{}
+	if err := c.Get(ctx, ctrlclient.ObjectKey{Namespace: ns, Name: "b"}, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Data["owner"] = "y"
+	if err := c.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, configMapIn(ns, "c", nil)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "owner x lists a alone", equals("a", owned("x")))
+	testenv.Eventually(t, 30*time.Second, "owner y lists b alone", equals("b", owned("y")))
+}
