@@ -17,17 +17,26 @@ import (
 var _ ctrlclient.FieldIndexer = (*Client)(nil)
 
 // localIndexes are the kinds a Client indexes itself, with Go index funcs
-// the host cannot run.
+// the host cannot run, and the copies of their objects it keeps.
 type localIndexes struct {
-	mu    sync.Mutex
-	kinds map[schema.GroupVersionKind]*localStore
+	mu     sync.Mutex
+	funcs  map[schema.GroupVersionKind]map[string]ctrlclient.IndexerFunc
+	stores map[storeKey]*localStore
 }
 
-// localStore holds every object of one kind the host caches, kept by a
-// Watch, and the values of its index funcs. It starts on the first List
-// that needs it.
+// storeKey names a copy: a kind, in one namespace or ("") in every one, so
+// that a host that caches the kind in some namespaces only serves the copy of
+// each.
+type storeKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+}
+
+// localStore holds every object of one kind in one namespace (or every one)
+// that the host caches, kept by a Watch, and the values of its index funcs.
+// It starts on the first List that needs it.
 type localStore struct {
-	gvk   schema.GroupVersionKind
+	key   storeKey
 	funcs map[string]ctrlclient.IndexerFunc
 
 	start  sync.Once
@@ -45,8 +54,11 @@ type localStore struct {
 // obj's kind with client.MatchingFields{field: value} is then answered by the
 // Client itself, from a copy of every object of the kind it keeps through the
 // host's Watch stream, selected by extractValue as controller-runtime's cache
-// would. The copy starts on the first such List, which waits (bounded by its
-// ctx) until the copy holds every object the host caches. Only kinds the host
+// would. There is one copy per namespace a List names with InNamespace (and
+// one for Lists of every namespace), so that a host that caches the kind in
+// some namespaces only can serve them. A copy starts on the first such List,
+// which waits (bounded by its ctx) until the copy holds every object the host
+// caches. Only kinds the host
 // caches can be indexed so. Register every index before the first List of the
 // kind.
 func (c *Client) IndexField(_ context.Context, obj ctrlclient.Object, field string, extractValue ctrlclient.IndexerFunc) error {
@@ -56,21 +68,35 @@ func (c *Client) IndexField(_ context.Context, obj ctrlclient.Object, field stri
 	}
 	c.indexes.mu.Lock()
 	defer c.indexes.mu.Unlock()
-	if c.indexes.kinds == nil {
-		c.indexes.kinds = map[schema.GroupVersionKind]*localStore{}
+	if c.indexes.funcs == nil {
+		c.indexes.funcs = map[schema.GroupVersionKind]map[string]ctrlclient.IndexerFunc{}
+		c.indexes.stores = map[storeKey]*localStore{}
 	}
-	s, ok := c.indexes.kinds[gvk]
-	if !ok {
-		s = &localStore{gvk: gvk, funcs: map[string]ctrlclient.IndexerFunc{}, synced: make(chan struct{}),
-			objects: map[ctrlclient.ObjectKey]ctrlclient.Object{}, values: map[string]map[string]map[ctrlclient.ObjectKey]struct{}{}}
-		c.indexes.kinds[gvk] = s
+	if c.indexes.funcs[gvk] == nil {
+		c.indexes.funcs[gvk] = map[string]ctrlclient.IndexerFunc{}
 	}
-	if _, ok := s.funcs[field]; ok {
+	if _, ok := c.indexes.funcs[gvk][field]; ok {
 		return fmt.Errorf("polyop client: an index for %s field %q is already registered", gvk.Kind, field)
 	}
-	s.funcs[field] = extractValue
-	s.values[field] = map[string]map[ctrlclient.ObjectKey]struct{}{}
+	c.indexes.funcs[gvk][field] = extractValue
 	return nil
+}
+
+// store is the copy of gvk's objects in namespace, made on first use.
+func (c *Client) store(gvk schema.GroupVersionKind, namespace string) *localStore {
+	c.indexes.mu.Lock()
+	defer c.indexes.mu.Unlock()
+	key := storeKey{gvk: gvk, namespace: namespace}
+	s, ok := c.indexes.stores[key]
+	if !ok {
+		s = &localStore{key: key, funcs: c.indexes.funcs[gvk], synced: make(chan struct{}),
+			objects: map[ctrlclient.ObjectKey]ctrlclient.Object{}, values: map[string]map[string]map[ctrlclient.ObjectKey]struct{}{}}
+		for field := range s.funcs {
+			s.values[field] = map[string]map[ctrlclient.ObjectKey]struct{}{}
+		}
+		c.indexes.stores[key] = s
+	}
+	return s
 }
 
 // listIndexed answers a List from a local index when its field selector is
@@ -86,14 +112,12 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 	}
 	gvk := listKind(listGVK)
 	c.indexes.mu.Lock()
-	s := c.indexes.kinds[gvk]
+	_, indexed := c.indexes.funcs[gvk][reqs[0].Field]
 	c.indexes.mu.Unlock()
-	if s == nil {
+	if !indexed {
 		return false, nil
 	}
-	if _, ok := s.funcs[reqs[0].Field]; !ok {
-		return false, nil
-	}
+	s := c.store(gvk, lo.Namespace)
 	s.start.Do(func() { go s.run(c.background, c) })
 	select {
 	case <-s.synced:
@@ -129,7 +153,11 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 
 // run keeps the store up to date from a Watch of the kind until ctx ends.
 func (s *localStore) run(ctx context.Context, c *Client) {
-	events, err := c.Watch(ctx, newList(c, s.gvk))
+	var opts []ctrlclient.ListOption
+	if s.key.namespace != "" {
+		opts = append(opts, ctrlclient.InNamespace(s.key.namespace))
+	}
+	events, err := c.Watch(ctx, newList(c, s.key.gvk), opts...)
 	if err != nil {
 		s.fail(err)
 		return
@@ -159,7 +187,7 @@ func (s *localStore) run(ctx context.Context, c *Client) {
 func (s *localStore) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.err = fmt.Errorf("the sidecar's index of %s: %w", s.gvk.Kind, err)
+	s.err = fmt.Errorf("the sidecar's index of %s: %w", s.key.gvk.Kind, err)
 }
 
 func (s *localStore) put(obj ctrlclient.Object) {
@@ -167,7 +195,7 @@ func (s *localStore) put(obj ctrlclient.Object) {
 	defer s.mu.Unlock()
 	key := ctrlclient.ObjectKeyFromObject(obj)
 	s.unindex(key)
-	obj.GetObjectKind().SetGroupVersionKind(s.gvk)
+	obj.GetObjectKind().SetGroupVersionKind(s.key.gvk)
 	s.objects[key] = obj
 	for field, fn := range s.funcs {
 		for _, v := range fn(obj) {
