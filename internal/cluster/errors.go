@@ -111,3 +111,9 @@ func apiError(s metav1.Status) error {
 func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
+
+// failedPrecondition is the error of a request the host cannot serve as
+// things stand, with a message that says what would change that.
+func failedPrecondition(format string, args ...any) error {
+	return status.Errorf(codes.FailedPrecondition, format, args...)
+}

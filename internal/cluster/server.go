@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -48,6 +50,9 @@ type Clients struct {
 	Mapper meta.RESTMapper
 	// Recorder records events.
 	Recorder recorder.EventRecorder
+	// Informers serves Watch from the informers of the cached kinds (the
+	// manager's cache). Defaults to none: Watch is refused.
+	Informers cache.Informers
 }
 
 // Options configure a Server.
@@ -87,6 +92,17 @@ type Options struct {
 	// MaxMessageSize bounds gRPC messages in both directions, in bytes.
 	// Defaults to gRPC's own limits.
 	MaxMessageSize int
+	// WatchBuffer is how many events a Watch stream may fall behind before
+	// it is cut off with RESOURCE_EXHAUSTED: the memory a stream may hold.
+	// Defaults to 1000.
+	WatchBuffer int
+	// WatchHistory is how many of a watched kind's latest changes the host
+	// remembers, so that a stream can resume after one of them. Defaults to
+	// 1000.
+	WatchHistory int
+	// WatchBookmarkInterval is how often a Watch stream with nothing to send
+	// gets a BOOKMARK. Defaults to a minute.
+	WatchBookmarkInterval time.Duration
 	// Log receives a line per request at V(1). Defaults to a logger that
 	// discards.
 	Log logr.Logger
@@ -102,6 +118,11 @@ type Server struct {
 	opts    Options
 	lis     net.Listener
 	address string
+
+	// stopping is closed when the server stops, ending every Watch.
+	stopping chan struct{}
+	hubsMu   sync.Mutex
+	hubs     map[schema.GroupVersionKind]*hub
 }
 
 var (
@@ -117,7 +138,16 @@ func New(clients Clients, opts Options) *Server {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Server{clients: clients, opts: opts}
+	if opts.WatchBuffer <= 0 {
+		opts.WatchBuffer = 1000
+	}
+	if opts.WatchHistory <= 0 {
+		opts.WatchHistory = 1000
+	}
+	if opts.WatchBookmarkInterval <= 0 {
+		opts.WatchBookmarkInterval = time.Minute
+	}
+	return &Server{clients: clients, opts: opts, stopping: make(chan struct{}), hubs: map[schema.GroupVersionKind]*hub{}}
 }
 
 // Listen binds address ("unix:///absolute/path.sock", "unix:relative.sock",
@@ -190,6 +220,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("cluster service at %s: %w", s.address, err)
 	case <-ctx.Done():
 	}
+	close(s.stopping)
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {

@@ -106,6 +106,7 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 	var cacheReader client.Reader = mgr.GetCache()
 	srv := clusterservice.New(clusterservice.Clients{
 		Cache:     cacheReader,
+		Informers: mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
 		Dynamic:   dyn,
 		Mapper:    mgr.GetRESTMapper(),

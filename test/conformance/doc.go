@@ -5,6 +5,9 @@
 //     reconciler, runs once in a controller-runtime manager with
 //     controller-runtime's client and once in a sidecar behind the host with
 //     the SDK's client; both runs must leave the cluster in the same state;
+//   - a reconciler that indexes Jobs by their controller with a Go func and
+//     lists them with client.MatchingFields, as kubebuilder's CronJob
+//     tutorial does, converges in a manager and in a sidecar alike;
 //   - the SDK's client reads and writes through the host's Cluster service and
 //     gets the API server's errors as the apierrors types controller-runtime's
 //     client returns;

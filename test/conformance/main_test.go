@@ -21,7 +21,7 @@ var (
 	scheme  = newScheme()
 	schemes = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, memcachedv1.AddToScheme, websitev1.AddToScheme}
 
-	hostBin, memcachedBin, websiteBin, finalizeBin string
+	hostBin, memcachedBin, websiteBin, finalizeBin, indexBin string
 )
 
 func TestMain(m *testing.M) {
@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 			"./examples/go/memcached":            &memcachedBin,
 			"./examples/go/website":              &websiteBin,
 			"./test/conformance/finalizesidecar": &finalizeBin,
+			"./test/conformance/indexsidecar":    &indexBin,
 		},
 		Env:    &env,
 		Client: &k8s,

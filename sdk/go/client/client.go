@@ -86,6 +86,11 @@ type Client struct {
 	fieldOwner string
 	callOpts   []grpc.CallOption
 	log        logr.Logger
+	indexes    localIndexes
+	// background is the context of the Watches behind the local indexes,
+	// ended by Close.
+	background context.Context
+	stop       context.CancelFunc
 }
 
 var _ ctrlclient.Client = (*Client)(nil)
@@ -116,6 +121,7 @@ func New(opts Options) (*Client, error) {
 		},
 		log: opts.Logger,
 	}
+	c.background, c.stop = context.WithCancel(context.Background())
 	conn := opts.Conn
 	if conn == nil {
 		address := opts.Address
@@ -147,9 +153,11 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close closes the connection the Client dialed; a connection given in
-// Options.Conn is left open.
+// Close stops the Watches of the Client's local indexes and closes the
+// connection the Client dialed; a connection given in Options.Conn is left
+// open.
 func (c *Client) Close() error {
+	c.stop()
 	if c.conn == nil {
 		return nil
 	}

@@ -42,7 +42,9 @@ func (c *Client) Get(ctx context.Context, key ctrlclient.ObjectKey, obj ctrlclie
 	return decodeInto(resp.GetObject(), obj, gvk)
 }
 
-// List reads the objects of list's item kind that match opts into list: from
+// List reads the objects of list's item kind that match opts into list: from a
+// local index when opts select one exact value of a field indexed with
+// IndexField (see there), else from
 // the host's cache for the kinds the host watches, otherwise (or with
 // Uncached) from the API server. Namespace, label and field selectors, limit
 // and continue are honoured as the API server honours them; the cache
@@ -58,6 +60,11 @@ func (c *Client) List(ctx context.Context, list ctrlclient.ObjectList, opts ...c
 	for _, opt := range opts {
 		ro.add(opt)
 		opt.ApplyToList(lo)
+	}
+	if !ro.uncached {
+		if ok, err := c.listIndexed(ctx, list, listGVK, lo); ok {
+			return err
+		}
 	}
 	req := c.listRequest(listKind(listGVK), lo)
 	req.Options = ro.proto()

@@ -41,6 +41,28 @@ func (s *Server) GetClient() client.Client {
 	return s.clusterClient()
 }
 
+// Watch watches the objects of list's item kind through the host's Cluster
+// service and delivers them, typed, on the channel it returns, until ctx ends:
+// the objects the host caches (each client.Added), then client.Synced, then
+// every change; it resumes, or lists again, by itself when the stream ends.
+// See polyopclient.Client.Watch. It can be called before the Server serves:
+// it waits for the host's Cluster service address.
+func (s *Server) Watch(ctx context.Context, list client.ObjectList, opts ...client.ListOption) (<-chan polyopclient.Event, error) {
+	return s.clusterClient().Watch(ctx, list, opts...)
+}
+
+// GetFieldIndexer returns a client.FieldIndexer, as a manager's does in
+// controller-runtime: IndexField(ctx, &batchv1.Job{}, field, fn) registers a
+// Go index func, and a List of GetClient with client.MatchingFields{field:
+// value} is then answered from the sidecar's own copy of every object of the
+// kind, kept through the host's Watch stream and indexed by fn. The copy
+// starts on the first such List, which waits (bounded by its ctx) until it is
+// complete. It costs the sidecar the memory of every object of the kind the
+// host caches. Only kinds the host caches can be indexed so.
+func (s *Server) GetFieldIndexer() client.FieldIndexer {
+	return s.clusterClient()
+}
+
 // GetEventRecorder returns a recorder of Kubernetes events on any object,
 // recorded by the host through the Cluster service, as a manager's
 // GetEventRecorder does in controller-runtime. name is accepted for

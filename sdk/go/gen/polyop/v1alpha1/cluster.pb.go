@@ -193,6 +193,75 @@ func (DeletePropagation) EnumDescriptor() ([]byte, []int) {
 	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
+// WatchEventType says what a WatchResponse reports.
+type WatchEventType int32
+
+const (
+	// Not an event type.
+	WatchEventType_WATCH_EVENT_TYPE_UNSPECIFIED WatchEventType = 0
+	// The object was added, or was in the cache when the stream started.
+	WatchEventType_WATCH_EVENT_TYPE_ADDED WatchEventType = 1
+	// The object changed.
+	WatchEventType_WATCH_EVENT_TYPE_MODIFIED WatchEventType = 2
+	// The object was deleted; object is its last state the host knew.
+	WatchEventType_WATCH_EVENT_TYPE_DELETED WatchEventType = 3
+	// No object: every change up to resource_version was sent. Resume from
+	// it.
+	WatchEventType_WATCH_EVENT_TYPE_BOOKMARK WatchEventType = 4
+	// No object: the initial list is complete (every ADDED before it was in the
+	// cache when the stream started), as of resource_version. Sent once, after
+	// the initial list, and not on a resumed stream; the API server marks the
+	// same moment with a bookmark annotated k8s.io/initial-events-end.
+	WatchEventType_WATCH_EVENT_TYPE_INITIAL_LIST_DONE WatchEventType = 5
+)
+
+// Enum value maps for WatchEventType.
+var (
+	WatchEventType_name = map[int32]string{
+		0: "WATCH_EVENT_TYPE_UNSPECIFIED",
+		1: "WATCH_EVENT_TYPE_ADDED",
+		2: "WATCH_EVENT_TYPE_MODIFIED",
+		3: "WATCH_EVENT_TYPE_DELETED",
+		4: "WATCH_EVENT_TYPE_BOOKMARK",
+		5: "WATCH_EVENT_TYPE_INITIAL_LIST_DONE",
+	}
+	WatchEventType_value = map[string]int32{
+		"WATCH_EVENT_TYPE_UNSPECIFIED":       0,
+		"WATCH_EVENT_TYPE_ADDED":             1,
+		"WATCH_EVENT_TYPE_MODIFIED":          2,
+		"WATCH_EVENT_TYPE_DELETED":           3,
+		"WATCH_EVENT_TYPE_BOOKMARK":          4,
+		"WATCH_EVENT_TYPE_INITIAL_LIST_DONE": 5,
+	}
+)
+
+func (x WatchEventType) Enum() *WatchEventType {
+	p := new(WatchEventType)
+	*p = x
+	return p
+}
+
+func (x WatchEventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WatchEventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_polyop_v1alpha1_cluster_proto_enumTypes[3].Descriptor()
+}
+
+func (WatchEventType) Type() protoreflect.EnumType {
+	return &file_polyop_v1alpha1_cluster_proto_enumTypes[3]
+}
+
+func (x WatchEventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WatchEventType.Descriptor instead.
+func (WatchEventType) EnumDescriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
 // ReadOptions are the options every read takes.
 type ReadOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1416,6 +1485,162 @@ func (x *ResolveKindResponse) GetNamespaced() bool {
 	return false
 }
 
+// WatchRequest selects the objects of one kind to watch.
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind of the objects (the item kind, for example "Job"). The host must
+	// cache it, in namespace (or in every namespace when namespace is empty).
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Only objects in this namespace; empty for every namespace.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// A label selector, in kubectl's -l syntax.
+	LabelSelector string `protobuf:"bytes,6,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// A field selector on metadata.name and metadata.namespace (=, == and !=),
+	// for example "metadata.name=foo"; other fields are refused with
+	// INVALID_ARGUMENT.
+	FieldSelector string `protobuf:"bytes,7,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// Resume after this resource version (the last one the client saw, in an
+	// event's object or a BOOKMARK): the host sends every change after it and
+	// no initial list. Empty to start with the initial list. A version older
+	// than the host remembers ends the stream with FAILED_PRECONDITION: watch
+	// again without one.
+	ResourceVersion string `protobuf:"bytes,8,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchRequest) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// WatchResponse is one event of a Watch stream.
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	Type WatchEventType `protobuf:"varint,1,opt,name=type,proto3,enum=polyop.v1alpha1.WatchEventType" json:"type,omitempty"`
+	// The object, as JSON with apiVersion and kind set; empty for BOOKMARK and
+	// INITIAL_LIST_DONE.
+	Object []byte `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// The resource version to resume from after this event: the object's for
+	// ADDED, MODIFIED and DELETED, the host's for BOOKMARK and
+	// INITIAL_LIST_DONE.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WatchResponse) GetType() WatchEventType {
+	if x != nil {
+		return x.Type
+	}
+	return WatchEventType_WATCH_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *WatchResponse) GetObject() []byte {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
 var File_polyop_v1alpha1_cluster_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
@@ -1498,7 +1723,17 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x1e\n" +
 	"\n" +
 	"namespaced\x18\x03 \x01(\bR\n" +
-	"namespaced*\\\n" +
+	"namespaced\"\xdc\x01\n" +
+	"\fWatchRequest\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x06 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\a \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\b \x01(\tR\x0fresourceVersion\"\x87\x01\n" +
+	"\rWatchResponse\x123\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1f.polyop.v1alpha1.WatchEventTypeR\x04type\x12\x16\n" +
+	"\x06object\x18\x02 \x01(\fR\x06object\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion*\\\n" +
 	"\n" +
 	"ReadSource\x12\x1b\n" +
 	"\x17READ_SOURCE_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -1514,7 +1749,14 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\x1eDELETE_PROPAGATION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dDELETE_PROPAGATION_BACKGROUND\x10\x01\x12!\n" +
 	"\x1dDELETE_PROPAGATION_FOREGROUND\x10\x02\x12\x1d\n" +
-	"\x19DELETE_PROPAGATION_ORPHAN\x10\x032\xf4\x04\n" +
+	"\x19DELETE_PROPAGATION_ORPHAN\x10\x03*\xd2\x01\n" +
+	"\x0eWatchEventType\x12 \n" +
+	"\x1cWATCH_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16WATCH_EVENT_TYPE_ADDED\x10\x01\x12\x1d\n" +
+	"\x19WATCH_EVENT_TYPE_MODIFIED\x10\x02\x12\x1c\n" +
+	"\x18WATCH_EVENT_TYPE_DELETED\x10\x03\x12\x1d\n" +
+	"\x19WATCH_EVENT_TYPE_BOOKMARK\x10\x04\x12&\n" +
+	"\"WATCH_EVENT_TYPE_INITIAL_LIST_DONE\x10\x052\xbe\x05\n" +
 	"\x0eClusterService\x12@\n" +
 	"\x03Get\x12\x1b.polyop.v1alpha1.GetRequest\x1a\x1c.polyop.v1alpha1.GetResponse\x12C\n" +
 	"\x04List\x12\x1c.polyop.v1alpha1.ListRequest\x1a\x1d.polyop.v1alpha1.ListResponse\x12I\n" +
@@ -1523,7 +1765,8 @@ const file_polyop_v1alpha1_cluster_proto_rawDesc = "" +
 	"\x05Patch\x12\x1d.polyop.v1alpha1.PatchRequest\x1a\x1e.polyop.v1alpha1.PatchResponse\x12I\n" +
 	"\x06Delete\x12\x1e.polyop.v1alpha1.DeleteRequest\x1a\x1f.polyop.v1alpha1.DeleteResponse\x12X\n" +
 	"\vRecordEvent\x12#.polyop.v1alpha1.RecordEventRequest\x1a$.polyop.v1alpha1.RecordEventResponse\x12X\n" +
-	"\vResolveKind\x12#.polyop.v1alpha1.ResolveKindRequest\x1a$.polyop.v1alpha1.ResolveKindResponseB\xc4\x01\n" +
+	"\vResolveKind\x12#.polyop.v1alpha1.ResolveKindRequest\x1a$.polyop.v1alpha1.ResolveKindResponse\x12H\n" +
+	"\x05Watch\x12\x1d.polyop.v1alpha1.WatchRequest\x1a\x1e.polyop.v1alpha1.WatchResponse0\x01B\xc4\x01\n" +
 	"\x13com.polyop.v1alpha1B\fClusterProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var (
@@ -1538,83 +1781,90 @@ func file_polyop_v1alpha1_cluster_proto_rawDescGZIP() []byte {
 	return file_polyop_v1alpha1_cluster_proto_rawDescData
 }
 
-var file_polyop_v1alpha1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_polyop_v1alpha1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_polyop_v1alpha1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_polyop_v1alpha1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_polyop_v1alpha1_cluster_proto_goTypes = []any{
 	(ReadSource)(0),             // 0: polyop.v1alpha1.ReadSource
 	(PatchType)(0),              // 1: polyop.v1alpha1.PatchType
 	(DeletePropagation)(0),      // 2: polyop.v1alpha1.DeletePropagation
-	(*ReadOptions)(nil),         // 3: polyop.v1alpha1.ReadOptions
-	(*GetRequest)(nil),          // 4: polyop.v1alpha1.GetRequest
-	(*GetResponse)(nil),         // 5: polyop.v1alpha1.GetResponse
-	(*ListRequest)(nil),         // 6: polyop.v1alpha1.ListRequest
-	(*ListResponse)(nil),        // 7: polyop.v1alpha1.ListResponse
-	(*WriteOptions)(nil),        // 8: polyop.v1alpha1.WriteOptions
-	(*CreateRequest)(nil),       // 9: polyop.v1alpha1.CreateRequest
-	(*CreateResponse)(nil),      // 10: polyop.v1alpha1.CreateResponse
-	(*UpdateRequest)(nil),       // 11: polyop.v1alpha1.UpdateRequest
-	(*UpdateResponse)(nil),      // 12: polyop.v1alpha1.UpdateResponse
-	(*PatchRequest)(nil),        // 13: polyop.v1alpha1.PatchRequest
-	(*PatchResponse)(nil),       // 14: polyop.v1alpha1.PatchResponse
-	(*DeleteRequest)(nil),       // 15: polyop.v1alpha1.DeleteRequest
-	(*DeleteResponse)(nil),      // 16: polyop.v1alpha1.DeleteResponse
-	(*RecordEventRequest)(nil),  // 17: polyop.v1alpha1.RecordEventRequest
-	(*RecordEventResponse)(nil), // 18: polyop.v1alpha1.RecordEventResponse
-	(*APIError)(nil),            // 19: polyop.v1alpha1.APIError
-	(*ResolveKindRequest)(nil),  // 20: polyop.v1alpha1.ResolveKindRequest
-	(*ResolveKindResponse)(nil), // 21: polyop.v1alpha1.ResolveKindResponse
-	(*GroupVersionKind)(nil),    // 22: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),           // 23: polyop.v1alpha1.ObjectKey
-	(*Event)(nil),               // 24: polyop.v1alpha1.Event
+	(WatchEventType)(0),         // 3: polyop.v1alpha1.WatchEventType
+	(*ReadOptions)(nil),         // 4: polyop.v1alpha1.ReadOptions
+	(*GetRequest)(nil),          // 5: polyop.v1alpha1.GetRequest
+	(*GetResponse)(nil),         // 6: polyop.v1alpha1.GetResponse
+	(*ListRequest)(nil),         // 7: polyop.v1alpha1.ListRequest
+	(*ListResponse)(nil),        // 8: polyop.v1alpha1.ListResponse
+	(*WriteOptions)(nil),        // 9: polyop.v1alpha1.WriteOptions
+	(*CreateRequest)(nil),       // 10: polyop.v1alpha1.CreateRequest
+	(*CreateResponse)(nil),      // 11: polyop.v1alpha1.CreateResponse
+	(*UpdateRequest)(nil),       // 12: polyop.v1alpha1.UpdateRequest
+	(*UpdateResponse)(nil),      // 13: polyop.v1alpha1.UpdateResponse
+	(*PatchRequest)(nil),        // 14: polyop.v1alpha1.PatchRequest
+	(*PatchResponse)(nil),       // 15: polyop.v1alpha1.PatchResponse
+	(*DeleteRequest)(nil),       // 16: polyop.v1alpha1.DeleteRequest
+	(*DeleteResponse)(nil),      // 17: polyop.v1alpha1.DeleteResponse
+	(*RecordEventRequest)(nil),  // 18: polyop.v1alpha1.RecordEventRequest
+	(*RecordEventResponse)(nil), // 19: polyop.v1alpha1.RecordEventResponse
+	(*APIError)(nil),            // 20: polyop.v1alpha1.APIError
+	(*ResolveKindRequest)(nil),  // 21: polyop.v1alpha1.ResolveKindRequest
+	(*ResolveKindResponse)(nil), // 22: polyop.v1alpha1.ResolveKindResponse
+	(*WatchRequest)(nil),        // 23: polyop.v1alpha1.WatchRequest
+	(*WatchResponse)(nil),       // 24: polyop.v1alpha1.WatchResponse
+	(*GroupVersionKind)(nil),    // 25: polyop.v1alpha1.GroupVersionKind
+	(*ObjectKey)(nil),           // 26: polyop.v1alpha1.ObjectKey
+	(*Event)(nil),               // 27: polyop.v1alpha1.Event
 }
 var file_polyop_v1alpha1_cluster_proto_depIdxs = []int32{
-	22, // 0: polyop.v1alpha1.GetRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	23, // 1: polyop.v1alpha1.GetRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	3,  // 2: polyop.v1alpha1.GetRequest.options:type_name -> polyop.v1alpha1.ReadOptions
+	25, // 0: polyop.v1alpha1.GetRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	26, // 1: polyop.v1alpha1.GetRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	4,  // 2: polyop.v1alpha1.GetRequest.options:type_name -> polyop.v1alpha1.ReadOptions
 	0,  // 3: polyop.v1alpha1.GetResponse.source:type_name -> polyop.v1alpha1.ReadSource
-	22, // 4: polyop.v1alpha1.ListRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	3,  // 5: polyop.v1alpha1.ListRequest.options:type_name -> polyop.v1alpha1.ReadOptions
+	25, // 4: polyop.v1alpha1.ListRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	4,  // 5: polyop.v1alpha1.ListRequest.options:type_name -> polyop.v1alpha1.ReadOptions
 	0,  // 6: polyop.v1alpha1.ListResponse.source:type_name -> polyop.v1alpha1.ReadSource
-	22, // 7: polyop.v1alpha1.CreateRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	23, // 8: polyop.v1alpha1.CreateRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	8,  // 9: polyop.v1alpha1.CreateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	22, // 10: polyop.v1alpha1.UpdateRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	23, // 11: polyop.v1alpha1.UpdateRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	8,  // 12: polyop.v1alpha1.UpdateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
-	22, // 13: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	23, // 14: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	8,  // 15: polyop.v1alpha1.PatchRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	25, // 7: polyop.v1alpha1.CreateRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	26, // 8: polyop.v1alpha1.CreateRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	9,  // 9: polyop.v1alpha1.CreateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	25, // 10: polyop.v1alpha1.UpdateRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	26, // 11: polyop.v1alpha1.UpdateRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	9,  // 12: polyop.v1alpha1.UpdateRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	25, // 13: polyop.v1alpha1.PatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	26, // 14: polyop.v1alpha1.PatchRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	9,  // 15: polyop.v1alpha1.PatchRequest.options:type_name -> polyop.v1alpha1.WriteOptions
 	1,  // 16: polyop.v1alpha1.PatchRequest.type:type_name -> polyop.v1alpha1.PatchType
-	22, // 17: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	23, // 18: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	8,  // 19: polyop.v1alpha1.DeleteRequest.options:type_name -> polyop.v1alpha1.WriteOptions
+	25, // 17: polyop.v1alpha1.DeleteRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	26, // 18: polyop.v1alpha1.DeleteRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	9,  // 19: polyop.v1alpha1.DeleteRequest.options:type_name -> polyop.v1alpha1.WriteOptions
 	2,  // 20: polyop.v1alpha1.DeleteRequest.propagation:type_name -> polyop.v1alpha1.DeletePropagation
-	22, // 21: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	23, // 22: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	24, // 23: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
-	22, // 24: polyop.v1alpha1.ResolveKindRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	22, // 25: polyop.v1alpha1.ResolveKindResponse.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	4,  // 26: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
-	6,  // 27: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
-	9,  // 28: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
-	11, // 29: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
-	13, // 30: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
-	15, // 31: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
-	17, // 32: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
-	20, // 33: polyop.v1alpha1.ClusterService.ResolveKind:input_type -> polyop.v1alpha1.ResolveKindRequest
-	5,  // 34: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
-	7,  // 35: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
-	10, // 36: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
-	12, // 37: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
-	14, // 38: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
-	16, // 39: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
-	18, // 40: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
-	21, // 41: polyop.v1alpha1.ClusterService.ResolveKind:output_type -> polyop.v1alpha1.ResolveKindResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	25, // 21: polyop.v1alpha1.RecordEventRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	26, // 22: polyop.v1alpha1.RecordEventRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	27, // 23: polyop.v1alpha1.RecordEventRequest.event:type_name -> polyop.v1alpha1.Event
+	25, // 24: polyop.v1alpha1.ResolveKindRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	25, // 25: polyop.v1alpha1.ResolveKindResponse.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	25, // 26: polyop.v1alpha1.WatchRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	3,  // 27: polyop.v1alpha1.WatchResponse.type:type_name -> polyop.v1alpha1.WatchEventType
+	5,  // 28: polyop.v1alpha1.ClusterService.Get:input_type -> polyop.v1alpha1.GetRequest
+	7,  // 29: polyop.v1alpha1.ClusterService.List:input_type -> polyop.v1alpha1.ListRequest
+	10, // 30: polyop.v1alpha1.ClusterService.Create:input_type -> polyop.v1alpha1.CreateRequest
+	12, // 31: polyop.v1alpha1.ClusterService.Update:input_type -> polyop.v1alpha1.UpdateRequest
+	14, // 32: polyop.v1alpha1.ClusterService.Patch:input_type -> polyop.v1alpha1.PatchRequest
+	16, // 33: polyop.v1alpha1.ClusterService.Delete:input_type -> polyop.v1alpha1.DeleteRequest
+	18, // 34: polyop.v1alpha1.ClusterService.RecordEvent:input_type -> polyop.v1alpha1.RecordEventRequest
+	21, // 35: polyop.v1alpha1.ClusterService.ResolveKind:input_type -> polyop.v1alpha1.ResolveKindRequest
+	23, // 36: polyop.v1alpha1.ClusterService.Watch:input_type -> polyop.v1alpha1.WatchRequest
+	6,  // 37: polyop.v1alpha1.ClusterService.Get:output_type -> polyop.v1alpha1.GetResponse
+	8,  // 38: polyop.v1alpha1.ClusterService.List:output_type -> polyop.v1alpha1.ListResponse
+	11, // 39: polyop.v1alpha1.ClusterService.Create:output_type -> polyop.v1alpha1.CreateResponse
+	13, // 40: polyop.v1alpha1.ClusterService.Update:output_type -> polyop.v1alpha1.UpdateResponse
+	15, // 41: polyop.v1alpha1.ClusterService.Patch:output_type -> polyop.v1alpha1.PatchResponse
+	17, // 42: polyop.v1alpha1.ClusterService.Delete:output_type -> polyop.v1alpha1.DeleteResponse
+	19, // 43: polyop.v1alpha1.ClusterService.RecordEvent:output_type -> polyop.v1alpha1.RecordEventResponse
+	22, // 44: polyop.v1alpha1.ClusterService.ResolveKind:output_type -> polyop.v1alpha1.ResolveKindResponse
+	24, // 45: polyop.v1alpha1.ClusterService.Watch:output_type -> polyop.v1alpha1.WatchResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_cluster_proto_init() }
@@ -1630,8 +1880,8 @@ func file_polyop_v1alpha1_cluster_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_cluster_proto_rawDesc), len(file_polyop_v1alpha1_cluster_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   19,
+			NumEnums:      4,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

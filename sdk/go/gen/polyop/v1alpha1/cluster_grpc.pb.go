@@ -27,6 +27,7 @@ const (
 	ClusterService_Delete_FullMethodName      = "/polyop.v1alpha1.ClusterService/Delete"
 	ClusterService_RecordEvent_FullMethodName = "/polyop.v1alpha1.ClusterService/RecordEvent"
 	ClusterService_ResolveKind_FullMethodName = "/polyop.v1alpha1.ClusterService/ResolveKind"
+	ClusterService_Watch_FullMethodName       = "/polyop.v1alpha1.ClusterService/Watch"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -80,6 +81,18 @@ type ClusterServiceClient interface {
 	// ResolveKind maps a kind to its resource and scope through the host's REST
 	// mapper (API discovery), for clients that need a RESTMapper.
 	ResolveKind(ctx context.Context, in *ResolveKindRequest, opts ...grpc.CallOption) (*ResolveKindResponse, error)
+	// Watch streams the objects of a kind from the host's informer cache: the
+	// objects it holds now (each an ADDED event, then an INITIAL_LIST_DONE
+	// event), then every change (ADDED, MODIFIED, DELETED), with a BOOKMARK now
+	// and then. A stream that names a resource_version resumes after it instead
+	// of listing, or ends with FAILED_PRECONDITION when the host no longer
+	// remembers that far back: list again by watching without one. Only kinds
+	// the host caches can be watched (FAILED_PRECONDITION otherwise, naming
+	// the remedy). A client that does not read its events fast enough, so that
+	// more than the host buffers for it are waiting, is cut off with
+	// RESOURCE_EXHAUSTED. The stream ends with UNAVAILABLE when the host shuts
+	// down.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
 type clusterServiceClient struct {
@@ -170,6 +183,25 @@ func (c *clusterServiceClient) ResolveKind(ctx context.Context, in *ResolveKindR
 	return out, nil
 }
 
+func (c *clusterServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ClusterService_ServiceDesc.Streams[0], ClusterService_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -221,6 +253,18 @@ type ClusterServiceServer interface {
 	// ResolveKind maps a kind to its resource and scope through the host's REST
 	// mapper (API discovery), for clients that need a RESTMapper.
 	ResolveKind(context.Context, *ResolveKindRequest) (*ResolveKindResponse, error)
+	// Watch streams the objects of a kind from the host's informer cache: the
+	// objects it holds now (each an ADDED event, then an INITIAL_LIST_DONE
+	// event), then every change (ADDED, MODIFIED, DELETED), with a BOOKMARK now
+	// and then. A stream that names a resource_version resumes after it instead
+	// of listing, or ends with FAILED_PRECONDITION when the host no longer
+	// remembers that far back: list again by watching without one. Only kinds
+	// the host caches can be watched (FAILED_PRECONDITION otherwise, naming
+	// the remedy). A client that does not read its events fast enough, so that
+	// more than the host buffers for it are waiting, is cut off with
+	// RESOURCE_EXHAUSTED. The stream ends with UNAVAILABLE when the host shuts
+	// down.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -254,6 +298,9 @@ func (UnimplementedClusterServiceServer) RecordEvent(context.Context, *RecordEve
 }
 func (UnimplementedClusterServiceServer) ResolveKind(context.Context, *ResolveKindRequest) (*ResolveKindResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveKind not implemented")
+}
+func (UnimplementedClusterServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -420,6 +467,17 @@ func _ClusterService_ResolveKind_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -460,6 +518,12 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ClusterService_ResolveKind_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _ClusterService_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "polyop/v1alpha1/cluster.proto",
 }

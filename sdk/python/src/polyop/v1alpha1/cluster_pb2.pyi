@@ -109,6 +109,54 @@ DELETE_PROPAGATION_ORPHAN: DeletePropagation.ValueType  # 3
 """Leave dependents, removing their owner references."""
 Global___DeletePropagation: _TypeAlias = DeletePropagation  # noqa: Y015
 
+class _WatchEventType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _WatchEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WatchEventType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    WATCH_EVENT_TYPE_UNSPECIFIED: _WatchEventType.ValueType  # 0
+    """Not an event type."""
+    WATCH_EVENT_TYPE_ADDED: _WatchEventType.ValueType  # 1
+    """The object was added, or was in the cache when the stream started."""
+    WATCH_EVENT_TYPE_MODIFIED: _WatchEventType.ValueType  # 2
+    """The object changed."""
+    WATCH_EVENT_TYPE_DELETED: _WatchEventType.ValueType  # 3
+    """The object was deleted; object is its last state the host knew."""
+    WATCH_EVENT_TYPE_BOOKMARK: _WatchEventType.ValueType  # 4
+    """No object: every change up to resource_version was sent. Resume from
+    it.
+    """
+    WATCH_EVENT_TYPE_INITIAL_LIST_DONE: _WatchEventType.ValueType  # 5
+    """No object: the initial list is complete (every ADDED before it was in the
+    cache when the stream started), as of resource_version. Sent once, after
+    the initial list, and not on a resumed stream; the API server marks the
+    same moment with a bookmark annotated k8s.io/initial-events-end.
+    """
+
+class WatchEventType(_WatchEventType, metaclass=_WatchEventTypeEnumTypeWrapper):
+    """WatchEventType says what a WatchResponse reports."""
+
+WATCH_EVENT_TYPE_UNSPECIFIED: WatchEventType.ValueType  # 0
+"""Not an event type."""
+WATCH_EVENT_TYPE_ADDED: WatchEventType.ValueType  # 1
+"""The object was added, or was in the cache when the stream started."""
+WATCH_EVENT_TYPE_MODIFIED: WatchEventType.ValueType  # 2
+"""The object changed."""
+WATCH_EVENT_TYPE_DELETED: WatchEventType.ValueType  # 3
+"""The object was deleted; object is its last state the host knew."""
+WATCH_EVENT_TYPE_BOOKMARK: WatchEventType.ValueType  # 4
+"""No object: every change up to resource_version was sent. Resume from
+it.
+"""
+WATCH_EVENT_TYPE_INITIAL_LIST_DONE: WatchEventType.ValueType  # 5
+"""No object: the initial list is complete (every ADDED before it was in the
+cache when the stream started), as of resource_version. Sent once, after
+the initial list, and not on a resumed stream; the API server marks the
+same moment with a bookmark annotated k8s.io/initial-events-end.
+"""
+Global___WatchEventType: _TypeAlias = WatchEventType  # noqa: Y015
+
 @_typing.final
 class ReadOptions(_message.Message):
     """ReadOptions are the options every read takes."""
@@ -758,3 +806,88 @@ class ResolveKindResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResolveKindResponse: _TypeAlias = ResolveKindResponse  # noqa: Y015
+
+@_typing.final
+class WatchRequest(_message.Message):
+    """WatchRequest selects the objects of one kind to watch."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """Only objects in this namespace; empty for every namespace."""
+    label_selector: _builtins.str
+    """A label selector, in kubectl's -l syntax."""
+    field_selector: _builtins.str
+    """A field selector on metadata.name and metadata.namespace (=, == and !=),
+    for example "metadata.name=foo"; other fields are refused with
+    INVALID_ARGUMENT.
+    """
+    resource_version: _builtins.str
+    """Resume after this resource version (the last one the client saw, in an
+    event's object or a BOOKMARK): the host sends every change after it and
+    no initial list. Empty to start with the initial list. A version older
+    than the host remembers ends the stream with FAILED_PRECONDITION: watch
+    again without one.
+    """
+    @_builtins.property
+    def kind(self) -> _types_pb2.GroupVersionKind:
+        """The kind of the objects (the item kind, for example "Job"). The host must
+        cache it, in namespace (or in every namespace when namespace is empty).
+        """
+
+    def __init__(
+        self,
+        *,
+        kind: _types_pb2.GroupVersionKind | None = ...,
+        namespace: _builtins.str = ...,
+        label_selector: _builtins.str = ...,
+        field_selector: _builtins.str = ...,
+        resource_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field_selector", b"field_selector", "kind", b"kind", "label_selector", b"label_selector", "namespace", b"namespace", "resource_version", b"resource_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchRequest: _TypeAlias = WatchRequest  # noqa: Y015
+
+@_typing.final
+class WatchResponse(_message.Message):
+    """WatchResponse is one event of a Watch stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    OBJECT_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    type: Global___WatchEventType.ValueType
+    """What happened."""
+    object: _builtins.bytes
+    """The object, as JSON with apiVersion and kind set; empty for BOOKMARK and
+    INITIAL_LIST_DONE.
+    """
+    resource_version: _builtins.str
+    """The resource version to resume from after this event: the object's for
+    ADDED, MODIFIED and DELETED, the host's for BOOKMARK and
+    INITIAL_LIST_DONE.
+    """
+    def __init__(
+        self,
+        *,
+        type: Global___WatchEventType.ValueType = ...,
+        object: _builtins.bytes = ...,
+        resource_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["object", b"object", "resource_version", b"resource_version", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchResponse: _TypeAlias = WatchResponse  # noqa: Y015

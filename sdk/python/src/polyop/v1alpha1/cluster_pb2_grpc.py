@@ -100,6 +100,11 @@ class ClusterServiceStub:
                 request_serializer=polyop_dot_v1alpha1_dot_cluster__pb2.ResolveKindRequest.SerializeToString,
                 response_deserializer=polyop_dot_v1alpha1_dot_cluster__pb2.ResolveKindResponse.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/polyop.v1alpha1.ClusterService/Watch',
+                request_serializer=polyop_dot_v1alpha1_dot_cluster__pb2.WatchRequest.SerializeToString,
+                response_deserializer=polyop_dot_v1alpha1_dot_cluster__pb2.WatchResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -191,6 +196,23 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Watch streams the objects of a kind from the host's informer cache: the
+        objects it holds now (each an ADDED event, then an INITIAL_LIST_DONE
+        event), then every change (ADDED, MODIFIED, DELETED), with a BOOKMARK now
+        and then. A stream that names a resource_version resumes after it instead
+        of listing, or ends with FAILED_PRECONDITION when the host no longer
+        remembers that far back: list again by watching without one. Only kinds
+        the host caches can be watched (FAILED_PRECONDITION otherwise, naming
+        the remedy). A client that does not read its events fast enough, so that
+        more than the host buffers for it are waiting, is cut off with
+        RESOURCE_EXHAUSTED. The stream ends with UNAVAILABLE when the host shuts
+        down.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -233,6 +255,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.ResolveKind,
                     request_deserializer=polyop_dot_v1alpha1_dot_cluster__pb2.ResolveKindRequest.FromString,
                     response_serializer=polyop_dot_v1alpha1_dot_cluster__pb2.ResolveKindResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=polyop_dot_v1alpha1_dot_cluster__pb2.WatchRequest.FromString,
+                    response_serializer=polyop_dot_v1alpha1_dot_cluster__pb2.WatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -477,6 +504,33 @@ class ClusterService:
             '/polyop.v1alpha1.ClusterService/ResolveKind',
             polyop_dot_v1alpha1_dot_cluster__pb2.ResolveKindRequest.SerializeToString,
             polyop_dot_v1alpha1_dot_cluster__pb2.ResolveKindResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/polyop.v1alpha1.ClusterService/Watch',
+            polyop_dot_v1alpha1_dot_cluster__pb2.WatchRequest.SerializeToString,
+            polyop_dot_v1alpha1_dot_cluster__pb2.WatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,19 @@ class ClusterServiceStub:
     """ResolveKind maps a kind to its resource and scope through the host's REST
     mapper (API discovery), for clients that need a RESTMapper.
     """
+    Watch: _grpc.UnaryStreamMultiCallable[_cluster_pb2.WatchRequest, _cluster_pb2.WatchResponse]
+    """Watch streams the objects of a kind from the host's informer cache: the
+    objects it holds now (each an ADDED event, then an INITIAL_LIST_DONE
+    event), then every change (ADDED, MODIFIED, DELETED), with a BOOKMARK now
+    and then. A stream that names a resource_version resumes after it instead
+    of listing, or ends with FAILED_PRECONDITION when the host no longer
+    remembers that far back: list again by watching without one. Only kinds
+    the host caches can be watched (FAILED_PRECONDITION otherwise, naming
+    the remedy). A client that does not read its events fast enough, so that
+    more than the host buffers for it are waiting, is cut off with
+    RESOURCE_EXHAUSTED. The stream ends with UNAVAILABLE when the host shuts
+    down.
+    """
 
 @_typing.type_check_only
 class ClusterServiceAsyncStub(ClusterServiceStub):
@@ -138,6 +151,19 @@ class ClusterServiceAsyncStub(ClusterServiceStub):
     ResolveKind: _aio.UnaryUnaryMultiCallable[_cluster_pb2.ResolveKindRequest, _cluster_pb2.ResolveKindResponse]  # type: ignore[assignment]
     """ResolveKind maps a kind to its resource and scope through the host's REST
     mapper (API discovery), for clients that need a RESTMapper.
+    """
+    Watch: _aio.UnaryStreamMultiCallable[_cluster_pb2.WatchRequest, _cluster_pb2.WatchResponse]  # type: ignore[assignment]
+    """Watch streams the objects of a kind from the host's informer cache: the
+    objects it holds now (each an ADDED event, then an INITIAL_LIST_DONE
+    event), then every change (ADDED, MODIFIED, DELETED), with a BOOKMARK now
+    and then. A stream that names a resource_version resumes after it instead
+    of listing, or ends with FAILED_PRECONDITION when the host no longer
+    remembers that far back: list again by watching without one. Only kinds
+    the host caches can be watched (FAILED_PRECONDITION otherwise, naming
+    the remedy). A client that does not read its events fast enough, so that
+    more than the host buffers for it are waiting, is cut off with
+    RESOURCE_EXHAUSTED. The stream ends with UNAVAILABLE when the host shuts
+    down.
     """
 
 class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -239,6 +265,25 @@ class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_cluster_pb2.ResolveKindResponse, _abc.Awaitable[_cluster_pb2.ResolveKindResponse]]:
         """ResolveKind maps a kind to its resource and scope through the host's REST
         mapper (API discovery), for clients that need a RESTMapper.
+        """
+
+    @_abc_1.abstractmethod
+    def Watch(
+        self,
+        request: _cluster_pb2.WatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_cluster_pb2.WatchResponse], _abc.AsyncIterator[_cluster_pb2.WatchResponse]]:
+        """Watch streams the objects of a kind from the host's informer cache: the
+        objects it holds now (each an ADDED event, then an INITIAL_LIST_DONE
+        event), then every change (ADDED, MODIFIED, DELETED), with a BOOKMARK now
+        and then. A stream that names a resource_version resumes after it instead
+        of listing, or ends with FAILED_PRECONDITION when the host no longer
+        remembers that far back: list again by watching without one. Only kinds
+        the host caches can be watched (FAILED_PRECONDITION otherwise, naming
+        the remedy). A client that does not read its events fast enough, so that
+        more than the host buffers for it are waiting, is cut off with
+        RESOURCE_EXHAUSTED. The stream ends with UNAVAILABLE when the host shuts
+        down.
         """
 
 def add_ClusterServiceServicer_to_server(servicer: ClusterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/cluster.proto.
  */
 export const file_polyop_v1alpha1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvY2x1c3Rlci5wcm90bxIPcG9seW9wLnYxYWxwaGExIh8KC1JlYWRPcHRpb25zEhAKCHVuY2FjaGVkGAEgASgIIqoBCgpHZXRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBInCgNrZXkYAiABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5EhMKC3N1YnJlc291cmNlGAMgASgJEi0KB29wdGlvbnMYBCABKAsyHC5wb2x5b3AudjFhbHBoYTEuUmVhZE9wdGlvbnMiSgoLR2V0UmVzcG9uc2USDgoGb2JqZWN0GAEgASgMEisKBnNvdXJjZRgCIAEoDjIbLnBvbHlvcC52MWFscGhhMS5SZWFkU291cmNlItcBCgtMaXN0UmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSEQoJbmFtZXNwYWNlGAIgASgJEi0KB29wdGlvbnMYBCABKAsyHC5wb2x5b3AudjFhbHBoYTEuUmVhZE9wdGlvbnMSFgoObGFiZWxfc2VsZWN0b3IYBiABKAkSFgoOZmllbGRfc2VsZWN0b3IYByABKAkSDQoFbGltaXQYCCABKAMSFgoOY29udGludWVfdG9rZW4YCSABKAkifAoMTGlzdFJlc3BvbnNlEg0KBWl0ZW1zGAEgAygMEhYKDmNvbnRpbnVlX3Rva2VuGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSKwoGc291cmNlGAQgASgOMhsucG9seW9wLnYxYWxwaGExLlJlYWRTb3VyY2UiRQoMV3JpdGVPcHRpb25zEg8KB2RyeV9ydW4YASABKAgSFQoNZmllbGRfbWFuYWdlchgCIAEoCRINCgVmb3JjZRgDIAEoCCK+AQoNQ3JlYXRlUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRITCgtzdWJyZXNvdXJjZRgDIAEoCRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxIOCgZvYmplY3QYBSABKAwiIAoOQ3JlYXRlUmVzcG9uc2USDgoGb2JqZWN0GAEgASgMIr4BCg1VcGRhdGVSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBInCgNrZXkYAiABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5EhMKC3N1YnJlc291cmNlGAMgASgJEi4KB29wdGlvbnMYBCABKAsyHS5wb2x5b3AudjFhbHBoYTEuV3JpdGVPcHRpb25zEg4KBm9iamVjdBgFIAEoDCIgCg5VcGRhdGVSZXNwb25zZRIOCgZvYmplY3QYASABKAwi5gEKDFBhdGNoUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRITCgtzdWJyZXNvdXJjZRgDIAEoCRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxINCgVwYXRjaBgFIAEoDBIoCgR0eXBlGAYgASgOMhoucG9seW9wLnYxYWxwaGExLlBhdGNoVHlwZSIfCg1QYXRjaFJlc3BvbnNlEg4KBm9iamVjdBgBIAEoDCLPAgoNRGVsZXRlUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxI3Cgtwcm9wYWdhdGlvbhgGIAEoDjIiLnBvbHlvcC52MWFscGhhMS5EZWxldGVQcm9wYWdhdGlvbhIYChBwcmVjb25kaXRpb25fdWlkGAcgASgJEiUKHXByZWNvbmRpdGlvbl9yZXNvdXJjZV92ZXJzaW9uGAggASgJEiEKFGdyYWNlX3BlcmlvZF9zZWNvbmRzGAkgASgDSACIAQFCFwoVX2dyYWNlX3BlcmlvZF9zZWNvbmRzIhAKDkRlbGV0ZVJlc3BvbnNlIpUBChJSZWNvcmRFdmVudFJlcXVlc3QSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEicKA2tleRgCIAEoCzIaLnBvbHlvcC52MWFscGhhMS5PYmplY3RLZXkSJQoFZXZlbnQYBiABKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQiFQoTUmVjb3JkRXZlbnRSZXNwb25zZSIaCghBUElFcnJvchIOCgZzdGF0dXMYASABKAwiRQoSUmVzb2x2ZUtpbmRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZCJsChNSZXNvbHZlS2luZFJlc3BvbnNlEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIQCghyZXNvdXJjZRgCIAEoCRISCgpuYW1lc3BhY2VkGAMgASgIKlwKClJlYWRTb3VyY2USGwoXUkVBRF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIVChFSRUFEX1NPVVJDRV9DQUNIRRABEhoKFlJFQURfU09VUkNFX0FQSV9TRVJWRVIQAiqIAQoJUGF0Y2hUeXBlEhoKFlBBVENIX1RZUEVfVU5TUEVDSUZJRUQQABIUChBQQVRDSF9UWVBFX01FUkdFEAESEwoPUEFUQ0hfVFlQRV9KU09OEAISHgoaUEFUQ0hfVFlQRV9TVFJBVEVHSUNfTUVSR0UQAxIUChBQQVRDSF9UWVBFX0FQUExZEAQqnAEKEURlbGV0ZVByb3BhZ2F0aW9uEiIKHkRFTEVURV9QUk9QQUdBVElPTl9VTlNQRUNJRklFRBAAEiEKHURFTEVURV9QUk9QQUdBVElPTl9CQUNLR1JPVU5EEAESIQodREVMRVRFX1BST1BBR0FUSU9OX0ZPUkVHUk9VTkQQAhIdChlERUxFVEVfUFJPUEFHQVRJT05fT1JQSEFOEAMy9AQKDkNsdXN0ZXJTZXJ2aWNlEkAKA0dldBIbLnBvbHlvcC52MWFscGhhMS5HZXRSZXF1ZXN0GhwucG9seW9wLnYxYWxwaGExLkdldFJlc3BvbnNlEkMKBExpc3QSHC5wb2x5b3AudjFhbHBoYTEuTGlzdFJlcXVlc3QaHS5wb2x5b3AudjFhbHBoYTEuTGlzdFJlc3BvbnNlEkkKBkNyZWF0ZRIeLnBvbHlvcC52MWFscGhhMS5DcmVhdGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLkNyZWF0ZVJlc3BvbnNlEkkKBlVwZGF0ZRIeLnBvbHlvcC52MWFscGhhMS5VcGRhdGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLlVwZGF0ZVJlc3BvbnNlEkYKBVBhdGNoEh0ucG9seW9wLnYxYWxwaGExLlBhdGNoUmVxdWVzdBoeLnBvbHlvcC52MWFscGhhMS5QYXRjaFJlc3BvbnNlEkkKBkRlbGV0ZRIeLnBvbHlvcC52MWFscGhhMS5EZWxldGVSZXF1ZXN0Gh8ucG9seW9wLnYxYWxwaGExLkRlbGV0ZVJlc3BvbnNlElgKC1JlY29yZEV2ZW50EiMucG9seW9wLnYxYWxwaGExLlJlY29yZEV2ZW50UmVxdWVzdBokLnBvbHlvcC52MWFscGhhMS5SZWNvcmRFdmVudFJlc3BvbnNlElgKC1Jlc29sdmVLaW5kEiMucG9seW9wLnYxYWxwaGExLlJlc29sdmVLaW5kUmVxdWVzdBokLnBvbHlvcC52MWFscGhhMS5SZXNvbHZlS2luZFJlc3BvbnNlQsQBChNjb20ucG9seW9wLnYxYWxwaGExQgxDbHVzdGVyUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_polyop_v1alpha1_reconcile, file_polyop_v1alpha1_types]);
+  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvY2x1c3Rlci5wcm90bxIPcG9seW9wLnYxYWxwaGExIh8KC1JlYWRPcHRpb25zEhAKCHVuY2FjaGVkGAEgASgIIqoBCgpHZXRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBInCgNrZXkYAiABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5EhMKC3N1YnJlc291cmNlGAMgASgJEi0KB29wdGlvbnMYBCABKAsyHC5wb2x5b3AudjFhbHBoYTEuUmVhZE9wdGlvbnMiSgoLR2V0UmVzcG9uc2USDgoGb2JqZWN0GAEgASgMEisKBnNvdXJjZRgCIAEoDjIbLnBvbHlvcC52MWFscGhhMS5SZWFkU291cmNlItcBCgtMaXN0UmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSEQoJbmFtZXNwYWNlGAIgASgJEi0KB29wdGlvbnMYBCABKAsyHC5wb2x5b3AudjFhbHBoYTEuUmVhZE9wdGlvbnMSFgoObGFiZWxfc2VsZWN0b3IYBiABKAkSFgoOZmllbGRfc2VsZWN0b3IYByABKAkSDQoFbGltaXQYCCABKAMSFgoOY29udGludWVfdG9rZW4YCSABKAkifAoMTGlzdFJlc3BvbnNlEg0KBWl0ZW1zGAEgAygMEhYKDmNvbnRpbnVlX3Rva2VuGAIgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSKwoGc291cmNlGAQgASgOMhsucG9seW9wLnYxYWxwaGExLlJlYWRTb3VyY2UiRQoMV3JpdGVPcHRpb25zEg8KB2RyeV9ydW4YASABKAgSFQoNZmllbGRfbWFuYWdlchgCIAEoCRINCgVmb3JjZRgDIAEoCCK+AQoNQ3JlYXRlUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRITCgtzdWJyZXNvdXJjZRgDIAEoCRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxIOCgZvYmplY3QYBSABKAwiIAoOQ3JlYXRlUmVzcG9uc2USDgoGb2JqZWN0GAEgASgMIr4BCg1VcGRhdGVSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBInCgNrZXkYAiABKAsyGi5wb2x5b3AudjFhbHBoYTEuT2JqZWN0S2V5EhMKC3N1YnJlc291cmNlGAMgASgJEi4KB29wdGlvbnMYBCABKAsyHS5wb2x5b3AudjFhbHBoYTEuV3JpdGVPcHRpb25zEg4KBm9iamVjdBgFIAEoDCIgCg5VcGRhdGVSZXNwb25zZRIOCgZvYmplY3QYASABKAwi5gEKDFBhdGNoUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRITCgtzdWJyZXNvdXJjZRgDIAEoCRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxINCgVwYXRjaBgFIAEoDBIoCgR0eXBlGAYgASgOMhoucG9seW9wLnYxYWxwaGExLlBhdGNoVHlwZSIfCg1QYXRjaFJlc3BvbnNlEg4KBm9iamVjdBgBIAEoDCLPAgoNRGVsZXRlUmVxdWVzdBIvCgRraW5kGAEgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAIgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIuCgdvcHRpb25zGAQgASgLMh0ucG9seW9wLnYxYWxwaGExLldyaXRlT3B0aW9ucxI3Cgtwcm9wYWdhdGlvbhgGIAEoDjIiLnBvbHlvcC52MWFscGhhMS5EZWxldGVQcm9wYWdhdGlvbhIYChBwcmVjb25kaXRpb25fdWlkGAcgASgJEiUKHXByZWNvbmRpdGlvbl9yZXNvdXJjZV92ZXJzaW9uGAggASgJEiEKFGdyYWNlX3BlcmlvZF9zZWNvbmRzGAkgASgDSACIAQFCFwoVX2dyYWNlX3BlcmlvZF9zZWNvbmRzIhAKDkRlbGV0ZVJlc3BvbnNlIpUBChJSZWNvcmRFdmVudFJlcXVlc3QSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEicKA2tleRgCIAEoCzIaLnBvbHlvcC52MWFscGhhMS5PYmplY3RLZXkSJQoFZXZlbnQYBiABKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQiFQoTUmVjb3JkRXZlbnRSZXNwb25zZSIaCghBUElFcnJvchIOCgZzdGF0dXMYASABKAwiRQoSUmVzb2x2ZUtpbmRSZXF1ZXN0Ei8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZCJsChNSZXNvbHZlS2luZFJlc3BvbnNlEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIQCghyZXNvdXJjZRgCIAEoCRISCgpuYW1lc3BhY2VkGAMgASgIIpwBCgxXYXRjaFJlcXVlc3QSLwoEa2luZBgBIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEhEKCW5hbWVzcGFjZRgCIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgGIAEoCRIWCg5maWVsZF9zZWxlY3RvchgHIAEoCRIYChByZXNvdXJjZV92ZXJzaW9uGAggASgJImgKDVdhdGNoUmVzcG9uc2USLQoEdHlwZRgBIAEoDjIfLnBvbHlvcC52MWFscGhhMS5XYXRjaEV2ZW50VHlwZRIOCgZvYmplY3QYAiABKAwSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCSpcCgpSZWFkU291cmNlEhsKF1JFQURfU09VUkNFX1VOU1BFQ0lGSUVEEAASFQoRUkVBRF9TT1VSQ0VfQ0FDSEUQARIaChZSRUFEX1NPVVJDRV9BUElfU0VSVkVSEAIqiAEKCVBhdGNoVHlwZRIaChZQQVRDSF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQUEFUQ0hfVFlQRV9NRVJHRRABEhMKD1BBVENIX1RZUEVfSlNPThACEh4KGlBBVENIX1RZUEVfU1RSQVRFR0lDX01FUkdFEAMSFAoQUEFUQ0hfVFlQRV9BUFBMWRAEKpwBChFEZWxldGVQcm9wYWdhdGlvbhIiCh5ERUxFVEVfUFJPUEFHQVRJT05fVU5TUEVDSUZJRUQQABIhCh1ERUxFVEVfUFJPUEFHQVRJT05fQkFDS0dST1VORBABEiEKHURFTEVURV9QUk9QQUdBVElPTl9GT1JFR1JPVU5EEAISHQoZREVMRVRFX1BST1BBR0FUSU9OX09SUEhBThADKtIBCg5XYXRjaEV2ZW50VHlwZRIgChxXQVRDSF9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASGgoWV0FUQ0hfRVZFTlRfVFlQRV9BRERFRBABEh0KGVdBVENIX0VWRU5UX1RZUEVfTU9ESUZJRUQQAhIcChhXQVRDSF9FVkVOVF9UWVBFX0RFTEVURUQQAxIdChlXQVRDSF9FVkVOVF9UWVBFX0JPT0tNQVJLEAQSJgoiV0FUQ0hfRVZFTlRfVFlQRV9JTklUSUFMX0xJU1RfRE9ORRAFMr4FCg5DbHVzdGVyU2VydmljZRJACgNHZXQSGy5wb2x5b3AudjFhbHBoYTEuR2V0UmVxdWVzdBocLnBvbHlvcC52MWFscGhhMS5HZXRSZXNwb25zZRJDCgRMaXN0EhwucG9seW9wLnYxYWxwaGExLkxpc3RSZXF1ZXN0Gh0ucG9seW9wLnYxYWxwaGExLkxpc3RSZXNwb25zZRJJCgZDcmVhdGUSHi5wb2x5b3AudjFhbHBoYTEuQ3JlYXRlUmVxdWVzdBofLnBvbHlvcC52MWFscGhhMS5DcmVhdGVSZXNwb25zZRJJCgZVcGRhdGUSHi5wb2x5b3AudjFhbHBoYTEuVXBkYXRlUmVxdWVzdBofLnBvbHlvcC52MWFscGhhMS5VcGRhdGVSZXNwb25zZRJGCgVQYXRjaBIdLnBvbHlvcC52MWFscGhhMS5QYXRjaFJlcXVlc3QaHi5wb2x5b3AudjFhbHBoYTEuUGF0Y2hSZXNwb25zZRJJCgZEZWxldGUSHi5wb2x5b3AudjFhbHBoYTEuRGVsZXRlUmVxdWVzdBofLnBvbHlvcC52MWFscGhhMS5EZWxldGVSZXNwb25zZRJYCgtSZWNvcmRFdmVudBIjLnBvbHlvcC52MWFscGhhMS5SZWNvcmRFdmVudFJlcXVlc3QaJC5wb2x5b3AudjFhbHBoYTEuUmVjb3JkRXZlbnRSZXNwb25zZRJYCgtSZXNvbHZlS2luZBIjLnBvbHlvcC52MWFscGhhMS5SZXNvbHZlS2luZFJlcXVlc3QaJC5wb2x5b3AudjFhbHBoYTEuUmVzb2x2ZUtpbmRSZXNwb25zZRJICgVXYXRjaBIdLnBvbHlvcC52MWFscGhhMS5XYXRjaFJlcXVlc3QaHi5wb2x5b3AudjFhbHBoYTEuV2F0Y2hSZXNwb25zZTABQsQBChNjb20ucG9seW9wLnYxYWxwaGExQgxDbHVzdGVyUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_polyop_v1alpha1_reconcile, file_polyop_v1alpha1_types]);
 
 /**
  * ReadOptions are the options every read takes.
@@ -695,6 +695,100 @@ export const ResolveKindResponseSchema: GenMessage<ResolveKindResponse> = /*@__P
   messageDesc(file_polyop_v1alpha1_cluster, 18);
 
 /**
+ * WatchRequest selects the objects of one kind to watch.
+ *
+ * @generated from message polyop.v1alpha1.WatchRequest
+ */
+export type WatchRequest = Message<"polyop.v1alpha1.WatchRequest"> & {
+  /**
+   * The kind of the objects (the item kind, for example "Job"). The host must
+   * cache it, in namespace (or in every namespace when namespace is empty).
+   *
+   * @generated from field: polyop.v1alpha1.GroupVersionKind kind = 1;
+   */
+  kind?: GroupVersionKind | undefined;
+
+  /**
+   * Only objects in this namespace; empty for every namespace.
+   *
+   * @generated from field: string namespace = 2;
+   */
+  namespace: string;
+
+  /**
+   * A label selector, in kubectl's -l syntax.
+   *
+   * @generated from field: string label_selector = 6;
+   */
+  labelSelector: string;
+
+  /**
+   * A field selector on metadata.name and metadata.namespace (=, == and !=),
+   * for example "metadata.name=foo"; other fields are refused with
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string field_selector = 7;
+   */
+  fieldSelector: string;
+
+  /**
+   * Resume after this resource version (the last one the client saw, in an
+   * event's object or a BOOKMARK): the host sends every change after it and
+   * no initial list. Empty to start with the initial list. A version older
+   * than the host remembers ends the stream with FAILED_PRECONDITION: watch
+   * again without one.
+   *
+   * @generated from field: string resource_version = 8;
+   */
+  resourceVersion: string;
+};
+
+/**
+ * Describes the message polyop.v1alpha1.WatchRequest.
+ * Use `create(WatchRequestSchema)` to create a new message.
+ */
+export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_cluster, 19);
+
+/**
+ * WatchResponse is one event of a Watch stream.
+ *
+ * @generated from message polyop.v1alpha1.WatchResponse
+ */
+export type WatchResponse = Message<"polyop.v1alpha1.WatchResponse"> & {
+  /**
+   * What happened.
+   *
+   * @generated from field: polyop.v1alpha1.WatchEventType type = 1;
+   */
+  type: WatchEventType;
+
+  /**
+   * The object, as JSON with apiVersion and kind set; empty for BOOKMARK and
+   * INITIAL_LIST_DONE.
+   *
+   * @generated from field: bytes object = 2;
+   */
+  object: Uint8Array;
+
+  /**
+   * The resource version to resume from after this event: the object's for
+   * ADDED, MODIFIED and DELETED, the host's for BOOKMARK and
+   * INITIAL_LIST_DONE.
+   *
+   * @generated from field: string resource_version = 3;
+   */
+  resourceVersion: string;
+};
+
+/**
+ * Describes the message polyop.v1alpha1.WatchResponse.
+ * Use `create(WatchResponseSchema)` to create a new message.
+ */
+export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_cluster, 20);
+
+/**
  * ReadSource says where a read was served from.
  *
  * @generated from enum polyop.v1alpha1.ReadSource
@@ -819,6 +913,65 @@ export const DeletePropagationSchema: GenEnum<DeletePropagation> = /*@__PURE__*/
   enumDesc(file_polyop_v1alpha1_cluster, 2);
 
 /**
+ * WatchEventType says what a WatchResponse reports.
+ *
+ * @generated from enum polyop.v1alpha1.WatchEventType
+ */
+export enum WatchEventType {
+  /**
+   * Not an event type.
+   *
+   * @generated from enum value: WATCH_EVENT_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The object was added, or was in the cache when the stream started.
+   *
+   * @generated from enum value: WATCH_EVENT_TYPE_ADDED = 1;
+   */
+  ADDED = 1,
+
+  /**
+   * The object changed.
+   *
+   * @generated from enum value: WATCH_EVENT_TYPE_MODIFIED = 2;
+   */
+  MODIFIED = 2,
+
+  /**
+   * The object was deleted; object is its last state the host knew.
+   *
+   * @generated from enum value: WATCH_EVENT_TYPE_DELETED = 3;
+   */
+  DELETED = 3,
+
+  /**
+   * No object: every change up to resource_version was sent. Resume from
+   * it.
+   *
+   * @generated from enum value: WATCH_EVENT_TYPE_BOOKMARK = 4;
+   */
+  BOOKMARK = 4,
+
+  /**
+   * No object: the initial list is complete (every ADDED before it was in the
+   * cache when the stream started), as of resource_version. Sent once, after
+   * the initial list, and not on a resumed stream; the API server marks the
+   * same moment with a bookmark annotated k8s.io/initial-events-end.
+   *
+   * @generated from enum value: WATCH_EVENT_TYPE_INITIAL_LIST_DONE = 5;
+   */
+  INITIAL_LIST_DONE = 5,
+}
+
+/**
+ * Describes the enum polyop.v1alpha1.WatchEventType.
+ */
+export const WatchEventTypeSchema: GenEnum<WatchEventType> = /*@__PURE__*/
+  enumDesc(file_polyop_v1alpha1_cluster, 3);
+
+/**
  * ClusterService is implemented by the host and called by the sidecar: it reads
  * the cluster through the host's informer cache and writes through the host's
  * client, with the host's credentials. The sidecar learns its address from
@@ -932,6 +1085,26 @@ export const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof ResolveKindRequestSchema;
     output: typeof ResolveKindResponseSchema;
+  },
+  /**
+   * Watch streams the objects of a kind from the host's informer cache: the
+   * objects it holds now (each an ADDED event, then an INITIAL_LIST_DONE
+   * event), then every change (ADDED, MODIFIED, DELETED), with a BOOKMARK now
+   * and then. A stream that names a resource_version resumes after it instead
+   * of listing, or ends with FAILED_PRECONDITION when the host no longer
+   * remembers that far back: list again by watching without one. Only kinds
+   * the host caches can be watched (FAILED_PRECONDITION otherwise, naming
+   * the remedy). A client that does not read its events fast enough, so that
+   * more than the host buffers for it are waiting, is cut off with
+   * RESOURCE_EXHAUSTED. The stream ends with UNAVAILABLE when the host shuts
+   * down.
+   *
+   * @generated from rpc polyop.v1alpha1.ClusterService.Watch
+   */
+  watch: {
+    methodKind: "server_streaming";
+    input: typeof WatchRequestSchema;
+    output: typeof WatchResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_polyop_v1alpha1_cluster, 0);
