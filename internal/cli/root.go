@@ -19,7 +19,13 @@ generate its CRDs from its types (polyop generate), to run it on your machine
 against a local control plane or your cluster, webhooks included (polyop run),
 to try a sidecar's answers without a cluster (polyop render) and to see what it
 builds and deploys (polyop version).`,
-		Example: `  # Run the project in the working directory until Ctrl-C (a local control plane when no cluster is configured)
+		Example: `  # Start a project, add a kind with its webhooks, generate its manifests
+  polyop init --language python --domain example.com
+  polyop create api --group ship --version v1 --kind Frigate
+  polyop create webhook --group ship --version v1 --kind Frigate --defaulting --programmatic-validation
+  polyop generate
+
+  # Run the project in the working directory until Ctrl-C (a local control plane when no cluster is configured)
   polyop run
 
   # Reconcile one object against your sidecar, with no cluster, and print the answer
