@@ -164,11 +164,16 @@ func plainName(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '$') {
+		if !nameRune(r) {
 			return false
 		}
 	}
 	return true
+}
+
+// nameRune reports whether r may appear in a bare field name.
+func nameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '$'
 }
 
 // values walks the path through obj and returns the scalar values found, as
