@@ -45,6 +45,11 @@ class RecordingService(cluster_pb2_grpc.ClusterServiceServicer):
                 api_error(context, code, status)
             context.abort(code, message)
 
+    def Watch(self, request: cluster_pb2.WatchRequest, context: grpc.ServicerContext) -> Iterator[cluster_pb2.WatchResponse]:
+        """The SDK has no Watch helper yet: a stream that ends at once, recorded like the other calls."""
+        self._answer(request, context)
+        yield from ()
+
     def Get(self, request: cluster_pb2.GetRequest, context: grpc.ServicerContext) -> cluster_pb2.GetResponse:
         self._answer(request, context)
         return cluster_pb2.GetResponse(object=json.dumps(CM).encode(), source=cluster_pb2.READ_SOURCE_CACHE)
