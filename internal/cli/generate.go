@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/polyop/polyop/internal/description"
@@ -116,18 +114,13 @@ func describeProject(ctx context.Context, p *scaffold.Project, root string, o Ge
 	}
 	if build := p.Sidecar.Build; len(build) > 0 {
 		fmt.Fprintf(errOut, "building the sidecar: %s\n", strings.Join(build, " "))
-		cmd := exec.CommandContext(ctx, build[0], build[1:]...)
-		cmd.Dir = root
-		var output tailBuffer
-		output.limit = 16 << 10
-		cmd.Stdout, cmd.Stderr = &output, &output
+		output := &tailBuffer{limit: 16 << 10}
+		var w io.Writer = output
 		if logs != nil {
-			cmd.Stdout = io.MultiWriter(&output, logs)
-			cmd.Stderr = cmd.Stdout
+			w = io.MultiWriter(output, logs)
 		}
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("building the sidecar: %q (the PROJECT file's sidecar.build, in %s) failed: %w%s",
-				strings.Join(build, " "), root, err, outputNote(output.tail(20)))
+		if err := buildSidecar(ctx, p, root, w, w); err != nil {
+			return nil, fmt.Errorf("%w%s", err, outputNote(output.tail(20)))
 		}
 	}
 	fmt.Fprintf(errOut, "asking the sidecar to describe itself: %s\n", strings.Join(p.Sidecar.Command, " "))
@@ -141,17 +134,8 @@ func describeProject(ctx context.Context, p *scaffold.Project, root string, o Ge
 		return nil, err
 	}
 	defer sc.Close()
-	waitCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-proc.Done():
-			cancel()
-		case <-waitCtx.Done():
-		}
-	}()
 	command := strings.Join(p.Sidecar.Command, " ")
-	if err := sc.WaitReady(waitCtx, o.StartTimeout, logr.Discard()); err != nil {
+	if err := waitServing(ctx, sc, proc.Done(), o.StartTimeout); err != nil {
 		select {
 		case <-proc.Done():
 			return nil, fmt.Errorf("the sidecar exited before it served (the PROJECT file's sidecar.command, in %s): %w", root, proc.ExitedError())

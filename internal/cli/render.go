@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -371,18 +370,11 @@ func connect(ctx context.Context, o RenderOptions, errOut io.Writer, clusterAddr
 	if err != nil {
 		return fail(err)
 	}
-	waitCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var done <-chan struct{}
 	if proc != nil {
-		go func() {
-			select {
-			case <-proc.Done():
-				cancel()
-			case <-waitCtx.Done():
-			}
-		}()
+		done = proc.Done()
 	}
-	if err := sc.WaitReady(waitCtx, o.StartTimeout, logr.Discard()); err != nil {
+	if err := waitServing(ctx, sc, done, o.StartTimeout); err != nil {
 		_ = sc.Close()
 		if proc != nil {
 			select {

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -262,14 +260,11 @@ func (r *runner) startSidecar(ctx context.Context) error {
 	}
 	if build := r.project.Sidecar.Build; len(build) > 0 {
 		r.console.printf("building the sidecar: %s", strings.Join(build, " "))
-		cmd := exec.CommandContext(ctx, build[0], build[1:]...)
-		cmd.Dir = r.root
 		stdout, stderr := r.console.prefixed("[build] ")
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		err := cmd.Run()
+		err := buildSidecar(ctx, r.project, r.root, stdout, stderr)
 		_, _ = stdout.Close(), stderr.Close()
 		if err != nil {
-			return fmt.Errorf("building the sidecar (sidecar.build of %s): %w", filepath.Join(r.root, scaffold.ProjectFile), err)
+			return err
 		}
 	}
 	stdout, _ := r.console.prefixed("[sidecar] ")

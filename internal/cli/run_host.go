@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/polyop/polyop/internal/description"
@@ -22,23 +21,13 @@ import (
 // resolved against the cluster: whether it declares webhooks decides how the
 // host is started.
 func (r *runner) describe(ctx context.Context) (*description.Resolved, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-r.sidecarDone():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
 	c, err := sidecar.New(sidecar.Options{Address: r.address})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	r.console.printf("waiting up to %s for the sidecar at %s", r.o.timeout, r.address)
-	err = c.WaitReady(ctx, r.o.timeout, logr.Discard())
+	err = waitServing(ctx, c, r.sidecarDone(), r.o.timeout)
 	var desc *description.Description
 	if err == nil {
 		raw, derr := c.DescribeRaw(ctx, host.Version)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/polyop/polyop/internal/scaffold"
+	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // AddressFlag is the flag a sidecar command is given its address with, as
@@ -205,4 +211,38 @@ func (b *tailBuffer) tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// waitServing waits up to timeout for the sidecar c calls to serve, and
+// gives up as soon as done (the sidecar process's Done, or nil for a sidecar
+// polyop did not start) is closed: a process that exited will never serve.
+func waitServing(ctx context.Context, c *sidecar.Client, done <-chan struct{}, timeout time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return c.WaitReady(ctx, timeout, logr.Discard())
+}
+
+// buildSidecar runs the PROJECT file's sidecar.build, if any, in the
+// project's root, with its output to stdout and stderr. A failure names the
+// command and where it comes from.
+func buildSidecar(ctx context.Context, p *scaffold.Project, root string, stdout, stderr io.Writer) error {
+	build := p.Sidecar.Build
+	if len(build) == 0 {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, build[0], build[1:]...)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building the sidecar: %q (sidecar.build of %s) failed: %w",
+			strings.Join(build, " "), filepath.Join(root, scaffold.ProjectFile), err)
+	}
+	return nil
 }
