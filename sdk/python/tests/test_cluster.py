@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -45,10 +45,13 @@ class RecordingService(cluster_pb2_grpc.ClusterServiceServicer):
                 api_error(context, code, status)
             context.abort(code, message)
 
-    def Watch(self, request: cluster_pb2.WatchRequest, context: grpc.ServicerContext) -> Iterator[cluster_pb2.WatchResponse]:
-        """The SDK has no Watch helper yet: a stream that ends at once, recorded like the other calls."""
+    def Watch(
+        self, request: cluster_pb2.WatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[cluster_pb2.WatchResponse] | AsyncIterator[cluster_pb2.WatchResponse]:
+        """A stream that ends at once, recorded like the other calls; the
+        watch tests (test_watch.py) serve one of their own on grpc.aio."""
         self._answer(request, context)
-        yield from ()
+        return iter(())
 
     def Get(self, request: cluster_pb2.GetRequest, context: grpc.ServicerContext) -> cluster_pb2.GetResponse:
         self._answer(request, context)

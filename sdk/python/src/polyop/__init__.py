@@ -61,6 +61,8 @@ from polyop.cluster import (
     Propagation,
     ReadSource,
     ResolvedKind,
+    WatchEvent,
+    WatchEventType,
     tls_credentials,
 )
 from polyop.conditions import (
@@ -163,6 +165,8 @@ __all__ = [
     "UpdateFilter",
     "UserInfo",
     "Watch",
+    "WatchEvent",
+    "WatchEventType",
     "__version__",
     "find_condition",
     "ignore_not_found",

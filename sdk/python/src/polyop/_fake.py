@@ -8,12 +8,13 @@ against the host, with the API server's reasons and messages.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -114,6 +115,9 @@ class FakeCluster(Cluster):
         self.subresource_creates: list[tuple[GVK, str, str, str, Object]] = []
         """The subresources created: kind, namespace, name, subresource and body."""
         self._indexes: dict[tuple[str, str, str], Callable[[Object], list[str]]] = {}
+        self._changes: list[tuple[Object | None, Object | None]] = []
+        """Every change, as the object before and after, for watches."""
+        self._watchers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self.add(*objects)
 
     def index(self, kind: KindLike, name: str, values: str | Callable[[Object], Iterable[str]]) -> None:
@@ -158,7 +162,7 @@ class FakeCluster(Cluster):
                 o = Object(copy.deepcopy(dict(obj)))
                 self._check_kind(o)
                 self._stamp(o, created=True)
-                self._objects[_key(o.gvk, o.namespace, o.name)] = o
+                self._put(o)
 
     def async_client(self) -> AsyncCluster:
         """An :class:`~polyop.AsyncCluster` on this same in-memory cluster,
@@ -246,7 +250,7 @@ class FakeCluster(Cluster):
             obj.metadata.pop(managed, None)
         self._stamp(obj, created=True)
         if not request.options.dry_run:
-            self._objects[key] = obj
+            self._put(obj)
         return cluster_pb2.CreateResponse(object=encode(obj))
 
     def _serve_update(self, request: cluster_pb2.UpdateRequest) -> cluster_pb2.UpdateResponse:
@@ -292,10 +296,12 @@ class FakeCluster(Cluster):
         key = _key(gvk, stored.namespace, stored.name)
         if meta.finalizers:
             if not meta.deletion_timestamp:
-                stored.metadata["deletionTimestamp"] = _now()
-                self._bump(stored)
+                deleting = copy.deepcopy(stored)
+                deleting.metadata["deletionTimestamp"] = _now()
+                self._bump(deleting)
+                self._put(deleting)
         else:
-            del self._objects[key]
+            self._remove(key)
         return cluster_pb2.DeleteResponse()
 
     def _serve_recordevent(self, request: cluster_pb2.RecordEventRequest) -> cluster_pb2.RecordEventResponse:
@@ -378,12 +384,77 @@ class FakeCluster(Cluster):
         self._bump(new)
         if dry_run:
             return new
-        key = _key(gvk, new.namespace, new.name)
         if new.meta.deletion_timestamp and not new.meta.finalizers:
-            del self._objects[key]
+            self._remove(_key(gvk, new.namespace, new.name))
         else:
-            self._objects[key] = new
+            self._put(new)
         return copy.deepcopy(new)
+
+    def _put(self, obj: Object) -> None:
+        """Store obj, created or changed, and tell the watches."""
+        key = _key(obj.gvk, obj.namespace, obj.name)
+        self._changed(self._objects.get(key), obj)
+        self._objects[key] = obj
+
+    def _remove(self, key: _Key) -> None:
+        """Delete the object of key, and tell the watches."""
+        self._changed(self._objects.pop(key), None)
+
+    def _changed(self, old: Object | None, new: Object | None) -> None:
+        self._changes.append((copy.deepcopy(old), copy.deepcopy(new)))
+        for loop, wake in list(self._watchers):
+            try:
+                loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # the loop of a watch nobody closed has ended
+                self._watchers.remove((loop, wake))
+
+    async def _serve_watch(self, request: cluster_pb2.WatchRequest) -> AsyncGenerator[cluster_pb2.WatchResponse, None]:
+        """The Watch stream, as the host serves it: the objects stored now,
+        INITIAL_LIST_DONE, then every change of the selection. A
+        resource_version resumes from the changes after this call (the
+        fake's streams never end, so no resume is ever needed)."""
+        gvk = GVK.from_proto(request.kind)
+        labels = _label_selector(request.label_selector)
+        fields = _field_selector(request.field_selector)
+
+        def selected(o: Object | None) -> bool:
+            return (
+                o is not None
+                and (o.gvk.group, o.kind) == (gvk.group, gvk.kind)
+                and (not request.namespace or o.namespace == request.namespace)
+                and labels(o.meta.labels)
+                and fields(o)
+            )
+
+        wake = asyncio.Event()
+        watcher = (asyncio.get_running_loop(), wake)
+        with self._lock:
+            self._watchers.append(watcher)
+            seen = len(self._changes)
+            initial = [copy.deepcopy(o) for _, o in sorted(self._objects.items()) if selected(o)]
+            version = str(self._resource_version)
+        try:
+            if not request.resource_version:
+                for o in initial:
+                    yield _watch_response(cluster_pb2.WATCH_EVENT_TYPE_ADDED, o)
+                yield cluster_pb2.WatchResponse(type=cluster_pb2.WATCH_EVENT_TYPE_INITIAL_LIST_DONE, resource_version=version)
+            while True:
+                await wake.wait()
+                wake.clear()
+                with self._lock:
+                    changes, seen = self._changes[seen:], len(self._changes)
+                for old, new in changes:
+                    was, now = selected(old), selected(new)
+                    if now:
+                        assert new is not None
+                        yield _watch_response(cluster_pb2.WATCH_EVENT_TYPE_MODIFIED if was else cluster_pb2.WATCH_EVENT_TYPE_ADDED, new)
+                    elif was:
+                        assert old is not None
+                        yield _watch_response(cluster_pb2.WATCH_EVENT_TYPE_DELETED, new or old)
+        finally:
+            with self._lock:
+                if watcher in self._watchers:
+                    self._watchers.remove(watcher)
 
     def _stamp(self, obj: Object, *, created: bool) -> None:
         meta = obj.metadata
@@ -410,6 +481,13 @@ class _AsyncFakeCluster(AsyncCluster):
 
     async def _invoke(self, call: _Call[Any]) -> Any:
         return self._fake._serve(call.method, call.request)
+
+    def _watch_stream(self, request: cluster_pb2.WatchRequest) -> AsyncGenerator[cluster_pb2.WatchResponse, None]:
+        return self._fake._serve_watch(request)
+
+
+def _watch_response(type: cluster_pb2.WatchEventType.ValueType, obj: Object) -> cluster_pb2.WatchResponse:
+    return cluster_pb2.WatchResponse(type=type, object=encode(obj), resource_version=obj.meta.resource_version)
 
 
 def _key(gvk: GVK, namespace: str, name: str) -> _Key:

@@ -26,7 +26,7 @@ AsyncCluster belongs to the event loop it was made on.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, TypeVar
 
 import grpc
@@ -43,10 +43,11 @@ from polyop._requests import (
     _Call,
     _Requests,
 )
+from polyop._watch import WatchEvent, WatchEventType, watch
 from polyop.errors import ClusterError, from_aio_error, from_rpc_error
-from polyop.objects import KindLike, Object
+from polyop.objects import GVK, KindLike, Object
 from polyop.reconcile import EventType
-from polyop.v1alpha1 import cluster_pb2_grpc
+from polyop.v1alpha1 import cluster_pb2, cluster_pb2_grpc
 
 __all__ = [
     "ADDRESS_ENV",
@@ -62,6 +63,8 @@ __all__ = [
     "Propagation",
     "ReadSource",
     "ResolvedKind",
+    "WatchEvent",
+    "WatchEventType",
     "tls_credentials",
     "tls_credentials_from_env",
 ]
@@ -398,6 +401,37 @@ class AsyncCluster(_Requests):
         """:meth:`Cluster.resolve_kind`."""
         return await self._run(self._resolve_kind(kind))
 
+    def watch(
+        self, kind: KindLike, namespace: str = "", *, label_selector: str = "", field_selector: str = ""
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """Watch the objects of a kind the host caches, in one namespace or
+        all, through the host's Watch stream: first every object the host
+        holds, each ADDED, then one SYNCED (your view is complete), then
+        every change, ADDED, MODIFIED or DELETED::
+
+            async with contextlib.aclosing(cluster.watch("v1/ConfigMap", "shop")) as events:
+                async for event in events:
+                    if event.type is polyop.WatchEventType.DELETED:
+                        view.pop(event.object.name, None)
+                    elif event.type is not polyop.WatchEventType.SYNCED:
+                        view[event.object.name] = event.object
+
+        ``label_selector`` takes kubectl's syntax; ``field_selector`` selects
+        ``metadata.name`` and ``metadata.namespace`` only. The watch resumes
+        by itself when the stream ends (the host restarted, or the reader fell
+        so far behind that the host cut it off): from the last version it
+        delivered or, when the host no longer remembers it, by listing again:
+        ADDED or MODIFIED for every object, DELETED for those that went
+        meanwhile (with only their kind, name and namespace), then SYNCED
+        again. It raises :class:`~polyop.ClusterError` when it cannot go on
+        (the host does not cache the kind, with the remedy; a selector it
+        refuses). Read promptly: the host holds about a thousand events for a
+        reader before it cuts it off. Closing the iterator (``aclose``, or
+        leaving ``contextlib.aclosing``), or cancelling the task that reads
+        it, cancels the stream; the call has no deadline.
+        """
+        return watch(self._watch_stream, GVK.parse(kind), namespace, label_selector, field_selector)
+
     async def create(self, obj: Mapping[str, Any], *, dry_run: bool = False, field_manager: str = "") -> Object:
         """:meth:`Cluster.create`."""
         return await self._run(self._create(obj, dry_run, field_manager))
@@ -492,5 +526,18 @@ class AsyncCluster(_Requests):
             return await getattr(self._stub, call.method)(call.request, timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
             raise from_aio_error(err.code(), err.details() or "", err.trailing_metadata(), call.what) from err
+
+    async def _watch_stream(self, request: cluster_pb2.WatchRequest) -> AsyncGenerator[cluster_pb2.WatchResponse, None]:
+        """One Watch stream, cancelled when the iterator closes; the in-memory
+        FakeCluster of polyop.testing serves it itself."""
+        call = self._stub.Watch(request)
+        try:
+            async for response in call:
+                yield response
+        except grpc.aio.AioRpcError as err:
+            what = f"watching {request.kind.kind}" + (f" in {request.namespace}" if request.namespace else "")
+            raise from_aio_error(err.code(), err.details() or "", err.trailing_metadata(), what) from err
+        finally:
+            call.cancel()
 
 
