@@ -92,6 +92,11 @@ class FakeCluster(Cluster):
     AlreadyExistsError, ConflictError, ...), with the API server's messages.
     Recorded events are kept in :attr:`events`. Every kind is namespaced but
     the built-in cluster-scoped ones and those in ``cluster_scoped``.
+
+    ``fake.async_client().watch(kind, namespace, ...)`` watches it as
+    :meth:`~polyop.AsyncCluster.watch` watches the host: the objects it
+    holds, SYNCED, then every change made through it (any client of it, or
+    :meth:`add`), on the event loop that reads the watch.
     """
 
     def __init__(
