@@ -99,7 +99,8 @@ other objects of its file, the children of --observed and the objects of
 --cluster-objects (namespace
 "default" when a namespaced one has none): a read of any other object is
 NotFound, and a List of a built-in kind none of whose objects is given is
-empty. Writes (create, update, patch, delete, events) are not applied: they
+empty. A List by one value of an index the sidecar declares (or of the
+host's owner-UID index) is answered as the host's cache answers it. Writes (create, update, patch, delete, events) are not applied: they
 are printed, in order, under "writes:" (verb, kind, namespace/name, and the
 object or the patch), so render shows what the reconciler would have written;
 a read after a write still sees the object as given.
@@ -118,8 +119,9 @@ sidecar reports is part of the answer, not an error: polyop render exits 0.`,
 		Example: `  # Reconcile a sample against a Go sidecar built from source
   polyop render --object config/samples/widget.yaml -- go run ./cmd/sidecar
 
-  # ... against a Python sidecar, with the children the cluster holds
-  polyop render --object tenant.yaml --observed children.yaml -- .venv/bin/python -m tenant
+  # ... against a Python sidecar, with the children the cluster holds (its
+  # ResourceQuota, which the Tenant example lists by its declared index)
+  polyop render --object tenant.yaml --cluster-objects quota.yaml -- .venv/bin/python -m tenant
 
   # Reconcile with a sidecar that reads a ConfigMap through the Cluster service
   polyop render --object website.yaml --cluster-objects configmap.yaml -- go run ./cmd/sidecar
@@ -248,6 +250,7 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return explain(err)
 	}
+	cl.setIndexes(desc.Indexes)
 	r := &renderer{opts: o, sc: sc, desc: desc, errOut: errOut, cluster: cl, clusterObjects: clusterObjs}
 	r.mapper = r.clusterMapper(slices.Concat(objs, observed, clusterObjs))
 	obj, err := r.pick(objs)

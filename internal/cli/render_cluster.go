@@ -10,16 +10,20 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/cluster"
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/index"
 )
 
 // clusterSocketName is the name of the Cluster service's socket in render's
@@ -110,6 +114,12 @@ func startRenderCluster() (*renderCluster, error) {
 func (c *renderCluster) setObjects(mapper meta.RESTMapper, objs []*unstructured.Unstructured) {
 	c.mapper.set(mapper)
 	c.store.set(objs)
+}
+
+// setIndexes gives the service the indexes the sidecar declares, which
+// Lists select by as from the host's cache.
+func (c *renderCluster) setIndexes(indexes []description.Index) {
+	c.store.setIndexes(indexes)
 }
 
 // Writes are the writes recorded so far, in the order they were made.
@@ -225,6 +235,20 @@ func (r *eventRecorder) AnnotatedEventf(regarding, related runtime.Object, _ map
 type objectStore struct {
 	mu   sync.RWMutex
 	objs []*unstructured.Unstructured
+	// indexes are the sidecar's declared indexes, by kind and name.
+	indexes map[schema.GroupVersionKind]map[string]index.Expression
+}
+
+func (s *objectStore) setIndexes(indexes []description.Index) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.indexes = map[schema.GroupVersionKind]map[string]index.Expression{}
+	for _, ix := range indexes {
+		if s.indexes[ix.GVK] == nil {
+			s.indexes[ix.GVK] = map[string]index.Expression{}
+		}
+		s.indexes[ix.GVK][ix.Name] = ix.Expression
+	}
 }
 
 var _ client.Reader = &objectStore{}
@@ -257,8 +281,9 @@ func (s *objectStore) Get(_ context.Context, key client.ObjectKey, obj client.Ob
 	return apierrors.NewNotFound(plural.GroupResource(), key.Name)
 }
 
-// List implements client.Reader for unstructured lists, by namespace, labels
-// and the fields metadata.name and metadata.namespace.
+// List implements client.Reader for unstructured lists, by namespace, labels,
+// the fields metadata.name and metadata.namespace, and, as the host's cache,
+// one exact value of a declared index or of the owner-UID index.
 func (s *objectStore) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	ul, ok := list.(*unstructured.UnstructuredList)
 	if !ok {
@@ -278,18 +303,64 @@ func (s *objectStore) List(_ context.Context, list client.ObjectList, opts ...cl
 			continue
 		}
 		if lo.FieldSelector != nil {
-			for _, r := range lo.FieldSelector.Requirements() {
-				if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-					return apierrors.NewBadRequest(fmt.Sprintf("polyop render selects by the fields metadata.name and metadata.namespace only, not %s", r.Field))
+			if byIndex, found, err := s.indexed(gvk, lo.FieldSelector, o); err != nil {
+				return err
+			} else if byIndex {
+				if !found {
+					continue
 				}
-			}
-			if !lo.FieldSelector.Matches(fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()}) {
-				continue
+			} else {
+				for _, r := range lo.FieldSelector.Requirements() {
+					if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+						return apierrors.NewBadRequest(fmt.Sprintf("polyop render selects by the fields metadata.name and metadata.namespace and by the sidecar's indexes of %s (%s) only, not %s",
+							gvk.Kind, listOrNone(s.indexNames(gvk)), r.Field))
+					}
+				}
+				if !lo.FieldSelector.Matches(fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()}) {
+					continue
+				}
 			}
 		}
 		ul.Items = append(ul.Items, *o.DeepCopy())
 	}
 	return nil
+}
+
+// indexed reports whether sel asks for one value of an index of gvk (a
+// declared one, or the owner-UID index), and whether o holds it, as the
+// host's cache answers "<index>=<value>".
+func (s *objectStore) indexed(gvk schema.GroupVersionKind, sel fields.Selector, o *unstructured.Unstructured) (byIndex, found bool, err error) {
+	reqs := sel.Requirements()
+	if len(reqs) != 1 {
+		return false, false, nil
+	}
+	r := reqs[0]
+	e, declared := s.indexes[gvk][r.Field]
+	if !declared && r.Field != index.OwnerUID {
+		return false, false, nil
+	}
+	if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
+		return true, false, apierrors.NewBadRequest(fmt.Sprintf("polyop render selects by index %s with = or == only, as the host's cache does, not %s", r.Field, r.Operator))
+	}
+	var values []string
+	if declared {
+		// An object the expression fails on is indexed under no value, as
+		// the host indexes it.
+		values, _ = e.Values(o.Object)
+	} else if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		values = []string{string(ref.UID)}
+	}
+	return true, slices.Contains(values, r.Value), nil
+}
+
+// indexNames are the names of gvk's declared indexes, sorted.
+func (s *objectStore) indexNames(gvk schema.GroupVersionKind) []string {
+	names := make([]string, 0, len(s.indexes[gvk]))
+	for name := range s.indexes[gvk] {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func trimList(kind string) string {
