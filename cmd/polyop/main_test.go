@@ -231,11 +231,15 @@ func TestRenderPythonExample(t *testing.T) {
 	sample := "examples/python/tenant/config/samples/tenant.yaml"
 
 	t.Run("a tenant's children and status", func(t *testing.T) {
-		observed := filepath.Join(t.TempDir(), "observed.yaml")
-		if err := os.WriteFile(observed, []byte(`apiVersion: v1
+		// The tenant's quota, which the reconciler lists by its declared
+		// index (the owning Tenant's name).
+		quota := filepath.Join(t.TempDir(), "quota.yaml")
+		if err := os.WriteFile(quota, []byte(`apiVersion: v1
 kind: ResourceQuota
 metadata:
   name: tenant-payments
+  ownerReferences:
+  - {apiVersion: examples.polyop.dev/v1, kind: Tenant, name: payments, uid: u-1, controller: true}
 spec:
   hard:
     pods: "50"
@@ -245,7 +249,7 @@ status:
 `), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r := polyopRun(t, "render", "--object", sample, "--observed", observed, "--", py, "-m", "tenant")
+		r := polyopRun(t, "render", "--object", sample, "--cluster-objects", quota, "--", py, "-m", "tenant")
 		if r.code != 0 {
 			t.Fatalf("polyop render exited %d: %s", r.code, r.stderr)
 		}
@@ -255,7 +259,7 @@ status:
 			"  - apiVersion: v1\n    kind: LimitRange\n",
 			"    kind: ConfigMap\n",
 			"      name: tenant-payments\n      namespace: default\n",
-			// From the observed ResourceQuota.
+			// From the ResourceQuota, listed by the index.
 			"    used:\n      pods: \"7\"\n",
 			"    - type: Ready\n      status: \"True\"\n",
 			"  childrenComplete: true\n",

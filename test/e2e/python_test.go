@@ -40,10 +40,18 @@ func python(t *testing.T) string {
 var tenantCRD = &exampleCRD{dir: filepath.Join(tenantDir(), "config", "crd"), name: "tenants.examples.polyop.dev"}
 
 // startPythonTenant starts the Tenant example's sidecar on the fixture's
-// socket.
+// socket. It is told the Cluster service's address in
+// POLYOP_CLUSTER_ADDRESS, as a pod's sidecar is: its reconciler lists
+// through the Cluster service, and a restarted sidecar is not greeted by the
+// host again.
 func (f *fixture) startPythonTenant(py string) *testenv.Process {
 	f.t.Helper()
-	p := f.start("sidecar", py, "-m", "tenant", "--address", f.address())
+	p, err := testenv.StartProcessWith("sidecar", py, []string{"-m", "tenant", "--address", f.address()},
+		testenv.ProcessOptions{Logger: f.t, Env: []string{"POLYOP_CLUSTER_ADDRESS=" + f.clusterAddress()}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(p.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := p.WaitForOutput(ctx, "Serving on "); err != nil {
@@ -148,6 +156,24 @@ func TestPythonTenantExample(t *testing.T) {
 		if !strings.Contains(out, "applied ResourceQuota, ConfigMap, LimitRange") {
 			t.Errorf("no Reconciled event on the tenant; kubectl get events printed:\n%s", out)
 		}
+	})
+
+	t.Run("the quota's usage is read by the tenant index", func(t *testing.T) {
+		// envtest runs no quota controller: the test reports the usage as
+		// it would, and the reconciler, listing ResourceQuotas by its
+		// declared index from the host's cache, copies it into the status.
+		quota, _, _ := f.tenantChildren("payments")
+		if quota == nil {
+			t.Fatal("no quota")
+		}
+		quota.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("7")}
+		if err := k8s.Status().Update(context.Background(), quota); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(f.t, time.Minute, "the tenant's status.used says 7 pods", func() (bool, string) {
+			used, _, _ := unstructured.NestedStringMap(f.tenant("payments").Object, "status", "used")
+			return used["pods"] == "7", fmt.Sprint(used)
+		})
 	})
 
 	t.Run("an update reaches the children and prunes the ones no longer declared", func(t *testing.T) {

@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 import polyop
-from polyop import FieldError, Owns, UpdateFilter
+from polyop import FieldError, UpdateFilter
 
 from tenant.api import Tenant
 from tenant.quantity import parse_quantity
@@ -24,10 +24,17 @@ QUOTA_RESOURCES = {
 }
 sidecar = polyop.Sidecar("tenant-operator")
 
+TENANT_INDEX = "tenant"
+"""The index of ResourceQuotas by the name of the Tenant that owns them. The
+host keeps it in its cache, by the field path declared here, so that a List
+with ``field_selector=f"{TENANT_INDEX}={name}"`` finds a tenant's quotas at
+once, as kubebuilder's CronJob tutorial finds its Jobs with IndexField."""
+sidecar.index("v1/ResourceQuota", TENANT_INDEX, path='.metadata.ownerReferences[?(@.kind=="Tenant")].name')
+
 
 @sidecar.reconciler(
     Tenant,
-    owns=[Owns("v1/ResourceQuota", send_observed=True), "v1/LimitRange", "v1/ConfigMap"],
+    owns=["v1/ResourceQuota", "v1/LimitRange", "v1/ConfigMap"],
     # Status writes do not reconcile again; events on the children still do.
     update_filters=[UpdateFilter.GENERATION_CHANGED],
     max_concurrent_reconciles=4,
@@ -50,9 +57,12 @@ def reconcile(tenant: Tenant, ctx: polyop.Context) -> polyop.Result:
     if tenant.spec.container_defaults is not None:
         children.append(limit_range(tenant))
 
-    # The quota's usage, as the API server's quota controller counts it.
-    for quota in ctx.observed_children("v1/ResourceQuota"):
-        used = quota.get("status", {}).get("used")
+    # The quota's usage, as the API server's quota controller counts it, read
+    # from the host's cache by the tenant index.
+    namespace, name = tenant.metadata.namespace or "", tenant.metadata.name
+    quotas = ctx.cluster.list("v1/ResourceQuota", namespace, field_selector=f"{TENANT_INDEX}={name}")
+    for quota in quotas.items:
+        used = (quota.get("status") or {}).get("used")
         if used:
             tenant.status.used = used
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from polyop import FieldErrorType
-from polyop.testing import Harness
+from polyop.testing import FakeCluster, Harness
 
 from tenant import sidecar
+from tenant.operator import TENANT_INDEX
 
 
 def tenant(**spec: Any) -> dict[str, Any]:
@@ -24,17 +25,35 @@ def tenant(**spec: Any) -> dict[str, Any]:
     }
 
 
-def test_the_description_declares_the_controller_and_the_validator() -> None:
+def reconciling(*objects: dict[str, Any]) -> Harness:
+    """A Harness whose functions read objects through ctx.cluster, indexed as
+    the sidecar declares."""
+    return Harness(sidecar, cluster=FakeCluster(objects))
+
+
+def quota(name: str, owner: dict[str, Any] | None, **used: str) -> dict[str, Any]:
+    """A ResourceQuota in the tenant's namespace, owned by owner, using used."""
+    metadata: dict[str, Any] = {"name": name, "namespace": "team-payments"}
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"], "controller": True}
+        ]
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": metadata, "status": {"used": used}}
+
+
+def test_the_description_declares_the_controller_the_index_and_the_validator() -> None:
     desc = Harness(sidecar).describe()
     (controller,) = desc.controllers
     assert controller.name == "tenant"
-    assert [(o.kind.kind, o.send_observed) for o in controller.owns] == [("ResourceQuota", True), ("LimitRange", False), ("ConfigMap", False)]
+    assert [o.kind.kind for o in controller.owns] == ["ResourceQuota", "LimitRange", "ConfigMap"]
+    (index,) = desc.indexes
+    assert (index.kind.kind, index.name, index.field_path) == ("ResourceQuota", TENANT_INDEX, '.metadata.ownerReferences[?(@.kind=="Tenant")].name')
     ((webhook),) = desc.webhooks
     assert (webhook.kind.kind, webhook.validate, webhook.default) == ("Tenant", True, False)
 
 
 def test_a_tenant_becomes_a_quota_limits_and_settings() -> None:
-    got = Harness(sidecar).reconcile(tenant(containerDefaults={"cpu": "250m", "memory": "256Mi"}, settings={"billing-code": "4711"}))
+    got = reconciling().reconcile(tenant(containerDefaults={"cpu": "250m", "memory": "256Mi"}, settings={"billing-code": "4711"}))
 
     assert got.error == ""
     assert got.children_complete
@@ -55,7 +74,7 @@ def test_a_tenant_becomes_a_quota_limits_and_settings() -> None:
 
 
 def test_without_container_defaults_the_limit_range_is_not_declared_and_so_pruned() -> None:
-    got = Harness(sidecar).reconcile(tenant())
+    got = reconciling().reconcile(tenant())
     assert sorted(c.kind for c in got.desired_children) == ["ConfigMap", "ResourceQuota"]
     assert got.children_complete
 
@@ -63,22 +82,23 @@ def test_without_container_defaults_the_limit_range_is_not_declared_and_so_prune
 def test_an_unchanged_generation_records_no_event_again() -> None:
     t = tenant()
     t["status"] = {"observedGeneration": 3}
-    assert Harness(sidecar).reconcile(t).events == []
+    assert reconciling().reconcile(t).events == []
 
 
-def test_the_quota_usage_is_reported_from_the_observed_quota() -> None:
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "tenant-payments", "namespace": "team-payments"},
-        "status": {"used": {"pods": "3", "requests.cpu": "1500m"}},
-    }
-    got = Harness(sidecar).reconcile(tenant(), observed_children=[quota])
+def test_the_quota_usage_is_read_from_the_tenants_quota_by_the_index() -> None:
+    payments = tenant()
+    other = copy.deepcopy(payments)
+    other["metadata"].update(name="sales", uid="u-2")
+    got = reconciling(
+        quota("tenant-payments", payments, pods="3", **{"requests.cpu": "1500m"}),
+        quota("tenant-sales", other, pods="40"),
+        quota("team-wide", None, pods="45"),
+    ).reconcile(payments)
     assert got.status is not None and got.status["used"] == {"pods": "3", "requests.cpu": "1500m"}
 
 
 def test_an_invalid_spec_is_a_terminal_error_on_the_ready_condition() -> None:
-    got = Harness(sidecar).reconcile(tenant(quota={"cpu": "-1"}))
+    got = reconciling().reconcile(tenant(quota={"cpu": "-1"}))
     assert got.terminal and "spec.quota.cpu: must be greater than zero" in got.error
     assert got.desired_children == []
     assert got.status is not None and got.status["conditions"][0]["reason"] == "InvalidSpec"
