@@ -342,6 +342,9 @@ def test_the_async_cluster_has_the_clusters_methods_as_coroutines() -> None:
         return {name: fn for name, fn in vars(cls).items() if not name.startswith("_") and callable(fn)}
 
     sync, aio = public(polyop.Cluster), public(polyop.AsyncCluster)
+    # watch is AsyncCluster's alone: an async iterator rather than a
+    # coroutine (tests/test_watch.py).
+    assert aio.pop("watch", None) is not None
     assert set(sync) == set(aio) and len(sync) >= 11
     for name, fn in aio.items():
         assert inspect.iscoroutinefunction(fn), f"AsyncCluster.{name} is not a coroutine function"
