@@ -305,20 +305,16 @@ func (s *localStore) failed(field string) error {
 	retry := max(time.Until(s.retry), 0).Round(time.Millisecond)
 	return fmt.Errorf("listing %s by the index %q: the sidecar's copy of every %s %s, which answers Lists by its indexes, "+
 		"is not in step with the host: its Watch failed, %d time(s) in a row (it watches again in %s; Lists succeed once it has listed every object again): %w%s",
-		describeList(gvk, ns), field, gvk.Kind, where(ns), s.failures, retry, s.failure, remedy(s.failure, gvk, ns))
+		describeList(gvk, ns), field, gvk.Kind, where(ns), s.failures, retry, s.failure, remedy(s.failure, gvk))
 }
 
 // remedy is what to do about a Watch that failed with err, as a sentence
 // that follows it; "" when the host's own message is all there is to say.
-func remedy(err error, gvk schema.GroupVersionKind, namespace string) string {
+func remedy(err error, gvk schema.GroupVersionKind) string {
 	switch status.Code(err) {
 	case codes.FailedPrecondition:
-		r := fmt.Sprintf(". The host watches only the kinds it caches: declare %[1]s for cached reads in the sidecar "+
-			"(sidecar.Server.CacheKind, or a controller that reconciles, owns or watches %[1]s), which the host reads when it starts", gvk.Kind)
-		if namespace == "" {
-			r += ", or, when the host caches " + gvk.Kind + " in some namespaces only, list in one of them with client.InNamespace"
-		}
-		return r
+		return ". The host watches only what it caches: in Go, declare " + gvk.Kind + " for cached reads with sidecar.Server.CacheKind " +
+			"(its Namespaces option names the namespaces), or with a controller that reconciles, owns or watches it; the host reads them when it starts"
 	case codes.NotFound:
 		return ". Check that the cluster serves " + gvk.GroupVersion().String() + " " + gvk.Kind + " (for a custom resource, that its CustomResourceDefinition is installed)"
 	case codes.Unimplemented:

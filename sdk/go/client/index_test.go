@@ -246,7 +246,7 @@ func TestAListByALocalIndexFailsClearlyWhileTheHostRefusesTheWatchThenRecovers(t
 			t.Fatalf("a List by the index waited for its context to end: %v", err)
 		}
 		for _, says := range []string{`v1 ConfigMap in ns by the index "owner"`, "the host does not cache ConfigMap in namespace ns",
-			"FailedPrecondition", "it watches again in", "declare ConfigMap for cached reads in the sidecar (sidecar.Server.CacheKind"} {
+			"FailedPrecondition", "it watches again in", "declare ConfigMap for cached reads with sidecar.Server.CacheKind"} {
 			if !strings.Contains(err.Error(), says) {
 				t.Errorf("the List's error does not say %q: %v", says, err)
 			}
