@@ -13,8 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -178,7 +180,7 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 			return true, err
 		}
 	}
-	var items []json.RawMessage
+	var selected []ctrlclient.Object
 	for key := range s.values[field][reqs[0].Value] {
 		obj := s.objects[key]
 		if lo.Namespace != "" && obj.GetNamespace() != lo.Namespace {
@@ -187,17 +189,36 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 		if lo.LabelSelector != nil && !lo.LabelSelector.Matches(labels.Set(obj.GetLabels())) {
 			continue
 		}
+		selected = append(selected, obj)
+	}
+	return true, fillList(list, listGVK, selected)
+}
+
+// fillList sets list's items to copies of objs: deep copies when list holds
+// their Go type, as controller-runtime's cache copies, else through their
+// JSON (an unstructured list of a kind the scheme knows, or metadata only).
+func fillList(list ctrlclient.ObjectList, listGVK schema.GroupVersionKind, objs []ctrlclient.Object) error {
+	copies := make([]runtime.Object, len(objs))
+	for i, obj := range objs {
+		copies[i] = obj.DeepCopyObject()
+	}
+	if _, unstructured := list.(*unstructured.UnstructuredList); !unstructured {
+		if err := meta.SetList(list, copies); err == nil {
+			list.GetObjectKind().SetGroupVersionKind(listGVK)
+			list.SetResourceVersion("")
+			list.SetContinue("")
+			return nil
+		}
+	}
+	resp := &polyopv1alpha1.ListResponse{Items: make([][]byte, len(objs))}
+	for i, obj := range objs {
 		raw, err := json.Marshal(obj)
 		if err != nil {
-			return true, err
+			return err
 		}
-		items = append(items, raw)
+		resp.Items[i] = raw
 	}
-	resp := &polyopv1alpha1.ListResponse{Items: make([][]byte, len(items))}
-	for i, item := range items {
-		resp.Items[i] = item
-	}
-	return true, decodeList(resp, list, listGVK)
+	return decodeList(resp, list, listGVK)
 }
 
 // copyRetry bounds the wait before a local copy whose Watch failed watches

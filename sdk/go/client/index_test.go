@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -284,4 +285,22 @@ func TestALocalIndexRelistsAfterACutOffItCannotResumeFrom(t *testing.T) {
 	}
 	w.set(ownedConfigMap("d", "x"))
 	eventuallyListed(t, c, "x", "a", "c", "d")
+
+	// An unstructured list gets the same objects, through their JSON.
+	var list unstructured.UnstructuredList
+	list.SetAPIVersion("v1")
+	list.SetKind("ConfigMapList")
+	if err := c.List(context.Background(), &list, ctrlclient.InNamespace("ns"), ctrlclient.MatchingFields{"owner": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range list.Items {
+		if u.GetKind() != "ConfigMap" || len(u.GetOwnerReferences()) != 1 {
+			t.Errorf("listed %s %s with owners %v, want a ConfigMap with its owner", u.GetKind(), u.GetName(), u.GetOwnerReferences())
+		}
+		names = append(names, u.GetName())
+	}
+	if slices.Sort(names); !slices.Equal(names, []string{"a", "c", "d"}) {
+		t.Errorf("an unstructured List by the index selected %q, want [a c d]", names)
+	}
 }
