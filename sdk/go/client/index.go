@@ -406,16 +406,3 @@ func (s *localStore) unindex(key ctrlclient.ObjectKey) {
 		}
 	}
 }
-
-// newList is an empty list of kind gvk's objects.
-func newList(c *Client, gvk schema.GroupVersionKind) ctrlclient.ObjectList {
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if o, err := c.scheme.New(listGVK); err == nil {
-		if l, ok := o.(ctrlclient.ObjectList); ok {
-			return l
-		}
-	}
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(listGVK)
-	return l
-}
