@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -33,12 +34,7 @@ func (s *Server) Watch(req *polyopv1alpha1.WatchRequest, stream polyopv1alpha1.C
 		namespace = req.GetNamespace()
 	}
 	if s.clients.Informers == nil || !s.cached(gvk, namespace) {
-		where := "in every namespace"
-		if namespace != "" {
-			where = "in namespace " + namespace
-		}
-		return failedPrecondition("the host does not cache %s %s, and watches only the kinds it caches: "+
-			"declare a controller that reconciles, owns or watches %s %s", gvk.Kind, where, gvk.Kind, where)
+		return s.refuseWatch(gvk, namespace)
 	}
 	match, err := selection(namespace, req.GetLabelSelector(), req.GetFieldSelector())
 	if err != nil {
@@ -79,6 +75,24 @@ func (s *Server) Watch(req *polyopv1alpha1.WatchRequest, stream polyopv1alpha1.C
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// refuseWatch is the error of a Watch of gvk in namespace ("" for every
+// namespace), which the host does not cache, naming a remedy that works.
+func (s *Server) refuseWatch(gvk schema.GroupVersionKind, namespace string) error {
+	where := "in every namespace"
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	if namespaces := s.opts.CachedKinds[gvk]; len(namespaces) > 0 && s.clients.Informers != nil {
+		return failedPrecondition("the host caches %s in namespaces %s only, not %s, and watches only what it caches: "+
+			"watch in one of those namespaces, or declare %s for cached reads in the namespaces you need (within the host's --namespace, when that is set)",
+			gvk.Kind, strings.Join(namespaces, ", "), where, gvk.Kind)
+	}
+	return failedPrecondition("the host does not cache %s %s, and watches only the kinds it caches: "+
+		"declare %s for cached reads in the sidecar (a cached kind in its description: CacheKind in Go, cache_kind in Python, cacheKind in TypeScript), "+
+		"or a controller that reconciles, owns or watches %s; the host reads the description when it starts",
+		gvk.Kind, where, gvk.Kind, gvk.Kind)
 }
 
 // sendWatch sends a stream's initial events, the INITIAL_LIST_DONE marker

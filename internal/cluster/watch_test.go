@@ -296,7 +296,7 @@ func TestWatchRefusesWhatItCannotServe(t *testing.T) {
 			req: &polyopv1alpha1.WatchRequest{Namespace: ns, LabelSelector: "a in (b"}, code: codes.InvalidArgument, says: "label_selector",
 		},
 		"if the host does not cache the kind, then FAILED_PRECONDITION naming the remedy": {
-			req: &polyopv1alpha1.WatchRequest{Kind: namespace}, code: codes.FailedPrecondition, says: "declare a controller that reconciles, owns or watches Namespace",
+			req: &polyopv1alpha1.WatchRequest{Kind: namespace}, code: codes.FailedPrecondition, says: "declare Namespace for cached reads in the sidecar (a cached kind in its description: CacheKind in Go",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -4,10 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,19 +44,39 @@ type storeKey struct {
 // localStore holds every object of one kind in one namespace (or every one)
 // that the host caches, kept by a Watch, and the values of its index funcs.
 // It starts on the first List that needs it.
+//
+// Its states, as an informer's: syncing (listing, Lists wait for it),
+// synced (Lists are answered from it; while its Watch resumes after an
+// interruption it serves what it holds, as an informer does), and failed (its
+// Watch ended with an error it cannot resume from: every List fails at once,
+// naming the error, while the copy watches again after a backoff, until a
+// new Watch has listed every object).
 type localStore struct {
 	key   storeKey
 	funcs map[string]ctrlclient.IndexerFunc
+	log   logr.Logger
 
-	start  sync.Once
-	synced chan struct{}
+	start sync.Once
 
 	mu      sync.RWMutex
 	objects map[ctrlclient.ObjectKey]ctrlclient.Object
 	// values[field][value] are the keys of the objects whose index func for
 	// field gives value.
 	values map[string]map[string]map[ctrlclient.ObjectKey]struct{}
-	err    error
+	// synced is set while the copy holds every object the host caches.
+	synced bool
+	// failure is the error that ended the copy's last Watch, while the copy
+	// is being rebuilt; nil once a Watch has listed every object again.
+	failure error
+	// failures counts the Watches that failed since the copy was last
+	// synced; retry is when the next one starts.
+	failures int
+	retry    time.Time
+	// lastErr is the last error the Watch met, failed or resumed from.
+	lastErr error
+	// settled is closed while the copy is synced or failed, the states a
+	// List does not wait in.
+	settled chan struct{}
 }
 
 // IndexField implements controller-runtime's client.FieldIndexer: List of
@@ -58,9 +87,19 @@ type localStore struct {
 // one for Lists of every namespace), so that a host that caches the kind in
 // some namespaces only can serve them. A copy starts on the first such List,
 // which waits (bounded by its ctx) until the copy holds every object the host
-// caches. Only kinds the host
-// caches can be indexed so. Register every index before the first List of the
-// kind.
+// caches. Only kinds the host caches can be indexed so. Register every index
+// before the first List of the kind.
+//
+// A copy recovers as an informer does. When its Watch is interrupted (the
+// host restarted, or cut a slow reader off) it resumes from the last version,
+// serving what it holds meanwhile; when the host no longer remembers that
+// version it lists again, and Lists wait for it. When the Watch fails (the
+// host does not cache the kind, or not in that namespace), every List by the
+// copy's indexes fails at once with an error that names the kind, the index,
+// the namespace, the Watch's error and what to do, while the copy watches
+// again after 0.8s, then after twice as long each time, up to every 30s, for
+// as long as the Client lives; once a Watch has listed every object, Lists
+// succeed again.
 func (c *Client) IndexField(_ context.Context, obj ctrlclient.Object, field string, extractValue ctrlclient.IndexerFunc) error {
 	gvk, err := c.GroupVersionKindFor(obj)
 	if err != nil {
@@ -89,7 +128,7 @@ func (c *Client) store(gvk schema.GroupVersionKind, namespace string) *localStor
 	key := storeKey{gvk: gvk, namespace: namespace}
 	s, ok := c.indexes.stores[key]
 	if !ok {
-		s = &localStore{key: key, funcs: c.indexes.funcs[gvk], synced: make(chan struct{}),
+		s = &localStore{key: key, funcs: c.indexes.funcs[gvk], log: c.log, settled: make(chan struct{}),
 			objects: map[ctrlclient.ObjectKey]ctrlclient.Object{}, values: map[string]map[string]map[ctrlclient.ObjectKey]struct{}{}}
 		for field := range s.funcs {
 			s.values[field] = map[string]map[ctrlclient.ObjectKey]struct{}{}
@@ -117,20 +156,32 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 	if !indexed {
 		return false, nil
 	}
+	field := reqs[0].Field
 	s := c.store(gvk, lo.Namespace)
 	s.start.Do(func() { go s.run(c.background, c) })
-	select {
-	case <-s.synced:
-	case <-ctx.Done():
-		return true, fmt.Errorf("listing %s by the index %q: waiting for the sidecar's copy of every %s: %w", describeList(gvk, lo.Namespace), reqs[0].Field, gvk.Kind, ctx.Err())
-	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.err != nil {
-		return true, s.err
+	for !s.synced {
+		if s.failure != nil {
+			return true, s.failed(field)
+		}
+		settled := s.settled
+		s.mu.RUnlock()
+		select {
+		case <-settled:
+			s.mu.RLock()
+		case <-ctx.Done():
+			s.mu.RLock()
+			err := fmt.Errorf("listing %s by the index %q: waiting for the sidecar's copy of every %s %s to list them all: %w",
+				describeList(gvk, lo.Namespace), field, gvk.Kind, where(lo.Namespace), ctx.Err())
+			if s.lastErr != nil {
+				err = fmt.Errorf("%w; its Watch's last error: %w", err, s.lastErr)
+			}
+			return true, err
+		}
 	}
-	var items []json.RawMessage
-	for key := range s.values[reqs[0].Field][reqs[0].Value] {
+	var selected []ctrlclient.Object
+	for key := range s.values[field][reqs[0].Value] {
 		obj := s.objects[key]
 		if lo.Namespace != "" && obj.GetNamespace() != lo.Namespace {
 			continue
@@ -138,31 +189,75 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 		if lo.LabelSelector != nil && !lo.LabelSelector.Matches(labels.Set(obj.GetLabels())) {
 			continue
 		}
-		raw, err := json.Marshal(obj)
-		if err != nil {
-			return true, err
-		}
-		items = append(items, raw)
+		selected = append(selected, obj)
 	}
-	resp := &polyopv1alpha1.ListResponse{Items: make([][]byte, len(items))}
-	for i, item := range items {
-		resp.Items[i] = item
-	}
-	return true, decodeList(resp, list, listGVK)
+	return true, fillList(list, listGVK, selected)
 }
 
-// run keeps the store up to date from a Watch of the kind until ctx ends.
+// fillList sets list's items to copies of objs: deep copies when list holds
+// their Go type, as controller-runtime's cache copies, else through their
+// JSON (an unstructured list of a kind the scheme knows, or metadata only).
+func fillList(list ctrlclient.ObjectList, listGVK schema.GroupVersionKind, objs []ctrlclient.Object) error {
+	copies := make([]runtime.Object, len(objs))
+	for i, obj := range objs {
+		copies[i] = obj.DeepCopyObject()
+	}
+	if _, unstructured := list.(*unstructured.UnstructuredList); !unstructured {
+		if err := meta.SetList(list, copies); err == nil {
+			list.GetObjectKind().SetGroupVersionKind(listGVK)
+			list.SetResourceVersion("")
+			list.SetContinue("")
+			return nil
+		}
+	}
+	resp := &polyopv1alpha1.ListResponse{Items: make([][]byte, len(objs))}
+	for i, obj := range objs {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		resp.Items[i] = raw
+	}
+	return decodeList(resp, list, listGVK)
+}
+
+// copyRetry bounds the wait before a local copy whose Watch failed watches
+// again: from the first, doubling after each failure, to the second, as
+// client-go's reflector backs off; a copy that synced starts again from the
+// first. It retries for as long as the Client lives.
+var copyRetry = [2]time.Duration{800 * time.Millisecond, 30 * time.Second}
+
+// run keeps the store up to date from Watches of the kind until ctx ends,
+// watching again, after a backoff, whenever one fails.
 func (s *localStore) run(ctx context.Context, c *Client) {
-	var opts []ctrlclient.ListOption
-	if s.key.namespace != "" {
-		opts = append(opts, ctrlclient.InNamespace(s.key.namespace))
+	wait := copyRetry[0]
+	for {
+		err := s.follow(ctx, c)
+		if ctx.Err() != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.failure == nil {
+			wait = copyRetry[0] // it synced since the last failure
+		}
+		s.fail(err, wait)
+		s.mu.Unlock()
+		s.log.Error(err, "the sidecar's copy of a kind it indexes cannot follow the host's Watch: Lists by its indexes fail until it has watched again",
+			"kind", s.key.gvk.String(), "namespace", s.key.namespace, "indexes", s.fields(), "retryIn", wait.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, copyRetry[1])
 	}
-	events, err := c.Watch(ctx, newList(c, s.key.gvk), opts...)
-	if err != nil {
-		s.fail(err)
-		return
-	}
-	synced := false
+}
+
+// follow applies one Watch's events to the store until the Watch fails,
+// and returns why (or nil when ctx ended).
+func (s *localStore) follow(ctx context.Context, c *Client) error {
+	lo := &ctrlclient.ListOptions{Namespace: s.key.namespace}
+	events := c.watch(ctx, s.key.gvk, lo, s.resuming)
 	for ev := range events {
 		switch ev.Type {
 		case Added, Modified:
@@ -170,24 +265,106 @@ func (s *localStore) run(ctx context.Context, c *Client) {
 		case Deleted:
 			s.remove(ctrlclient.ObjectKeyFromObject(ev.Object))
 		case Synced:
-			if !synced {
-				synced = true
-				close(s.synced)
-			}
+			s.mu.Lock()
+			s.failure, s.failures, s.lastErr = nil, 0, nil
+			s.synced = true
+			s.settle()
+			s.mu.Unlock()
 		case Error:
-			s.fail(ev.Err)
-			if !synced {
-				close(s.synced)
-			}
-			return
+			return ev.Err
 		}
+	}
+	return nil
+}
+
+// resuming is told when the Watch, interrupted by err, resumes: from its last
+// version (the copy keeps serving what it holds, as an informer's does), or,
+// when relist is set, by listing again because the host no longer remembers
+// that version: the copy missed changes, and Lists wait until it has them.
+func (s *localStore) resuming(err error, relist bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+	if relist {
+		s.synced = false
+		s.settle()
 	}
 }
 
-func (s *localStore) fail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.err = fmt.Errorf("the sidecar's index of %s: %w", s.key.gvk.Kind, err)
+// fail records that the Watch failed with err and watches again after wait.
+// The copy is emptied: the next Watch lists every object again. s.mu is
+// held.
+func (s *localStore) fail(err error, wait time.Duration) {
+	s.failure, s.lastErr = err, err
+	s.failures++
+	s.retry = time.Now().Add(wait)
+	s.objects = map[ctrlclient.ObjectKey]ctrlclient.Object{}
+	for field := range s.funcs {
+		s.values[field] = map[string]map[ctrlclient.ObjectKey]struct{}{}
+	}
+	s.synced = false
+	s.settle()
+}
+
+// settle makes settled closed exactly while the copy is synced or failed,
+// after either changed. s.mu is held.
+func (s *localStore) settle() {
+	settled, closed := s.synced || s.failure != nil, isClosed(s.settled)
+	switch {
+	case settled && !closed:
+		close(s.settled)
+	case !settled && closed:
+		s.settled = make(chan struct{})
+	}
+}
+
+// failed is the error of a List by the index field while the copy is
+// failed, naming the kind, the namespace, the index, the Watch's error and
+// what to do. s.mu is held.
+func (s *localStore) failed(field string) error {
+	gvk, ns := s.key.gvk, s.key.namespace
+	retry := max(time.Until(s.retry), 0).Round(time.Millisecond)
+	return fmt.Errorf("listing %s by the index %q: the sidecar's copy of every %s %s, which answers Lists by its indexes, "+
+		"is not in step with the host: its Watch failed, %d time(s) in a row (it watches again in %s; Lists succeed once it has listed every object again): %w%s",
+		describeList(gvk, ns), field, gvk.Kind, where(ns), s.failures, retry, s.failure, remedy(s.failure, gvk))
+}
+
+// remedy is what to do about a Watch that failed with err, as a sentence
+// that follows it; "" when the host's own message is all there is to say.
+func remedy(err error, gvk schema.GroupVersionKind) string {
+	switch status.Code(err) {
+	case codes.FailedPrecondition:
+		return ". The host watches only what it caches: in Go, declare " + gvk.Kind + " for cached reads with sidecar.Server.CacheKind " +
+			"(its Namespaces option names the namespaces), or with a controller that reconciles, owns or watches it; the host reads them when it starts"
+	case codes.NotFound:
+		return ". Check that the cluster serves " + gvk.GroupVersion().String() + " " + gvk.Kind + " (for a custom resource, that its CustomResourceDefinition is installed)"
+	case codes.Unimplemented:
+		return ". The host does not serve the Cluster service's Watch: run a polyop host that does"
+	}
+	return ""
+}
+
+// where names a namespace in messages: "in ns", or "in every namespace".
+func where(namespace string) string {
+	if namespace == "" {
+		return "in every namespace"
+	}
+	return "in " + namespace
+}
+
+// fields are the names of the store's indexes, sorted.
+func (s *localStore) fields() []string {
+	return slices.Sorted(maps.Keys(s.funcs))
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func (s *localStore) put(obj ctrlclient.Object) {
@@ -228,17 +405,4 @@ func (s *localStore) unindex(key ctrlclient.ObjectKey) {
 			}
 		}
 	}
-}
-
-// newList is an empty list of kind gvk's objects.
-func newList(c *Client, gvk schema.GroupVersionKind) ctrlclient.ObjectList {
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if o, err := c.scheme.New(listGVK); err == nil {
-		if l, ok := o.(ctrlclient.ObjectList); ok {
-			return l
-		}
-	}
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(listGVK)
-	return l
 }

@@ -69,9 +69,15 @@ func (c *Client) Watch(ctx context.Context, list ctrlclient.ObjectList, opts ...
 	if err != nil {
 		return nil, err
 	}
-	gvk := listKind(listGVK)
 	lo := &ctrlclient.ListOptions{}
 	lo.ApplyOptions(opts)
+	return c.watch(ctx, listKind(listGVK), lo, nil), nil
+}
+
+// watch starts a Watch of gvk's objects selected by lo. resuming, when set,
+// is told each time the Watch resumes after an interruption (err), from
+// its last version or, with relist, by listing again.
+func (c *Client) watch(ctx context.Context, gvk schema.GroupVersionKind, lo *ctrlclient.ListOptions, resuming func(err error, relist bool)) <-chan Event {
 	lr := c.listRequest(gvk, lo)
 	w := &watcher{
 		c: c,
@@ -81,12 +87,13 @@ func (c *Client) Watch(ctx context.Context, list ctrlclient.ObjectList, opts ...
 			LabelSelector: lr.GetLabelSelector(),
 			FieldSelector: lr.GetFieldSelector(),
 		},
-		gvk:   gvk,
-		out:   make(chan Event),
-		known: map[ctrlclient.ObjectKey]struct{}{},
+		gvk:      gvk,
+		out:      make(chan Event),
+		known:    map[ctrlclient.ObjectKey]struct{}{},
+		resuming: resuming,
 	}
 	go w.run(ctx)
-	return w.out, nil
+	return w.out
 }
 
 // watcher is one Watch: the stream attempts and what they delivered.
@@ -100,6 +107,8 @@ type watcher struct {
 	// known are the objects delivered and not deleted, so that a relist can
 	// report those that went while the watch was away.
 	known map[ctrlclient.ObjectKey]struct{}
+	// resuming, when set, is told of each resumption; see Client.watch.
+	resuming func(err error, relist bool)
 }
 
 func (w *watcher) run(ctx context.Context) {
@@ -118,12 +127,18 @@ func (w *watcher) run(ctx context.Context) {
 				return
 			}
 			w.rv = "" // expired: list again
+			if w.resuming != nil {
+				w.resuming(err, true)
+			}
 			continue
 		case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
 			w.emit(ctx, Event{Type: Error, Err: wrapError(ctx, w.gvk, "watching "+describeList(w.gvk, w.req.GetNamespace()), err)})
 			return
 		}
 		w.c.log.V(1).Info("watch ended, resuming", "kind", w.gvk.String(), "namespace", w.req.GetNamespace(), "resourceVersion", w.rv, "error", err)
+		if w.resuming != nil {
+			w.resuming(err, w.rv == "")
+		}
 		if progressed {
 			wait = watchRetry[0]
 		}

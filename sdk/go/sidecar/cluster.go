@@ -58,7 +58,9 @@ func (s *Server) Watch(ctx context.Context, list client.ObjectList, opts ...clie
 // kind, kept through the host's Watch stream and indexed by fn. The copy
 // starts on the first such List, which waits (bounded by its ctx) until it is
 // complete. It costs the sidecar the memory of every object of the kind the
-// host caches. Only kinds the host caches can be indexed so.
+// host caches. Only kinds the host caches can be indexed so (see CacheKind).
+// A copy whose Watch fails recovers by itself, and meanwhile Lists by its
+// indexes fail at once saying why; see polyopclient.Client.IndexField.
 func (s *Server) GetFieldIndexer() client.FieldIndexer {
 	return s.clusterClient()
 }
