@@ -217,7 +217,10 @@ func (w *watcher) attempt(ctx context.Context) (progressed bool, err error) {
 				return progressed, ctx.Err()
 			}
 		}
-		if v := resp.GetResourceVersion(); v != "" {
+		// While listing, an object's own version says nothing of the objects
+		// still to come: a stream broken off before INITIAL_LIST_DONE lists
+		// again. From the done marker on, the last version is where to resume.
+		if v := resp.GetResourceVersion(); v != "" && !relist {
 			w.rv = v
 		}
 	}
