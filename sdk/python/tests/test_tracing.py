@@ -7,6 +7,7 @@ OTEL_* environment, a sidecar process exports its spans over OTLP."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import logging
 import os
 import signal
@@ -16,6 +17,7 @@ import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,7 +309,8 @@ def test_a_refused_call_fails_its_span(sock_dir: str, spans: tuple[TracerProvide
 
 
 class Collector(trace_service_pb2_grpc.TraceServiceServicer):
-    """An OTLP trace receiver: keeps the spans it is sent."""
+    """An OTLP trace receiver: keeps the spans it is sent, over gRPC
+    (``Export``) or over HTTP (``http_handler``)."""
 
     def __init__(self) -> None:
         self.spans: list[Any] = []
@@ -317,13 +320,62 @@ class Collector(trace_service_pb2_grpc.TraceServiceServicer):
     def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
+        self.record(request)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def record(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
         with self.received:
             for resource_spans in request.resource_spans:
                 self.resources.append({a.key: a.value.string_value for a in resource_spans.resource.attributes})
                 for scope_spans in resource_spans.scope_spans:
                     self.spans.extend(scope_spans.spans)
             self.received.notify_all()
-        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def http_handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        collector = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                ok = self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf"
+                if ok:
+                    collector.record(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
+                answer = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200 if ok else 400)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+@contextmanager
+def receiving(collector: Collector, protocol: str) -> Iterator[str]:
+    """An OTLP endpoint over ``protocol`` (grpc or http/protobuf) that hands
+    what it receives to ``collector``; yields its address."""
+    if protocol == "grpc":
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)  # type: ignore[no-untyped-call]
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.stop(None)
+        return
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), collector.http_handler())
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
 
 
 SIDECAR_MAIN = textwrap.dedent(
@@ -343,38 +395,41 @@ SIDECAR_MAIN = textwrap.dedent(
 )
 
 
-def test_the_otel_environment_exports_the_spans_over_otlp(sock_dir: str, cluster_service: tuple[MetadataRecordingService, str]) -> None:
-    """A sidecar process configured by OTEL_EXPORTER_OTLP_ENDPOINT sends its
-    spans to an OTLP receiver over gRPC, at the latest when it stops."""
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_the_otel_environment_exports_the_spans_over_otlp(
+    protocol: str, sock_dir: str, cluster_service: tuple[MetadataRecordingService, str]
+) -> None:
+    """A sidecar process configured by OTEL_EXPORTER_OTLP_ENDPOINT (and
+    OTEL_EXPORTER_OTLP_PROTOCOL) sends its spans to an OTLP receiver, at the
+    latest when it stops."""
     _, cluster_address = cluster_service
     collector = Collector()
-    receiver = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, receiver)  # type: ignore[no-untyped-call]
-    port = receiver.add_insecure_port("127.0.0.1:0")
-    receiver.start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", PYTHONPATH=os.pathsep.join(sys.path))
     socket = f"{sock_dir}/sidecar.sock"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SIDECAR_MAIN, f"unix://{socket}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        with grpc.insecure_channel(f"unix:{socket}") as channel:
-            grpc.channel_ready_future(channel).result(timeout=LONG)
-            stub = sidecar_pb2_grpc.SidecarServiceStub(channel)
-            stub.Describe(describe_pb2.DescribeRequest(protocol_version=polyop.PROTOCOL_VERSION, cluster_address=cluster_address), timeout=LONG)
-            request = reconcile_pb2.ReconcileRequest(controller="widget", key=types_pb2.ObjectKey(namespace="ns", name="w1"), object=OBJECT)
-            stub.Reconcile(request, timeout=LONG, metadata=(("traceparent", TRACEPARENT),))
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=LONG)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, output
-    with collector.received:
-        assert collector.received.wait_for(lambda: len(collector.spans) >= 2, timeout=LONG), output
-    receiver.stop(None)
+    with receiving(collector, protocol) as endpoint:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol, PYTHONPATH=os.pathsep.join(sys.path))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SIDECAR_MAIN, f"unix://{socket}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        try:
+            with grpc.insecure_channel(f"unix:{socket}") as channel:
+                grpc.channel_ready_future(channel).result(timeout=LONG)
+                stub = sidecar_pb2_grpc.SidecarServiceStub(channel)
+                describe = describe_pb2.DescribeRequest(protocol_version=polyop.PROTOCOL_VERSION, cluster_address=cluster_address)
+                stub.Describe(describe, timeout=LONG)
+                request = reconcile_pb2.ReconcileRequest(
+                    controller="widget", key=types_pb2.ObjectKey(namespace="ns", name="w1"), object=OBJECT
+                )
+                stub.Reconcile(request, timeout=LONG, metadata=(("traceparent", TRACEPARENT),))
+            proc.send_signal(signal.SIGTERM)
+            output, _ = proc.communicate(timeout=LONG)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 0, output
+        with collector.received:
+            assert collector.received.wait_for(lambda: len(collector.spans) >= 2, timeout=LONG), output
     names = {s.name: s for s in collector.spans}
     server, client = names["polyop.v1alpha1.SidecarService/Reconcile"], names["polyop.v1alpha1.ClusterService/Get"]
     assert (server.trace_id.hex(), server.parent_span_id.hex()) == (TRACE_ID, HOST_SPAN_ID)
