@@ -437,3 +437,39 @@ def test_the_otel_environment_exports_the_spans_over_otlp(
     # service.name defaults to the sidecar's name.
     assert collector.resources[0]["service.name"] == "widget-operator"
     assert "tracing on" in output
+
+
+def test_an_admission_function_that_fails_logs_with_its_trace(
+    sock_dir: str, spans: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, exporter = spans
+    sidecar = polyop.Sidecar("widget-operator")
+
+    @sidecar.defaulter(WIDGET)
+    def default(obj: polyop.Object, req: polyop.AdmissionRequest) -> None:
+        raise RuntimeError("the size table is missing")
+
+    request = admission_pb2.DefaultRequest(
+        request=admission_pb2.AdmissionRequest(
+            uid="u1", kind=types_pb2.GroupVersionKind(group="example.com", version="v1", kind="Widget"),
+            key=types_pb2.ObjectKey(namespace="ns", name="w1"), operation=admission_pb2.OPERATION_CREATE, object=OBJECT,
+        )
+    )
+    with (
+        caplog.at_level(logging.INFO, logger="polyop"),
+        sidecar.start(f"unix://{sock_dir}/sidecar.sock", tracer_provider=provider),
+        grpc.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel,
+        pytest.raises(grpc.RpcError) as err,
+    ):
+        sidecar_pb2_grpc.SidecarServiceStub(channel).Default(request, timeout=LONG, metadata=(("traceparent", TRACEPARENT),))
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    span = by_name(exporter.get_finished_spans(), "polyop.v1alpha1.SidecarService/Default")
+    assert span.status.status_code == trace.StatusCode.ERROR
+    assert {k: v for k, v in (span.attributes or {}).items() if k.startswith("polyop.")} == {
+        "polyop.kind": "Widget", "polyop.namespace": "ns", "polyop.name": "w1",
+    }
+    logged = [r for r in caplog.records if r.getMessage().startswith("Defaulting failed")]
+    assert len(logged) == 1
+    assert logged[0].__dict__["polyop"] == {
+        "kind": "Widget", "namespace": "ns", "name": "w1", "trace_id": TRACE_ID, "span_id": ids(span.context)[1],
+    }

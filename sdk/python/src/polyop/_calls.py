@@ -277,7 +277,8 @@ class Calls:
                 if out.api_version == desired:
                     return out
                 err = ValueError(f"the converter returned apiVersion {out.api_version!r}")
-            self.log.error("Converting object %d (%s %s/%s) to %s failed: %s", i, obj.kind, obj.namespace, obj.name, desired, _message(err))
+            log = ObjectLog(self.log, {"kind": obj.kind, "namespace": obj.namespace, "name": obj.name})
+            log.error("Converting object %d to %s failed: %s", i, desired, _message(err))
             raise _ConversionFailed(err)
 
         return Invocation(converter.convert, (obj, desired), None, finish)
@@ -370,7 +371,8 @@ class Calls:
             raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"{call} {gvk}: {err}") from err
 
     def _failed(self, what: str, req: AdmissionRequest, err: Exception) -> RPCError:
-        self.log.error("%s %s %s/%s failed", what.capitalize(), req.kind.kind, req.namespace, req.name, exc_info=err)
+        log = ObjectLog(self.log, {"kind": req.kind.kind, "namespace": req.namespace, "name": req.name})
+        log.error("%s failed", what.capitalize(), exc_info=err)
         return RPCError(grpc.StatusCode.INTERNAL, f"{what} {req.kind.kind} {req.namespace}/{req.name}: {_message(err)}")
 
 
