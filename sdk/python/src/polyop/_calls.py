@@ -62,8 +62,9 @@ class ObjectLog(_LoggerAdapter):
     """A logger whose records name the controller and the object at the end of
     the message, and as a dict in the record's ``polyop`` attribute: the keys
     ``controller``, ``kind``, ``namespace``, ``name`` (and ``retries``) the
-    host's log lines use too, and inside a traced call the ``trace_id`` and
-    ``span_id`` (hex) of the span current when the line is logged."""
+    host's log lines use too, and inside a traced call ``reconcileID`` (when
+    the host sent it) and the ``trace_id`` and ``span_id`` (hex) of the span
+    current when the line is logged."""
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
         fields = {**(self.extra or {}), **_tracing.log_fields()}
