@@ -14,6 +14,7 @@ still writes the status and records the events.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import logging
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 
+from polyop import _tracing
 from polyop.admission import AdmissionRequest, DeniedError
 from polyop.cluster import AsyncCluster, Cluster
 from polyop.errors import TemporaryError, TerminalError
@@ -58,11 +60,15 @@ else:  # LoggerAdapter is generic at run time from Python 3.11 on.
 
 class ObjectLog(_LoggerAdapter):
     """A logger whose records name the controller and the object at the end of
-    the message, and as a dict in the record's ``polyop`` attribute."""
+    the message, and as a dict in the record's ``polyop`` attribute: the keys
+    ``controller``, ``kind``, ``namespace``, ``name`` (and ``retries``) the
+    host's log lines use too, and inside a traced call ``reconcileID`` (when
+    the host sent it) and the ``trace_id`` and ``span_id`` (hex) of the span
+    current when the line is logged."""
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
-        fields = self.extra or {}
-        kwargs["extra"] = {"polyop": dict(fields), **kwargs.get("extra", {})}
+        fields = {**(self.extra or {}), **_tracing.log_fields()}
+        kwargs["extra"] = {"polyop": fields, **kwargs.get("extra", {})}
         return f"{msg} " + " ".join(f"{k}={v}" for k, v in fields.items() if v != ""), kwargs
 
 
@@ -116,7 +122,9 @@ async def run_async(
     (``asyncio.CancelledError``) reaches the awaited function and is not
     caught."""
     if not is_async(inv.fn):
-        return await asyncio.get_running_loop().run_in_executor(executor, lambda: run(inv, cluster()))
+        # In the context of the call (its span), which run_in_executor does not pass on.
+        call_context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(executor, lambda: call_context.run(run, inv, cluster()))
     ctx = None
     if inv.call is not None:
         c = inv.call
@@ -203,9 +211,11 @@ class Calls:
 
         def finish(value: Any, err: Exception | None, _: _CallContext | None) -> admission_pb2.DefaultResponse:
             if isinstance(err, DeniedError):
+                _tracing.set_result(_tracing.DENIED)
                 return admission_pb2.DefaultResponse(denied=err.to_proto(), warnings=err.warnings)
             if err is not None:
                 raise self._failed("defaulting", areq, err) from err
+            _tracing.set_result(_tracing.SUCCESS)
             resp = admission_pb2.DefaultResponse(warnings=list(value or ()))
             if obj != areq.object:
                 resp.object = encode(obj)
@@ -219,9 +229,11 @@ class Calls:
 
         def finish(value: Any, err: Exception | None, _: _CallContext | None) -> admission_pb2.ValidateResponse:
             if isinstance(err, DeniedError):
+                _tracing.set_result(_tracing.DENIED)
                 return admission_pb2.ValidateResponse(denied=err.to_proto(), warnings=err.warnings)
             if err is not None:
                 raise self._failed("validating", areq, err) from err
+            _tracing.set_result(_tracing.SUCCESS)
             return admission_pb2.ValidateResponse(warnings=list(value or ()))
 
         return Invocation(webhook.validate, (areq,), None, finish)
@@ -251,7 +263,10 @@ class Calls:
     def converted(req: admission_pb2.ConvertRequest, objects: Sequence[Object | Exception]) -> admission_pb2.ConvertResponse:
         for i, got in enumerate(objects):
             if isinstance(got, Exception):
-                return admission_pb2.ConvertResponse(error=f"converting object {i} to {req.desired_api_version}: {_message(got)}")
+                error = f"converting object {i} to {req.desired_api_version}: {_message(got)}"
+                _tracing.set_result(_tracing.ERROR, error)
+                return admission_pb2.ConvertResponse(error=error)
+        _tracing.set_result(_tracing.SUCCESS)
         return admission_pb2.ConvertResponse(objects=[encode(o) for o in objects])
 
     # Plumbing.
@@ -263,7 +278,8 @@ class Calls:
                 if out.api_version == desired:
                     return out
                 err = ValueError(f"the converter returned apiVersion {out.api_version!r}")
-            self.log.error("Converting object %d (%s %s/%s) to %s failed: %s", i, obj.kind, obj.namespace, obj.name, desired, _message(err))
+            log = ObjectLog(self.log, {"kind": obj.kind, "namespace": obj.namespace, "name": obj.name})
+            log.error("Converting object %d to %s failed: %s", i, desired, _message(err))
             raise _ConversionFailed(err)
 
         return Invocation(converter.convert, (obj, desired), None, finish)
@@ -282,6 +298,7 @@ class Calls:
                 except ValueError as bad:
                     log.error("Invalid desired children: %s", bad)
                     resp.error.message = f"invalid desired children: {bad}"
+                    _tracing.set_result(_tracing.ERROR, resp.error.message)
         status = obj.get("status")
         if isinstance(status, dict) and status:
             resp.status = encode(status)
@@ -310,9 +327,16 @@ class Calls:
             raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"controller {name!r}: the request has no object name")
         gvk = GVK.from_proto(kind) if kind.kind else c.kind
         request = Request(controller=name, kind=gvk, namespace=namespace, name=obj_name, retries=retries)
+        reconcile_id = _tracing.reconcile_id()
         fields = {"controller": name, "kind": gvk.kind, "namespace": namespace, "name": obj_name}
+        if reconcile_id:
+            fields["reconcileID"] = reconcile_id
         if retries:
             fields["retries"] = str(retries)
+        _tracing.set_attributes({
+            _tracing.CONTROLLER: name, _tracing.KIND: gvk.kind, _tracing.NAMESPACE: namespace, _tracing.NAME: obj_name,
+            _tracing.RECONCILE_ID: reconcile_id, _tracing.RETRIES: retries,
+        })
         return c, request, ObjectLog(self.log, fields)
 
     def _object(self, c: _Controller, request: Request, data: bytes) -> Object:
@@ -341,13 +365,15 @@ class Calls:
         webhook = webhooks.get(gvk)
         if webhook is None or getattr(webhook, call) is None:
             raise RPCError(grpc.StatusCode.NOT_FOUND, f"sidecar {self.sidecar.name!r} declares no {call} webhook for {gvk}")
+        _tracing.set_attributes({_tracing.KIND: gvk.kind, _tracing.NAMESPACE: req.key.namespace, _tracing.NAME: req.key.name})
         try:
             return webhook, AdmissionRequest.from_proto(req)
         except ValueError as err:
             raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"{call} {gvk}: {err}") from err
 
     def _failed(self, what: str, req: AdmissionRequest, err: Exception) -> RPCError:
-        self.log.error("%s %s %s/%s failed", what.capitalize(), req.kind.kind, req.namespace, req.name, exc_info=err)
+        log = ObjectLog(self.log, {"kind": req.kind.kind, "namespace": req.namespace, "name": req.name})
+        log.error("%s failed", what.capitalize(), exc_info=err)
         return RPCError(grpc.StatusCode.INTERNAL, f"{what} {req.kind.kind} {req.namespace}/{req.name}: {_message(err)}")
 
 
@@ -397,6 +423,21 @@ def _outcome(
     The host logs the error it receives; the sidecar logs it (with its
     traceback) at debug level only, so that it is not shown twice.
     """
+    result = _failure(log, what, value, err, failure)
+    if failure.message:
+        _tracing.set_result(_tracing.TERMINAL_ERROR if failure.terminal else _tracing.ERROR, failure.message)
+    else:
+        _tracing.set_result(_tracing.REQUEUE if result is not None and result.requeue_after_seconds > 0 else _tracing.SUCCESS)
+    return result
+
+
+def _failure(
+    log: logging.LoggerAdapter[logging.Logger],
+    what: str,
+    value: Any,
+    err: Exception | None,
+    failure: reconcile_pb2.Failure,
+) -> Result | None:
     if isinstance(err, TerminalError):
         log.debug("%s (terminal): %s", what, err)
         failure.message, failure.terminal = str(err) or type(err).__name__, True

@@ -43,6 +43,7 @@ from polyop._requests import (
     _Call,
     _Requests,
 )
+from polyop._tracing import client_span
 from polyop._watch import WatchEvent, WatchEventType, watch
 from polyop.errors import ClusterError, from_aio_error, from_rpc_error
 from polyop.objects import GVK, KindLike, Object
@@ -329,10 +330,13 @@ class Cluster(_Requests):
 
     def _invoke(self, call: _Call[Any]) -> Any:
         """Send one call; the in-memory FakeCluster of polyop.testing answers it itself."""
-        try:
-            return getattr(self._stub, call.method)(call.request, timeout=self.timeout)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, call.what) from err
+        with client_span(call.method) as traced:
+            try:
+                return getattr(self._stub, call.method)(call.request, timeout=self.timeout, metadata=traced.metadata)
+            except grpc.RpcError as err:
+                if isinstance(err, grpc.Call):
+                    traced.failed(err.code(), err.details() or "")
+                raise from_rpc_error(err, call.what) from err
 
 
 class AsyncCluster(_Requests):
@@ -522,10 +526,12 @@ class AsyncCluster(_Requests):
         return call.decode(await self._invoke(call))
 
     async def _invoke(self, call: _Call[Any]) -> Any:
-        try:
-            return await getattr(self._stub, call.method)(call.request, timeout=self.timeout)
-        except grpc.aio.AioRpcError as err:
-            raise from_aio_error(err.code(), err.details() or "", err.trailing_metadata(), call.what) from err
+        with client_span(call.method) as traced:
+            try:
+                return await getattr(self._stub, call.method)(call.request, timeout=self.timeout, metadata=traced.metadata)
+            except grpc.aio.AioRpcError as err:
+                traced.failed(err.code(), err.details() or "")
+                raise from_aio_error(err.code(), err.details() or "", err.trailing_metadata(), call.what) from err
 
     async def _watch_stream(self, request: cluster_pb2.WatchRequest) -> AsyncGenerator[cluster_pb2.WatchResponse, None]:
         """One Watch stream, cancelled when the iterator closes; the in-memory

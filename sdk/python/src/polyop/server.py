@@ -1,5 +1,6 @@
-"""Serving a Sidecar: a gRPC server with the SidecarService and health checking,
-on threads (:class:`Server`) or on asyncio with grpc.aio (:class:`AsyncServer`)."""
+"""Serving a Sidecar: a gRPC server with the SidecarService, health checking
+and server reflection, on threads (:class:`Server`) or on asyncio with
+grpc.aio (:class:`AsyncServer`)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from typing import Any
 import grpc
 import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection as grpc_reflection
+from opentelemetry import trace
 
 from polyop._address import Address, parse_address, prepare_socket
 from polyop._servicer import AsyncServicer, Servicer
+from polyop._tracing import Tracing, configure
 from polyop._version import SDK_NAME, __version__
 from polyop.sidecar import Sidecar
 from polyop.v1alpha1 import describe_pb2, sidecar_pb2, sidecar_pb2_grpc
@@ -25,6 +29,7 @@ from polyop.v1alpha1 import describe_pb2, sidecar_pb2, sidecar_pb2_grpc
 __all__ = ["AsyncServer", "Server"]
 
 SIDECAR_SERVICE = sidecar_pb2.DESCRIPTOR.services_by_name["SidecarService"].full_name
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 SOCKET_MODE = 0o660
 """The mode of the unix socket a sidecar serves on: read and write for its
@@ -39,13 +44,20 @@ class Server:
     """
 
     def __init__(
-        self, sidecar: Sidecar, address: str, grpc_server: grpc.Server, health: health.HealthServicer, socket: str
+        self,
+        sidecar: Sidecar,
+        address: str,
+        grpc_server: grpc.Server,
+        health: health.HealthServicer,
+        socket: str,
+        tracing: Tracing | None = None,
     ) -> None:
         self.address = address
         self._sidecar = sidecar
         self._server = grpc_server
         self._health = health
         self._socket = socket
+        self._tracing = tracing
         self._stopped = threading.Event()
 
     def stop(self, grace: float | None = None) -> None:
@@ -57,6 +69,8 @@ class Server:
         self._health.enter_graceful_shutdown()
         self._server.stop(grace).wait()
         _remove(self._socket)
+        if self._tracing is not None:
+            self._tracing.flush()
         self._sidecar._stopped_serving()
         self._stopped.set()
         self._sidecar.log.info("Stopped")
@@ -87,6 +101,7 @@ class AsyncServer:
         health: health.aio.HealthServicer,
         socket: str,
         executor: futures.ThreadPoolExecutor,
+        tracing: Tracing | None = None,
     ) -> None:
         self.address = address
         self._sidecar = sidecar
@@ -94,6 +109,7 @@ class AsyncServer:
         self._health = health
         self._socket = socket
         self._executor = executor
+        self._tracing = tracing
         self._stopped = asyncio.Event()
 
     async def stop(self, grace: float | None = None) -> None:
@@ -110,6 +126,8 @@ class AsyncServer:
         if cluster is not None and self._sidecar._async_cluster_loop is asyncio.get_running_loop():
             await cluster.close()
             self._sidecar._async_cluster = self._sidecar._async_cluster_loop = None
+        if self._tracing is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._tracing.flush)
         self._sidecar._stopped_serving()
         self._stopped.set()
         self._sidecar.log.info("Stopped")
@@ -156,12 +174,20 @@ def _bind(server: grpc.Server | grpc.aio.Server, parsed: Address, credentials: g
     return f"tcp://{host}:{port}"
 
 
-def _log_serving(sidecar: Sidecar, served: str, how: str) -> None:
+def _log_serving(sidecar: Sidecar, served: str, how: str, reflecting: bool, tracing: Tracing | None) -> None:
     sidecar.log.info(
-        "Serving on %s (%s): protocol %s, %s %s, controllers %s, webhooks %s, conversions %s",
+        "Serving on %s (%s): protocol %s, %s %s, controllers %s, webhooks %s, conversions %s, reflection %s, tracing %s",
         served, how, describe_pb2.ProtocolVersion.Name(describe_pb2.PROTOCOL_VERSION_V1ALPHA1), SDK_NAME, __version__,
         list(sidecar._controllers), [str(k) for k in sidecar._webhooks], [f"{g}/{k}" for g, k in sidecar._converters],
+        "on" if reflecting else "off", "off" if tracing is None else "on",
     )
+
+
+def _reflect(server: grpc.Server | grpc.aio.Server, reflecting: bool) -> None:
+    """Serve gRPC server reflection of the server's services, so that grpcurl
+    lists and calls them without the proto files."""
+    if reflecting:
+        grpc_reflection.enable_server_reflection((SIDECAR_SERVICE, HEALTH_SERVICE, grpc_reflection.SERVICE_NAME), server)
 
 
 def _remove(socket: str) -> None:
@@ -177,6 +203,8 @@ def start(
     max_message_size: int,
     max_workers: int | None,
     credentials: grpc.ServerCredentials | None = None,
+    reflection: bool = True,
+    tracer_provider: trace.TracerProvider | None = None,
 ) -> Server:
     parsed = parse_address(address)
     if sidecar.has_async_handlers():
@@ -190,9 +218,11 @@ def start(
             futures.ThreadPoolExecutor(max_workers=_max_workers(sidecar, max_workers), thread_name_prefix="polyop"),
             options=_options(max_message_size),
         )
-        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(sidecar), server)
+        tracing = configure(sidecar.name, tracer_provider, sidecar.log)
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(sidecar, tracing), server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        _reflect(server, reflection)
         served = _bind(server, parsed, credentials)
         server.start()
     except BaseException:
@@ -200,8 +230,8 @@ def start(
         raise
     for service in ("", SIDECAR_SERVICE):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    _log_serving(sidecar, served, "threads")
-    return Server(sidecar, served, server, health_servicer, parsed.unix_path)
+    _log_serving(sidecar, served, "threads", reflection, tracing)
+    return Server(sidecar, served, server, health_servicer, parsed.unix_path, tracing)
 
 
 def serve(
@@ -212,9 +242,14 @@ def serve(
     max_workers: int | None,
     credentials: grpc.ServerCredentials | None,
     grace: float,
+    reflection: bool = True,
+    tracer_provider: trace.TracerProvider | None = None,
 ) -> None:
     _default_logging()
-    server = start(sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
+    server = start(
+        sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
+        reflection=reflection, tracer_provider=tracer_provider,
+    )
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -233,6 +268,8 @@ async def start_async(
     max_message_size: int,
     max_workers: int | None,
     credentials: grpc.ServerCredentials | None = None,
+    reflection: bool = True,
+    tracer_provider: trace.TracerProvider | None = None,
 ) -> AsyncServer:
     parsed = parse_address(address)
     sidecar._start_serving()
@@ -240,9 +277,11 @@ async def start_async(
     executor = futures.ThreadPoolExecutor(max_workers=_max_workers(sidecar, max_workers), thread_name_prefix="polyop")
     try:
         server = grpc.aio.server(options=_options(max_message_size))
-        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(AsyncServicer(sidecar, executor), server)
+        tracing = configure(sidecar.name, tracer_provider, sidecar.log)
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(AsyncServicer(sidecar, executor, tracing), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        _reflect(server, reflection)
         served = _bind(server, parsed, credentials)
         await server.start()
     except BaseException:
@@ -251,8 +290,8 @@ async def start_async(
         raise
     for service in ("", SIDECAR_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    _log_serving(sidecar, served, "asyncio")
-    return AsyncServer(sidecar, served, server, health_servicer, parsed.unix_path, executor)
+    _log_serving(sidecar, served, "asyncio", reflection, tracing)
+    return AsyncServer(sidecar, served, server, health_servicer, parsed.unix_path, executor, tracing)
 
 
 async def serve_async(
@@ -263,9 +302,14 @@ async def serve_async(
     max_workers: int | None,
     credentials: grpc.ServerCredentials | None,
     grace: float,
+    reflection: bool = True,
+    tracer_provider: trace.TracerProvider | None = None,
 ) -> None:
     _default_logging()
-    server = await start_async(sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
+    server = await start_async(
+        sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
+        reflection=reflection, tracer_provider=tracer_provider,
+    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     handled: list[signal.Signals] = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
+from opentelemetry.trace import TracerProvider
 
 from polyop._address import DEFAULT_SIDECAR_ADDRESS
 from polyop._version import SDK_NAME, __version__
@@ -533,13 +534,18 @@ class Sidecar:
         max_message_size: int = 64 << 20,
         max_workers: int | None = None,
         credentials: grpc.ServerCredentials | None = None,
+        reflection: bool = True,
+        tracer_provider: TracerProvider | None = None,
     ) -> Server:
         """Serve on address in the background, on threads, and return the
         running Server. See :meth:`serve`. ``async def`` functions need an
         event loop: use :meth:`start_async`."""
         from polyop.server import start
 
-        return start(self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials)
+        return start(
+            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
+            reflection=reflection, tracer_provider=tracer_provider,
+        )
 
     def serve(
         self,
@@ -549,6 +555,8 @@ class Sidecar:
         max_workers: int | None = None,
         credentials: grpc.ServerCredentials | None = None,
         grace: float = 30.0,
+        reflection: bool = True,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         """Serve until SIGTERM or SIGINT, then stop gracefully: report NOT_SERVING,
         refuse new calls and wait up to ``grace`` seconds for the calls in flight.
@@ -557,7 +565,10 @@ class Sidecar:
         (``unix:///abs.sock``, ``unix:rel.sock``, ``tcp://host:port``,
         ``host:port``); it defaults to unix:///var/run/polyop/sidecar.sock, the
         host's default. Next to the SidecarService the server serves
-        grpc.health.v1.Health. ``max_message_size`` should match the host's
+        grpc.health.v1.Health and, unless ``reflection`` is False, gRPC server
+        reflection (grpc.reflection.v1alpha), so that ``grpcurl -plaintext
+        -unix <socket> list`` lists and calls the services without the proto
+        files. ``max_message_size`` should match the host's
         --max-message-size; ``max_workers`` (the threads running plain
         functions) defaults to the controllers' concurrency plus room for
         webhooks and health checks. ``credentials``
@@ -565,20 +576,32 @@ class Sidecar:
         sidecar on a TCP address; the default is plaintext, as on the unix
         socket a pod's containers share.
 
+        Each Reconcile, Finalize, Default, Validate and Convert call runs in a
+        span that continues the host's trace (``opentelemetry.trace.
+        get_current_span()`` in the function), and the Cluster calls made in
+        it are spans of their own, when tracing is on: with
+        ``tracer_provider`` when one is passed, else with the global
+        TracerProvider when the application set one, else with one made from
+        the OTEL_* environment variables (OTEL_EXPORTER_OTLP_ENDPOINT,
+        OTEL_TRACES_EXPORTER=otlp, ...; needs ``polyop[otlp]``). Otherwise
+        tracing is off and costs nothing.
+
         When any registered function is ``async def``, this runs
         :meth:`serve_async` in a new event loop (``asyncio.run``).
         """
         if self.has_async_handlers():
             asyncio.run(
                 self.serve_async(
-                    address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace
+                    address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace,
+                    reflection=reflection, tracer_provider=tracer_provider,
                 )
             )
             return
         from polyop.server import serve
 
         serve(
-            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace
+            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace,
+            reflection=reflection, tracer_provider=tracer_provider,
         )
 
     async def start_async(
@@ -588,13 +611,16 @@ class Sidecar:
         max_message_size: int = 64 << 20,
         max_workers: int | None = None,
         credentials: grpc.ServerCredentials | None = None,
+        reflection: bool = True,
+        tracer_provider: TracerProvider | None = None,
     ) -> AsyncServer:
         """Serve on address on grpc.aio, on the running event loop, and return
         the running AsyncServer. See :meth:`serve_async`."""
         from polyop.server import start_async
 
         return await start_async(
-            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials
+            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
+            reflection=reflection, tracer_provider=tracer_provider,
         )
 
     async def serve_async(
@@ -605,6 +631,8 @@ class Sidecar:
         max_workers: int | None = None,
         credentials: grpc.ServerCredentials | None = None,
         grace: float = 30.0,
+        reflection: bool = True,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         """Serve on grpc.aio until SIGTERM or SIGINT (or until cancelled), then
         stop as :meth:`serve` does::
@@ -621,7 +649,8 @@ class Sidecar:
         from polyop.server import serve_async
 
         await serve_async(
-            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace
+            self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace,
+            reflection=reflection, tracer_provider=tracer_provider,
         )
 
     # Internals.
