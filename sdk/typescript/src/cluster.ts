@@ -276,6 +276,8 @@ export class ClusterClient implements Cluster {
   private readonly client: Client<typeof ClusterService>;
   private readonly sessions: Http2SessionManager;
   private readonly options: ClusterClientOptions;
+  /** Aborted by close: it ends the watches of this client and of those sharing its connection. */
+  private readonly closed: AbortController;
 
   constructor(address: string, options: ClusterClientOptions = {}, shared?: ClusterClient) {
     this.address = address;
@@ -283,8 +285,10 @@ export class ClusterClient implements Cluster {
     if (shared) {
       this.client = shared.client;
       this.sessions = shared.sessions;
+      this.closed = shared.closed;
       return;
     }
+    this.closed = new AbortController();
     const endpoint = parseAddress(address);
     const tls = options.tls ?? clusterTLSFromEnv();
     const scheme = tls ? "https" : "http";
@@ -312,8 +316,9 @@ export class ClusterClient implements Cluster {
     return new ClusterClient(this.address, { ...this.options, signal }, this);
   }
 
-  /** Closes the connection. */
+  /** Closes the connection, and ends the watches open on it (their loops end without an error). */
   close(): void {
+    this.closed.abort();
     this.sessions.abort();
   }
 
@@ -465,9 +470,10 @@ export class ClusterClient implements Cluster {
   }
 
   watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncIterable<WatchEvent<T>> {
-    // No deadline: a watch lasts until it is cancelled.
-    const signal = options.signal ?? this.options.signal;
-    return watchEvents<T>((req, s) => this.client.watch(req, { signal: s }), type, { ...options, ...(signal ? { signal } : {}) }, this.options.log);
+    // No deadline: a watch lasts until it is cancelled, or the client closed.
+    const given = options.signal ?? this.options.signal;
+    const signal = given ? AbortSignal.any([given, this.closed.signal]) : this.closed.signal;
+    return watchEvents<T>((req, s) => this.client.watch(req, { signal: s }), type, { ...options, signal }, this.options.log);
   }
 }
 

@@ -227,6 +227,18 @@ describe("ClusterClient.watch", () => {
     assert.equal(host.requests.length, 1);
   });
 
+  test("closing the client ends its watches: the loop ends without an error", async (t) => {
+    const host = await watchHost(t, [(call) => call.write(done("6"))]);
+    const client = connectCluster(host.address);
+    const got: string[] = [];
+    for await (const e of client.withSignal(new AbortController().signal).watch(configMaps)) {
+      got.push(describeEvent(e));
+      client.close();
+    }
+    assert.deepEqual(got, ["synced"]);
+    await host.cancelled[0];
+  });
+
   test("a client made for a call (withSignal) ends its watches with the call's signal", async (t) => {
     const host = await watchHost(t, [(call) => call.write(done("6"))]);
     const abort = new AbortController();

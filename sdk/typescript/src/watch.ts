@@ -34,7 +34,8 @@ export interface WatchOptions {
    * Ends the watch when aborted: the loop over it ends (without an error)
    * and the stream is cancelled. Defaults to the client's signal (inside a
    * reconcile, ctx.cluster's is the reconcile's), else none: the watch runs
-   * until the loop breaks.
+   * until the loop breaks or the client is closed (Sidecar.serve closes its
+   * client when it stops).
    */
   signal?: AbortSignal;
 }
