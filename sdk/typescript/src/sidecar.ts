@@ -61,6 +61,8 @@ export class Sidecar {
   private hostClusterAddress = "";
   /** Called when the host announces its Cluster service's address, by the watches waiting for it. */
   private readonly addressWaiters = new Set<() => void>();
+  /** Set once serve has stopped: watches waiting for an address end. */
+  private stopped = false;
   private clusterClient: ClusterClient | undefined;
   private clusterOverride: Cluster | undefined;
   /** What the handlers of SidecarService see of this sidecar. */
@@ -174,8 +176,9 @@ export class Sidecar {
    * Watches a kind through the host's Cluster service, as Cluster.watch
    * does, to keep a view of it or react to its changes outside reconciles.
    * It can be started before the sidecar serves: it waits (until
-   * options.signal aborts) for the Cluster service's address, which the host
-   * sends in its handshake. The host must cache the kind: declare it with
+   * options.signal aborts, or serve stops) for the Cluster service's address,
+   * which the host sends in its handshake. serve closes the client when it
+   * stops, which ends the watch. The host must cache the kind: declare it with
    * cacheKind, or reconcile, own or watch it.
    *
    *     void (async () => {
@@ -185,6 +188,9 @@ export class Sidecar {
    */
   async *watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
     if (!this.clusterOverride && !this.clusterAddressOption && !this.hostClusterAddress && !process.env[CLUSTER_ADDRESS_ENV]) {
+      if (this.stopped) {
+        return;
+      }
       await new Promise<void>((resolve) => {
         const done = () => {
           this.addressWaiters.delete(done);
@@ -194,7 +200,7 @@ export class Sidecar {
         this.addressWaiters.add(done);
         options.signal?.addEventListener("abort", done, { once: true });
       });
-      if (options.signal?.aborted) {
+      if (options.signal?.aborted || this.stopped) {
         return;
       }
     }
@@ -243,6 +249,10 @@ export class Sidecar {
     } finally {
       options.signal?.removeEventListener("abort", stop);
       this.clusterClient?.close();
+      this.stopped = true;
+      for (const waiting of [...this.addressWaiters]) {
+        waiting();
+      }
     }
   }
 

@@ -2,6 +2,9 @@
 // socket: the events, resuming after an interruption, listing again after an
 // expiry, the errors it does not get past, and cancellation.
 import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, test, type TestContext } from "node:test";
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -269,5 +272,20 @@ describe("Sidecar.watch", () => {
     const waiting = take(new Sidecar({ name: "t", logger: discardLogger }).watch(configMaps, { signal: abort.signal }), 1);
     abort.abort();
     assert.deepEqual(await waiting, [], "aborted while waiting for the address, it ends");
+  });
+
+  test("a watch waiting for the address ends when the sidecar stops serving", async (t) => {
+    const saved = process.env[CLUSTER_ADDRESS_ENV];
+    delete process.env[CLUSTER_ADDRESS_ENV];
+    t.after(() => (saved === undefined ? undefined : (process.env[CLUSTER_ADDRESS_ENV] = saved)));
+    const dir = await mkdtemp(join(tmpdir(), "po-"));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const sidecar = new Sidecar({ name: "s", logger: discardLogger }).reconciler({ for: configMaps }, () => {});
+    const waiting = take(sidecar.watch(configMaps), 1);
+    const stop = new AbortController();
+    const serving = sidecar.serve(`unix://${join(dir, "sidecar.sock")}`, { signal: stop.signal });
+    stop.abort();
+    await serving;
+    assert.deepEqual(await waiting, []);
   });
 });
