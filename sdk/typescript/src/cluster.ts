@@ -9,6 +9,7 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 
 import { parseAddress } from "./address.js";
 import { clusterError } from "./errors.js";
+import type { Logger } from "./log.js";
 import {
   ClusterService,
   DeletePropagation,
@@ -19,6 +20,7 @@ import {
 } from "./gen/polyop/v1alpha1/cluster_pb.js";
 import { EventType } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
+import { watchEvents, type WatchEvent, type WatchOptions } from "./watch.js";
 
 /** The environment variable a sidecar reads the Cluster service's address from. */
 export const CLUSTER_ADDRESS_ENV = "POLYOP_CLUSTER_ADDRESS";
@@ -203,6 +205,27 @@ export interface Cluster {
   recordEvent(obj: KubeResource, event: EventSpec, options?: CallSignal): Promise<void>;
   /** Maps a kind to its resource and scope (an empty version: the preferred one). */
   resolveKind(type: TypeMeta, options?: CallSignal): Promise<ResolvedKind>;
+  /**
+   * Watches the objects of a kind the host caches, from its cache: first each
+   * object it holds ("added"), then "synced" (your view is complete), then
+   * every change ("added", "modified", "deleted"), until the loop breaks or
+   * options.signal aborts, either of which cancels the stream:
+   *
+   *     for await (const event of cluster.watch<ConfigMap>(configMaps, { namespace, labelSelector: "app=web", signal })) {
+   *       if (event.type === "synced") continue;
+   *       view.set(event.object.metadata.name, event.object); // or delete, for "deleted"
+   *     }
+   *
+   * The stream opens when the loop starts. It resumes by itself when the host
+   * ends it (a restart, or a reader so slow that the host cut it off): from
+   * the last version seen, or, when the host no longer remembers that far,
+   * by listing again — "added" or "modified" for every object, "deleted" for
+   * those that went meanwhile, then "synced" again. An error it cannot get
+   * past (the host does not cache the kind, a selector it refuses) is thrown
+   * as a ClusterError. Read promptly: the host holds about a thousand events
+   * for a reader before it cuts it off (and the watch resumes).
+   */
+  watch<T extends KubeResource = KubeResource>(type: TypeMeta, options?: WatchOptions): AsyncIterable<WatchEvent<T>>;
 }
 
 /** Options of a ClusterClient. */
@@ -220,6 +243,8 @@ export interface ClusterClientOptions {
    * POLYOP_CLUSTER_TLS_CA_FILE is set, plain text otherwise.
    */
   tls?: ClusterTLS;
+  /** Where a watch logs, at debug, its resumptions. Defaults to none. */
+  log?: Logger;
 }
 
 const readSources: Record<ReadSourceProto, ReadSource> = {
@@ -251,6 +276,8 @@ export class ClusterClient implements Cluster {
   private readonly client: Client<typeof ClusterService>;
   private readonly sessions: Http2SessionManager;
   private readonly options: ClusterClientOptions;
+  /** Aborted by close: it ends the watches of this client and of those sharing its connection. */
+  private readonly closed: AbortController;
 
   constructor(address: string, options: ClusterClientOptions = {}, shared?: ClusterClient) {
     this.address = address;
@@ -258,8 +285,10 @@ export class ClusterClient implements Cluster {
     if (shared) {
       this.client = shared.client;
       this.sessions = shared.sessions;
+      this.closed = shared.closed;
       return;
     }
+    this.closed = new AbortController();
     const endpoint = parseAddress(address);
     const tls = options.tls ?? clusterTLSFromEnv();
     const scheme = tls ? "https" : "http";
@@ -287,8 +316,9 @@ export class ClusterClient implements Cluster {
     return new ClusterClient(this.address, { ...this.options, signal }, this);
   }
 
-  /** Closes the connection. */
+  /** Closes the connection, and ends the watches open on it (their loops end without an error). */
   close(): void {
+    this.closed.abort();
     this.sessions.abort();
   }
 
@@ -437,6 +467,13 @@ export class ClusterClient implements Cluster {
     const resp = await this.run(`resolving ${type.kind}`, () => this.client.resolveKind({ kind: gvkOf(type) }, this.call(options)));
     const gvk = resp.kind ?? gvkOf(type);
     return { apiVersion: apiVersionOf(gvk), kind: gvk.kind, resource: resp.resource, namespaced: resp.namespaced };
+  }
+
+  watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncIterable<WatchEvent<T>> {
+    // No deadline: a watch lasts until it is cancelled, or the client closed.
+    const given = options.signal ?? this.options.signal;
+    const signal = given ? AbortSignal.any([given, this.closed.signal]) : this.closed.signal;
+    return watchEvents<T>((req, s) => this.client.watch(req, { signal: s }), type, { ...options, signal }, this.options.log);
   }
 }
 

@@ -1,5 +1,9 @@
-// A gRPC client from @grpc/grpc-js, an implementation independent of the
-// Connect server under test, for the tests that go over a real socket.
+// A gRPC client and server from @grpc/grpc-js, an implementation independent
+// of the Connect code under test, for the tests that go over a real socket.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 
@@ -52,6 +56,45 @@ export class GrpcClient {
   close(): void {
     this.client.close();
   }
+}
+
+/**
+ * Serves handlers (by the methods' local names, for example "watch") of
+ * service with grpc-js on a unix socket in a new temporary directory; the
+ * methods without a handler answer UNIMPLEMENTED. Responses may be given as
+ * message init shapes.
+ */
+export async function serveGrpc(
+  service: DescService,
+  handlers: Record<string, grpc.UntypedHandleCall>,
+): Promise<{ address: string; stop(): Promise<void> }> {
+  const definition: Record<string, grpc.MethodDefinition<MessageShape<DescMessage>, MessageInitShape<DescMessage>>> = {};
+  for (const m of service.methods) {
+    const streams = (kind: string) => m.methodKind === kind || m.methodKind === "bidi_streaming";
+    definition[m.localName] = {
+      path: `/${service.typeName}/${m.name}`,
+      requestStream: streams("client_streaming"),
+      responseStream: streams("server_streaming"),
+      requestSerialize: (v: MessageShape<DescMessage>) => Buffer.from(toBinary(m.input, v)),
+      requestDeserialize: (b: Buffer) => fromBinary(m.input, b),
+      responseSerialize: (v: MessageInitShape<DescMessage>) => Buffer.from(toBinary(m.output, create(m.output, v))),
+      responseDeserialize: (b: Buffer) => fromBinary(m.output, b),
+    };
+  }
+  const server = new grpc.Server();
+  server.addService(definition, handlers);
+  const dir = await mkdtemp(join(tmpdir(), "po-grpc-"));
+  const address = `unix://${join(dir, "grpc.sock")}`;
+  await new Promise<void>((resolve, reject) =>
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+  );
+  return {
+    address,
+    stop: async () => {
+      server.forceShutdown();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export const status = grpc.status;

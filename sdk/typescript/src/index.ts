@@ -60,6 +60,7 @@ export {
   type UpdateOptions,
   type WriteOptions,
 } from "./cluster.js";
+export { type WatchEvent, type WatchOptions } from "./watch.js";
 export {
   findCondition,
   isConditionFalse,

@@ -9,10 +9,11 @@ import { ProtocolVersion, type DescribeRequest, type DescribeResponse } from "./
 import type { FinalizeRequest, ReconcileRequest } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import type { CachedKindOptions, IndexOptions } from "./indexes.js";
 import { jsonLogger, type Logger } from "./log.js";
-import type { KubeResource, TypedKind } from "./objects.js";
+import type { KubeResource, TypedKind, TypeMeta } from "./objects.js";
 import { finalize, reconcile, type Reconciler } from "./reconcile.js";
 import { Registry, type ControllerOptions, type ConversionOptions, type WebhookOptions } from "./registry.js";
 import { listen, type RunningServer } from "./serve.js";
+import type { WatchEvent, WatchOptions } from "./watch.js";
 
 /** Options of a Sidecar. */
 export interface SidecarOptions {
@@ -58,6 +59,10 @@ export class Sidecar {
   private readonly registry = new Registry();
   private readonly clusterAddressOption: string | undefined;
   private hostClusterAddress = "";
+  /** Called when the host announces its Cluster service's address, by the watches waiting for it. */
+  private readonly addressWaiters = new Set<() => void>();
+  /** Set once serve has stopped: watches waiting for an address end. */
+  private stopped = false;
   private clusterClient: ClusterClient | undefined;
   private clusterOverride: Cluster | undefined;
   /** What the handlers of SidecarService see of this sidecar. */
@@ -162,9 +167,44 @@ export class Sidecar {
     }
     if (this.clusterClient?.address !== address) {
       this.clusterClient?.close();
-      this.clusterClient = new ClusterClient(address, { maxMessageSize: this.maxMessageSize });
+      this.clusterClient = new ClusterClient(address, { maxMessageSize: this.maxMessageSize, log: this.log });
     }
     return this.clusterClient;
+  }
+
+  /**
+   * Watches a kind through the host's Cluster service, as Cluster.watch
+   * does, to keep a view of it or react to its changes outside reconciles.
+   * It can be started before the sidecar serves: it waits (until
+   * options.signal aborts, or serve stops) for the Cluster service's address,
+   * which the host sends in its handshake. serve closes the client when it
+   * stops, which ends the watch. The host must cache the kind: declare it with
+   * cacheKind, or reconcile, own or watch it.
+   *
+   *     void (async () => {
+   *       for await (const event of sidecar.watch<ConfigMap>(configMaps, { namespace: "shop", signal })) { ... }
+   *     })();
+   *     await sidecar.serve(address, { signal });
+   */
+  async *watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
+    if (!this.clusterOverride && !this.clusterAddressOption && !this.hostClusterAddress && !process.env[CLUSTER_ADDRESS_ENV]) {
+      if (this.stopped) {
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.addressWaiters.delete(done);
+          options.signal?.removeEventListener("abort", done);
+          resolve();
+        };
+        this.addressWaiters.add(done);
+        options.signal?.addEventListener("abort", done, { once: true });
+      });
+      if (options.signal?.aborted || this.stopped) {
+        return;
+      }
+    }
+    yield* this.cluster.watch<T>(type, options);
   }
 
   /** The sidecar's self-description, as Describe answers it. */
@@ -209,6 +249,10 @@ export class Sidecar {
     } finally {
       options.signal?.removeEventListener("abort", stop);
       this.clusterClient?.close();
+      this.stopped = true;
+      for (const waiting of [...this.addressWaiters]) {
+        waiting();
+      }
     }
   }
 
@@ -226,6 +270,11 @@ export class Sidecar {
         });
       }
       this.hostClusterAddress = req.clusterAddress;
+      if (req.clusterAddress) {
+        for (const announced of [...this.addressWaiters]) {
+          announced();
+        }
+      }
       this.log.info("Described the sidecar to the host", { hostVersion: req.hostVersion, clusterAddress: req.clusterAddress });
       return this.describe();
     },

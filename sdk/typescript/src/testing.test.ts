@@ -107,4 +107,61 @@ describe("FakeCluster", () => {
     assert.deepEqual(fake.subresources.map((s) => [s.kind, s.namespace, s.name, s.subresource]), [["Pod", "default", "web-0", "eviction"]]);
     assert.deepEqual(fake.all(pods), [], "the evicted pod is gone");
   });
+
+  test("watches a kind: the stored objects, synced, then every change, an object leaving the selection as deleted", async () => {
+    const fake = new FakeCluster([widget("a", { app: "web" }), widget("b", { app: "db" }), { ...widget("c", { app: "web" }), metadata: { namespace: "other", name: "c", labels: { app: "web" } } }]);
+    const abort = new AbortController();
+    const events = fake.watch<Widget>(widgets, { namespace: "default", labelSelector: "app=web", signal: abort.signal })[Symbol.asyncIterator]();
+    const next = async () => {
+      const { value, done } = await events.next();
+      return done ? "done" : value.type === "synced" ? "synced" : `${value.type} ${value.object.metadata.name} ${value.object.spec.size}`;
+    };
+    assert.deepEqual([await next(), await next()], ["added a 1", "synced"]);
+    assert.equal(fake.watchCount, 1);
+
+    const a = await fake.get<Widget>(widgets, { namespace: "default", name: "a" });
+    await fake.update({ ...a, spec: { size: 2 } });
+    await fake.create(widget("d", { app: "web" }));
+    await fake.create(widget("e", { app: "db" })); // not selected
+    await fake.patch(widgets, { namespace: "default", name: "b" }, { metadata: { labels: { app: "web" } } }, { type: "merge" });
+    await fake.patch(widgets, { namespace: "default", name: "d" }, { metadata: { labels: { app: "db" } } }, { type: "merge" });
+    await fake.delete(widgets, { namespace: "default", name: "a" });
+    assert.deepEqual(
+      [await next(), await next(), await next(), await next(), await next()],
+      ["modified a 2", "added d 1", "added b 1", "deleted d 1", "deleted a 2"],
+    );
+
+    const waiting = next();
+    abort.abort();
+    assert.equal(await waiting, "done", "aborting the signal ends the watch");
+    assert.equal(fake.watchCount, 0);
+  });
+
+  test("breaking out of a watch's loop ends it; served as a ClusterService, a watch reaches ClusterClient.watch", async (t) => {
+    const fake = new FakeCluster([widget("a")]);
+    for await (const e of fake.watch(widgets)) {
+      assert.equal(e.type, "added");
+      break;
+    }
+    assert.equal(fake.watchCount, 0);
+
+    const dir = await mkdtemp(join(tmpdir(), "po-"));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const address = `unix://${join(dir, "cluster.sock")}`;
+    const server = await serveCluster(fake, address);
+    t.after(() => server.stop());
+    const client = connectCluster(address);
+    t.after(() => client.close());
+    const seen: string[] = [];
+    for await (const e of client.watch<Widget>(widgets, { namespace: "default" })) {
+      seen.push(e.type === "synced" ? "synced" : `${e.type} ${e.object.metadata.name}`);
+      if (e.type === "synced") {
+        await fake.create(widget("b"));
+      }
+      if (seen.length === 3) {
+        break;
+      }
+    }
+    assert.deepEqual(seen, ["added a", "synced", "added b"]);
+  });
 });

@@ -19,6 +19,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 
 import { parseAddress, prepareSocket } from "./address.js";
 
+import type { WatchEvent, WatchOptions } from "./watch.js";
 import type { Cluster, DeleteOptions, EventSpec, GetOptions, ListOptions, ObjectList, PatchOptions, PatchType, ResolvedKind, UpdateOptions, WriteOptions } from "./cluster.js";
 import { AlreadyExistsError, BadRequestError, ClusterError, ConflictError, InvalidError, NotFoundError, type Status } from "./errors.js";
 import type { FieldError, FieldErrorType } from "./field.js";
@@ -42,7 +43,7 @@ import {
   type Event,
   type Failure,
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
-import { APIErrorSchema, ClusterService, DeletePropagation, PatchType as PatchTypeProto, ReadSource } from "./gen/polyop/v1alpha1/cluster_pb.js";
+import { APIErrorSchema, ClusterService, DeletePropagation, PatchType as PatchTypeProto, ReadSource, WatchEventType } from "./gen/polyop/v1alpha1/cluster_pb.js";
 import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
 import type { Operation } from "./admission.js";
 import type { Sidecar } from "./sidecar.js";
@@ -296,6 +297,8 @@ export interface RecordedEvent extends EventSpec {
  * the field selectors metadata.name and metadata.namespace (=, ==, !=), or
  * one "<index>=<value>" on OWNER_UID_INDEX or an index given to index or
  * indexAs, as the host's cache does; another field selector is refused.
+ * watch delivers the stored objects, "synced", then every change made
+ * through it (or seed), as the host's Watch stream does.
  * Patches are merge patches (apply is treated as one). Every call passes
  * through the interceptors first, which may throw to inject failures.
  */
@@ -308,6 +311,8 @@ export class FakeCluster implements Cluster {
   readonly interceptors: Array<(verb: string, type: TypeMeta, key: ObjectKey | undefined) => void> = [];
   private readonly store = new Map<string, KubeResource>();
   private readonly indexes = new Map<string, (obj: KubeResource) => string[]>();
+  /** The open watches, told of every change: the object before and after (undefined when absent). */
+  private readonly watchers = new Set<(before: KubeResource | undefined, after: KubeResource | undefined) => void>();
   private version = 0;
 
   constructor(objects: KubeResource[] = []) {
@@ -322,7 +327,7 @@ export class FakeCluster implements Cluster {
     copy.metadata.uid ??= randomUUID();
     copy.metadata.resourceVersion = String(++this.version);
     copy.metadata.generation ??= 1;
-    this.store.set(storeKey(copy, keyOf(copy)), copy);
+    this.put(copy);
   }
 
   /**
@@ -453,7 +458,7 @@ export class FakeCluster implements Cluster {
     const copy = clone(obj);
     copy.metadata = { ...copy.metadata, uid: randomUUID(), resourceVersion: String(++this.version), generation: 1, creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, "Z") };
     if (!options.dryRun) {
-      this.store.set(storeKey(copy, keyOf(copy)), copy);
+      this.put(copy);
     }
     return clone(copy);
   }
@@ -475,7 +480,7 @@ export class FakeCluster implements Cluster {
     this.subresources.push({ apiVersion: type.apiVersion, kind: type.kind, ...key, subresource, body: clone(body) });
     if (subresource === "eviction" && type.apiVersion === "v1" && type.kind === "Pod") {
       if (!options.dryRun) {
-        this.store.delete(storeKey(type, key));
+        this.remove(type, key);
       }
       return { apiVersion: "v1", kind: "Status", status: "Success", code: 201 } as unknown as T;
     }
@@ -520,7 +525,7 @@ export class FakeCluster implements Cluster {
       throw apiError(ConflictError, 409, "Conflict", `precondition failed: UID in precondition: ${options.preconditions.uid}, UID in object meta: ${current.metadata.uid}`);
     }
     if (!options.dryRun) {
-      this.store.delete(storeKey(type, key));
+      this.remove(type, key);
     }
   }
 
@@ -532,6 +537,87 @@ export class FakeCluster implements Cluster {
   async resolveKind(type: TypeMeta): Promise<ResolvedKind> {
     this.intercept("resolveKind", type);
     return { ...type, resource: resourceOf(type), namespaced: type.kind !== "Namespace" };
+  }
+
+  /** The number of watches open: a watch whose loop broke, or whose signal aborted, is no longer counted. */
+  get watchCount(): number {
+    return this.watchers.size;
+  }
+
+  /**
+   * Watches the objects of a kind, as the host's Watch stream does: the
+   * stored objects that match, each "added", then "synced", then every
+   * change made through this FakeCluster (or seed); an object leaving the
+   * selection is "deleted", one entering it "added". The stream never breaks,
+   * so there is nothing to resume.
+   */
+  async *watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
+    this.intercept("watch", type);
+    const { signal } = options;
+    const labels = parseSelector(options.labelSelector ?? "");
+    const fields = this.fieldTest(type, options.fieldSelector ?? "");
+    const match = (o: KubeResource | undefined): o is KubeResource =>
+      o !== undefined &&
+      o.apiVersion === type.apiVersion &&
+      o.kind === type.kind &&
+      (!options.namespace || o.metadata.namespace === options.namespace) &&
+      labels(o.metadata.labels ?? {}) &&
+      fields(o);
+    // The list and the subscription together, with no await between them:
+    // no change falls in between, and none comes twice.
+    const queue: Array<WatchEvent<T>> = this.all<T>(type)
+      .filter(match)
+      .map((object) => ({ type: "added" as const, object }));
+    queue.push({ type: "synced" });
+    let wake: (() => void) | undefined;
+    const listener = (before: KubeResource | undefined, after: KubeResource | undefined) => {
+      const was = match(before);
+      if (match(after)) {
+        queue.push({ type: was ? "modified" : "added", object: clone(after) as T });
+      } else if (was) {
+        queue.push({ type: "deleted", object: clone(after ?? before) as T });
+      } else {
+        return;
+      }
+      wake?.();
+    };
+    const abort = () => wake?.();
+    this.watchers.add(listener);
+    signal?.addEventListener("abort", abort);
+    try {
+      while (!signal?.aborted) {
+        const next = queue.shift();
+        if (next) {
+          yield next;
+          continue;
+        }
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      }
+    } finally {
+      this.watchers.delete(listener);
+      signal?.removeEventListener("abort", abort);
+    }
+  }
+
+  /** Stores obj and tells the watches. */
+  private put(obj: KubeResource): void {
+    const key = storeKey(obj, keyOf(obj));
+    const before = this.store.get(key);
+    this.store.set(key, obj);
+    for (const watcher of this.watchers) {
+      watcher(before, obj);
+    }
+  }
+
+  /** Removes the object at key and tells the watches. */
+  private remove(type: TypeMeta, key: ObjectKey): void {
+    const k = storeKey(type, key);
+    const before = this.store.get(k);
+    this.store.delete(k);
+    for (const watcher of this.watchers) {
+      watcher(before, undefined);
+    }
   }
 
   /** Writes next over current: the status subresource changes only the status, the object everything else. */
@@ -553,7 +639,7 @@ export class FakeCluster implements Cluster {
     }
     stored.metadata.resourceVersion = String(++this.version);
     if (!options.dryRun) {
-      this.store.set(storeKey(stored, keyOf(stored)), stored);
+      this.put(stored);
     }
     return clone(stored);
   }
@@ -658,17 +744,20 @@ export async function serveCluster(cluster: Cluster, address: string): Promise<{
     obj.metadata.name ||= want.name;
     return obj;
   };
+  const onWire = (err: unknown): unknown => {
+    if (err instanceof ClusterError) {
+      const details = err.status ? [{ desc: APIErrorSchema, value: { status: encodeJSON(err.status) } }] : [];
+      return new ConnectError(err.message, err.code, undefined, details);
+    }
+    return err;
+  };
   const wrap =
     <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
     async (...args: A): Promise<R> => {
       try {
         return await fn(...args);
       } catch (err) {
-        if (err instanceof ClusterError) {
-          const details = err.status ? [{ desc: APIErrorSchema, value: { status: encodeJSON(err.status) } }] : [];
-          throw new ConnectError(err.message, err.code, undefined, details);
-        }
-        throw err;
+        throw onWire(err);
       }
     };
   const handler = connectNodeAdapter({
@@ -687,6 +776,7 @@ export async function serveCluster(cluster: Cluster, address: string): Promise<{
           const list = await cluster.list(type(req.kind), {
             ...(req.namespace ? { namespace: req.namespace } : {}),
             ...(req.labelSelector ? { labelSelector: req.labelSelector } : {}),
+            ...(req.fieldSelector ? { fieldSelector: req.fieldSelector } : {}),
             uncached: req.options?.uncached ?? false,
           });
           return { items: list.items.map((i) => encodeJSON(i)), continueToken: list.continue, resourceVersion: list.resourceVersion, source: ReadSource.CACHE };
@@ -733,6 +823,29 @@ export async function serveCluster(cluster: Cluster, address: string): Promise<{
           });
           return {};
         }),
+        // The cluster served remembers no versions: a resumed watch is told
+        // to list again, as the host tells one it no longer remembers.
+        async *watch(req, context) {
+          if (req.resourceVersion) {
+            throw new ConnectError(`resource version ${req.resourceVersion} expired: relist, watch again without resource_version`, Code.FailedPrecondition);
+          }
+          const wire = { added: WatchEventType.ADDED, modified: WatchEventType.MODIFIED, deleted: WatchEventType.DELETED };
+          const events = cluster.watch(type(req.kind), {
+            ...(req.namespace ? { namespace: req.namespace } : {}),
+            ...(req.labelSelector ? { labelSelector: req.labelSelector } : {}),
+            ...(req.fieldSelector ? { fieldSelector: req.fieldSelector } : {}),
+            signal: context.signal,
+          });
+          try {
+            for await (const ev of events) {
+              yield ev.type === "synced"
+                ? { type: WatchEventType.INITIAL_LIST_DONE }
+                : { type: wire[ev.type], object: encodeJSON(ev.object), resourceVersion: ev.object.metadata.resourceVersion ?? "" };
+            }
+          } catch (err) {
+            throw onWire(err);
+          }
+        },
         resolveKind: wrap(async (req) => {
           const resolved = await cluster.resolveKind(type(req.kind));
           return { kind: gvkOf(resolved), resource: resolved.resource, namespaced: resolved.namespaced };

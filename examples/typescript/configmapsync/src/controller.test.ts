@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { ClusterError, discardLogger, findCondition, NotFoundError, type KubeResource } from "@polyop/sidecar";
+import { ClusterError, discardLogger, findCondition, NotFoundError, type KubeResource, type ListOptions } from "@polyop/sidecar";
 import { FakeCluster, Harness } from "@polyop/sidecar/testing";
 
 import { resyncMs, retryFailedMs } from "./controller.js";
 import { newSidecar } from "./sidecar.js";
-import { configMaps, configMapSyncs, labels, type ConfigMap, type ConfigMapSync, type ConfigMapSyncSpec } from "./types.js";
+import { configMaps, configMapSyncs, copiesIndex, labels, type ConfigMap, type ConfigMapSync, type ConfigMapSyncSpec } from "./types.js";
 
 // Fixture builders.
 function sync(spec: Partial<ConfigMapSyncSpec> = {}, name = "ca"): ConfigMapSync {
@@ -28,8 +28,10 @@ function namespace(name: string, nsLabels: Record<string, string> = {}): KubeRes
 const source = () => configMap("ops", "ca-bundle", { "ca.crt": "CERT-1" });
 
 function setup(...objects: KubeResource[]) {
-  const cluster = new FakeCluster(objects);
-  const harness = new Harness(newSidecar({ logger: discardLogger }).useCluster(cluster));
+  const sidecar = newSidecar({ logger: discardLogger });
+  // Indexed as the host indexes what the sidecar declares.
+  const cluster = new FakeCluster(objects).indexAs(sidecar);
+  const harness = new Harness(sidecar.useCluster(cluster));
   return { cluster, harness };
 }
 
@@ -110,12 +112,31 @@ describe("reconcile", () => {
 
   test("prunes the copies of namespaces no longer targeted, and those of an old target name", async () => {
     const { cluster, harness } = setup(source());
-    await harness.reconcile(sync());
-    const out = await harness.reconcile(sync({ targetNamespaces: ["team-a"] }));
+    const first = await harness.reconcile(sync());
+    // The host sends the object as it is, with the status the last reconcile wrote.
+    const out = await harness.reconcile({ ...sync({ targetNamespaces: ["team-a"] }), status: first.status! });
     assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
     assert.match(out.events[0]?.message ?? "", /pruned 1/);
-    await harness.reconcile(sync({ targetNamespaces: ["team-a"], targetName: "ca" }));
+    await harness.reconcile({ ...sync({ targetNamespaces: ["team-a"], targetName: "ca" }), status: out.status! });
     assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca"]);
+  });
+
+  test("finds its copies by the declared index, from the host's cache, where it copies now or copied last time", async () => {
+    const { cluster, harness } = setup(source(), configMap("team-b", "ca-bundle-old", {}, { [labels.owner]: "uid-ca" }));
+    const lists: Array<[string, ListOptions]> = [];
+    const list = cluster.list.bind(cluster);
+    cluster.list = (type, options = {}) => (lists.push([type.kind, options]), list(type, options));
+    const out = await harness.reconcile({ ...sync({ targetNamespaces: ["team-a"] }), status: { syncedNamespaces: ["team-b"] } });
+    assert.deepEqual(
+      lists.map(([kind, o]) => [kind, o.namespace, o.fieldSelector, o.uncached]),
+      [
+        ["ConfigMap", "team-a", "copyOf=uid-ca", undefined],
+        ["ConfigMap", "team-b", "copyOf=uid-ca", undefined],
+      ],
+    );
+    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
+    assert.match(out.events[0]?.message ?? "", /pruned 1/);
+    assert.deepEqual(newSidecar().declaredIndexes, [copiesIndex]);
   });
 
   test("adds the namespaces the selector matches, and never copies onto its own source", async () => {

@@ -12,6 +12,7 @@ import {
 import {
   annotations,
   configMaps,
+  copiesIndex,
   labels,
   managedByValue,
   namespaces,
@@ -39,6 +40,7 @@ export async function reconcileConfigMapSync(sync: ConfigMapSync, ctx: Reconcile
   const cluster = ctx.cluster;
   const namespace = sync.metadata.namespace!;
   const generation = sync.metadata.generation;
+  const previouslySynced = sync.status?.syncedNamespaces ?? [];
   const status: ConfigMapSyncStatus = { conditions: sync.status?.conditions ?? [] };
   sync.status = status;
   status.observedGeneration = generation;
@@ -77,15 +79,17 @@ export async function reconcileConfigMapSync(sync: ConfigMapSync, ctx: Reconcile
   }
 
   // Copies this sync made that are no longer wanted: a namespace left the
-  // targets, or the target name changed.
-  const copies = await listCopies(cluster, sync);
-  for (const copy of copies.items) {
-    const wanted = copy.metadata.name === targetName && targets.includes(copy.metadata.namespace!);
-    if (!wanted) {
-      await cluster
-        .delete(configMaps, { namespace: copy.metadata.namespace!, name: copy.metadata.name! }, { preconditions: { uid: copy.metadata.uid! } })
-        .catch(ignoreNotFound);
-      changes.pruned++;
+  // targets, or the target name changed. They are where it copies now or
+  // copied last time (the status says where), and the index finds them there
+  // in the host's cache.
+  for (const where of new Set([...targets, ...previouslySynced])) {
+    const copies = await cluster.list<ConfigMap>(configMaps, { namespace: where, fieldSelector: `${copiesIndex.name}=${sync.metadata.uid}` });
+    for (const copy of copies.items) {
+      const wanted = copy.metadata.name === targetName && targets.includes(where);
+      if (!wanted) {
+        await cluster.delete(configMaps, { namespace: where, name: copy.metadata.name! }, { preconditions: { uid: copy.metadata.uid! } }).catch(ignoreNotFound);
+        changes.pruned++;
+      }
     }
   }
 
@@ -204,18 +208,13 @@ async function syncCopy(
 }
 
 /**
- * Lists the copies a sync made, in every namespace, by their owner label.
- * From the API server: the host caches ConfigMaps only in the namespaces where
- * it watches ConfigMapSyncs (their sources), and a list from its cache would
- * miss the copies elsewhere.
+ * Deletes every copy of a ConfigMapSync being deleted; the host then removes
+ * the finalizer. Once, so thoroughly: in every namespace, by the owner label,
+ * from the API server, so that no copy stays behind, not even one in a
+ * namespace the status never recorded.
  */
-function listCopies(cluster: Cluster, sync: ConfigMapSync) {
-  return cluster.list<ConfigMap>(configMaps, { labelSelector: `${labels.owner}=${sync.metadata.uid}`, uncached: true });
-}
-
-/** Deletes every copy of a ConfigMapSync being deleted; the host then removes the finalizer. */
 export async function finalizeConfigMapSync(sync: ConfigMapSync, ctx: ReconcileContext): Promise<void> {
-  const copies = await listCopies(ctx.cluster, sync);
+  const copies = await ctx.cluster.list<ConfigMap>(configMaps, { labelSelector: `${labels.owner}=${sync.metadata.uid}`, uncached: true });
   for (const copy of copies.items) {
     await ctx.cluster.delete(configMaps, { namespace: copy.metadata.namespace!, name: copy.metadata.name! }).catch(ignoreNotFound);
   }

@@ -18,12 +18,13 @@ import { FakeCluster, serveCluster } from "@polyop/sidecar/testing";
 import { Health, HealthCheckResponse_ServingStatus } from "@polyop/sidecar/gen/grpc/health/v1/health_pb";
 import { SidecarService } from "@polyop/sidecar/gen/polyop/v1alpha1/sidecar_pb";
 
-import { configMaps, configMapSyncs, type ConfigMap, type ConfigMapSync } from "./types.js";
+import { newSidecar } from "./sidecar.js";
+import { configMaps, configMapSyncs, copiesIndex, type ConfigMap, type ConfigMapSync } from "./types.js";
 
 test("the sidecar process serves Describe, Default and Reconcile, and stops on SIGTERM", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "po-"));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  const cluster = new FakeCluster([{ ...configMaps, metadata: { namespace: "ops", name: "ca-bundle" }, data: { "ca.crt": "CERT" } } as ConfigMap]);
+  const cluster = new FakeCluster([{ ...configMaps, metadata: { namespace: "ops", name: "ca-bundle" }, data: { "ca.crt": "CERT" } } as ConfigMap]).indexAs(newSidecar());
   const clusterService = await serveCluster(cluster, `unix://${join(dir, "cluster.sock")}`);
   t.after(() => clusterService.stop());
 
@@ -57,6 +58,10 @@ test("the sidecar process serves Describe, Default and Reconcile, and stops on S
   const controller = description.controllers[0]!;
   assert.equal(controller.finalizer, "configmapsync.examples.polyop.dev/cleanup");
   assert.deepEqual(controller.watches[0]?.mapping, { case: "fieldPath", value: "spec.source" });
+  assert.deepEqual(
+    description.indexes.map((ix) => [ix.kind?.kind, ix.name, ix.value]),
+    [["ConfigMap", copiesIndex.name, { case: "fieldPath", value: copiesIndex.path }]],
+  );
   assert.deepEqual([description.webhooks[0]?.default, description.webhooks[0]?.validate], [true, true]);
 
   const obj: ConfigMapSync = { ...configMapSyncs, metadata: { namespace: "ops", name: "ca", uid: "u1", generation: 1 }, spec: { source: "ca-bundle", targetNamespaces: ["team-a"] } };

@@ -1,12 +1,16 @@
 import { Sidecar, type SidecarOptions } from "@polyop/sidecar";
 
 import { finalizeConfigMapSync, reconcileConfigMapSync } from "./controller.js";
-import { ConfigMapSync, configMaps, finalizer } from "./types.js";
+import { ConfigMapSync, configMaps, copiesIndex, finalizer } from "./types.js";
 import { defaultConfigMapSync, validateConfigMapSync } from "./webhooks.js";
 
-/** The example's sidecar: one controller and the two admission webhooks of ConfigMapSync. */
+/**
+ * The example's sidecar: one controller and the two admission webhooks of
+ * ConfigMapSync, and the index of ConfigMaps by the sync that copied them.
+ */
 export function newSidecar(options: Partial<SidecarOptions> = {}): Sidecar {
   return new Sidecar({ name: "configmapsync-operator", ...options })
+    .index(copiesIndex)
     .reconciler(
       {
         for: ConfigMapSync,

@@ -25,6 +25,15 @@ export const annotations = {
 
 export const managedByValue = "configmapsync.examples.polyop.dev";
 
+/**
+ * The index of ConfigMaps by the uid of the ConfigMapSync that made them (the
+ * owner-uid label), which the host keeps in its cache: a reconcile lists a
+ * sync's copies in a namespace by it, as a kubebuilder controller lists its
+ * children by an owner index (copies cannot carry owner references: they
+ * live in other namespaces).
+ */
+export const copiesIndex = { ...configMaps, name: "copyOf", path: `.metadata.labels['${labels.owner}']` } as const;
+
 /** The finalizer that lets the copies be deleted with their ConfigMapSync. */
 export const finalizer = "configmapsync.examples.polyop.dev/cleanup";
 
