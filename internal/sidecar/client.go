@@ -111,6 +111,7 @@ func New(opts Options) (*Client, error) {
 			grpc.MaxCallSendMsgSize(opts.MaxMessageSize),
 		),
 		grpc.WithChainUnaryInterceptor(observeCall),
+		grpc.WithStatsHandler(messageSizes{}),
 		grpc.WithConnectParams(connectParams(opts.MaxReconnectDelay)),
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(target, dialOpts...)
