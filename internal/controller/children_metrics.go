@@ -4,6 +4,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/sidecar"
 )
 
 // The actions of polyop_children_total.
@@ -38,4 +41,21 @@ func init() {
 // countChild counts one child of kind gvk in polyop_children_total.
 func (r *Reconciler) countChild(gvk schema.GroupVersionKind, action string) {
 	childrenTotal.WithLabelValues(r.Controller.Name, gvk.GroupKind().String(), action).Inc()
+}
+
+// initMetrics gives every series of controller c's sidecar calls and
+// children a value of zero, as controller-runtime does for its reconcile
+// counters, so that they are served (and rate() of them is defined) before
+// the first call or child, and the first error counts as an increase.
+func initMetrics(c description.Controller, children []ChildKind) {
+	methods := []string{"Reconcile"}
+	if c.Finalizer != "" {
+		methods = append(methods, "Finalize")
+	}
+	sidecar.InitCallMetrics(c.Name, methods...)
+	for _, k := range children {
+		for _, action := range []string{childApplied, childUnchanged, childPruned, childRefused} {
+			childrenTotal.WithLabelValues(c.Name, k.GVK.GroupKind().String(), action)
+		}
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -41,5 +43,28 @@ func TestChildrenAreCountedByAction(t *testing.T) {
 	reconcileWith()
 	if count(childPruned) != 1 {
 		t.Errorf("pruned %v, want 1", count(childPruned))
+	}
+}
+
+func TestMetricsAreServedBeforeTheFirstCall(t *testing.T) {
+	t.Parallel()
+	initMetrics(description.Controller{Name: "init-metrics", Finalizer: "example.com/cleanup"}, []ChildKind{{GVK: secretGVK}})
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]int{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "init-metrics" {
+					series[f.GetName()]++
+				}
+			}
+		}
+	}
+	// Five results for Reconcile and Finalize each; four actions for Secrets.
+	if series["polyop_sidecar_calls_total"] != 10 || series["polyop_children_total"] != 4 {
+		t.Errorf("series served before any call: %v, want 10 of polyop_sidecar_calls_total and 4 of polyop_children_total", series)
 	}
 }

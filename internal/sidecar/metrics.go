@@ -94,6 +94,17 @@ func init() {
 	metrics.Registry.MustRegister(callDuration, callsTotal, requestBytes, responseBytes)
 }
 
+// InitCallMetrics gives the polyop_sidecar_calls_total series of controller's
+// calls of each method, one for each result, a value of zero, so that they
+// are served before the first call.
+func InitCallMetrics(controller string, methods ...string) {
+	for _, m := range methods {
+		for _, r := range []string{ResultSuccess, ResultTransientError, ResultTerminalError, ResultTransportError, ResultTimeout} {
+			callsTotal.WithLabelValues(controller, m, r)
+		}
+	}
+}
+
 // observeCall is the client's interceptor: it times every call and counts
 // its result. It is the one place that sees both the gRPC status and the
 // answer of every call.
