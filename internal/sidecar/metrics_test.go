@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -194,5 +195,21 @@ func TestSidecarUpFollowsItsHealth(t *testing.T) {
 	defer down.Close()
 	if got := testutil.ToFloat64(down.UpCollector()); got != 0 {
 		t.Errorf("polyop_sidecar_up = %v with no sidecar, want 0", got)
+	}
+}
+
+// BenchmarkCallMetrics measures what the metrics add to one Reconcile call:
+// the result's classification and count, and the two message sizes.
+func BenchmarkCallMetrics(b *testing.B) {
+	reply := &reconcileAnswer{resp: &polyopv1alpha1.ReconcileResponse{}}
+	req := &polyopv1alpha1.ReconcileRequest{Controller: "bench"}
+	h := messageSizes{}
+	ctx := h.TagRPC(context.Background(), &stats.RPCTagInfo{FullMethodName: polyopv1alpha1.SidecarService_Reconcile_FullMethodName})
+	out, in := &stats.OutPayload{Length: 4096}, &stats.InPayload{Length: 512}
+	b.ReportAllocs()
+	for b.Loop() {
+		callsTotal.WithLabelValues(controllerOf(req), "Reconcile", classify(reply, nil)).Inc()
+		h.HandleRPC(ctx, out)
+		h.HandleRPC(ctx, in)
 	}
 }
