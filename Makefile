@@ -201,8 +201,8 @@ lint-go: $(GOLANGCI_LINT) ## Lint the Go code with golangci-lint (.golangci.yml)
 # check-tidy fails when a module's go.mod or go.sum is not what go mod tidy
 # makes of it, each module on its own (GOWORK=off), as its users build it.
 .PHONY: check-tidy
-check-tidy: ## Fail if go mod tidy would change the go.mod or go.sum of a Go module (the host's, the SDK's).
-	@for m in $(GO_MODULES); do \
+check-tidy: ## Fail if go mod tidy would change the go.mod or go.sum of a Go module (the host's, the SDK's, hack/tools/promcheck's).
+	@for m in $(GO_MODULES) hack/tools/promcheck; do \
 		(cd $$m && GOWORK=off go mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run go mod tidy in $$m"; exit 1; }; \
 	done
 

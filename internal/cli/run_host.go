@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -102,7 +104,8 @@ func (r *runner) startHost(res *description.Resolved) error {
 	r.mu.Lock()
 	r.host = ch
 	r.mu.Unlock()
-	r.console.printf("started the host (pid %d)", r.host.cmd.Process.Pid)
+	r.console.printf("started the host (pid %d); metrics at http://%s/metrics, readiness at http://%s/readyz?verbose",
+		r.host.cmd.Process.Pid, r.hostAddr.metrics, r.hostAddr.health)
 	return nil
 }
 
@@ -122,7 +125,7 @@ func (r *runner) hostProgram() ([]string, error) {
 // waitHostReady waits until the host's readiness probe passes: the sidecar
 // is healthy, and the webhook server, when there is one, serves.
 func (r *runner) waitHostReady(ctx context.Context) error {
-	url := "http://" + r.hostAddr.health + "/readyz"
+	url := "http://" + r.hostAddr.health + "/readyz?verbose"
 	r.console.printf("waiting up to %s for the host to be ready (%s)", r.o.timeout, url)
 	client := &http.Client{Timeout: 2 * time.Second}
 	last := "no answer yet"
@@ -141,8 +144,15 @@ func (r *runner) waitHostReady(ctx context.Context) error {
 			last = err.Error()
 			return false, nil
 		}
-		_ = resp.Body.Close()
 		last = resp.Status
+		if resp.StatusCode != http.StatusOK {
+			// ?verbose says why: the sidecar's address and state, the
+			// informers not synced, the webhook server not started.
+			if why := failedChecks(resp.Body); why != "" {
+				last = why
+			}
+		}
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
@@ -152,6 +162,19 @@ func (r *runner) waitHostReady(ctx context.Context) error {
 		return fmt.Errorf("the host was not ready within %s (%s: %s); its output above says why", r.o.timeout, url, last)
 	}
 	return nil
+}
+
+// failedChecks returns the lines of the failed checks in a /readyz?verbose
+// answer, joined by "; ".
+func failedChecks(body io.Reader) string {
+	raw, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	var failed []string
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "[-]"); ok {
+			failed = append(failed, rest)
+		}
+	}
+	return strings.Join(failed, "; ")
 }
 
 // freeLocalAddress returns 127.0.0.1 and a port free at the time of the call.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -142,5 +143,14 @@ func TestManifestFiles(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestFailedChecksNamesEachFailedReadinessCheck(t *testing.T) {
+	t.Parallel()
+	body := "[-]informers failed: reason withheld\n[-]sidecar failed: sidecar at unix:///tmp/s.sock is unreachable: connection refused\n[+]webhook-server ok\nhealthz check failed\n"
+	want := "informers failed: reason withheld; sidecar failed: sidecar at unix:///tmp/s.sock is unreachable: connection refused"
+	if got := failedChecks(strings.NewReader(body)); got != want {
+		t.Errorf("failedChecks = %q, want %q", got, want)
 	}
 }

@@ -66,6 +66,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 			if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(o, c.obj, prev.resourceVersion) {
 				now = append(now, prev)
 				res.unchanged++
+				r.countChild(c.id.gvk, childUnchanged)
 				continue
 			}
 			existing = o
@@ -80,16 +81,21 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 			}
 			if p := claim(c.id, existing, owner, c.kind); p != nil {
 				res.problems = append(res.problems, *p)
+				r.countChild(c.id.gvk, childRefused)
 				continue
 			}
 		}
 		applied, replaced, p := r.applyChild(ctx, owner, c, existing)
 		if p != nil {
 			res.problems = append(res.problems, *p)
+			if p.reason == reasonChildFieldImmutable {
+				r.countChild(c.id.gvk, childRefused)
+			}
 			continue
 		}
 		now = append(now, appliedChild{id: c.id, hash: c.hash, resourceVersion: applied})
 		res.applied++
+		r.countChild(c.id.gvk, childApplied)
 		if replaced {
 			res.replaced++
 		}

@@ -40,6 +40,7 @@ func (r *Reconciler) pruneChildren(ctx context.Context, observed []*object.Objec
 			continue
 		}
 		res.pruned++
+		r.countChild(id.gvk, childPruned)
 	}
 }
 

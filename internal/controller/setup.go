@@ -53,6 +53,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 				GVK: o.GVK, Namespaced: res.Kinds[o.GVK].Namespaced, SendObserved: o.SendObserved, Adopt: o.Adopt, ReplaceOnImmutable: o.ReplaceOnImmutable,
 			})
 		}
+		initMetrics(c, children)
 		r := NewReconciler(c, mgr.GetClient(), sc, ReconcilerOptions{
 			APIReader:             mgr.GetAPIReader(),
 			Recorder:              mgr.GetEventRecorder(c.Name),

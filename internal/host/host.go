@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -94,11 +95,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		leaderElectionID = desc.Name + ".polyop.dev"
 	}
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
-		Scheme:                        scheme,
-		MapperProvider:                func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
-		Cache:                         cacheOpts,
-		Metrics:                       metricsOpts,
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		Scheme:         scheme,
+		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
+		Cache:          cacheOpts,
+		Metrics:        metricsOpts,
+		// The host serves its own probes (see probes), on this address.
+		HealthProbeBindAddress:        "0",
 		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              leaderElectionID,
@@ -111,11 +113,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("sidecar", sc.Check); err != nil {
-		return err
+	probes := newProbes()
+	probes.addHealthz("healthz", healthz.Ping)
+	probes.addReadyz("sidecar", sc.Check, true)
+	if err := metrics.Registry.Register(sc.UpCollector()); err != nil {
+		// Another host in this process (a test's) serves it already.
+		log.V(1).Info("not registering polyop_sidecar_up", "reason", err.Error())
+	} else {
+		defer metrics.Registry.Unregister(sc.UpCollector())
 	}
 	if err := controller.Setup(mgr, sc, res, controller.Options{
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
@@ -131,13 +136,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("informers", informers.Check); err != nil {
-		return err
-	}
+	probes.addReadyz("informers", informers.Check, true)
 	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, opts); err != nil {
 		return err
 	}
-	if err := setupWebhooks(ctx, cfg, mgr, sc, res, opts.Webhook); err != nil {
+	if err := setupWebhooks(ctx, cfg, mgr, probes, sc, res, opts.Webhook); err != nil {
+		return err
+	}
+	if err := probes.serve(mgr, opts.HealthProbeBindAddress); err != nil {
 		return err
 	}
 	log.Info("starting manager", "sidecar", desc.Name, "address", sc.Address())

@@ -160,7 +160,7 @@ func (o *WebhookOptions) BindFlags(fs *flag.FlagSet) {
 // setupWebhooks adds the webhook server to mgr when the sidecar declares
 // webhooks or conversions: one mutating and one validating endpoint per kind,
 // and the conversion endpoint, served by sc.
-func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *sidecar.Client, res *description.Resolved, opts WebhookOptions) error {
+func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, probes *probes, sc *sidecar.Client, res *description.Resolved, opts WebhookOptions) error {
 	desc := res.Description
 	if len(desc.Webhooks) == 0 && len(desc.Conversions) == 0 {
 		return nil
@@ -252,9 +252,7 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, sc *
 	if err := mgr.Add(server); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("webhook-server", server.StartedChecker()); err != nil {
-		return err
-	}
+	probes.addReadyz("webhook-server", server.StartedChecker(), true)
 	log.Info("Serving the sidecar's webhooks", "port", opts.Port, "paths", paths, "selfSigned", opts.SelfSigned, "http2", opts.EnableHTTP2)
 	return nil
 }

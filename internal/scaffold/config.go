@@ -35,7 +35,8 @@ func SidecarImage(p *Project) string { return p.Name + "-sidecar:latest" }
 const (
 	// BaseDir is polyop's kustomize base, copied from the polyop the project
 	// was made with (the folders of polyop's own config/: default, manager,
-	// rbac, webhook, certmanager, selfsigned, prometheus, network-policy).
+	// rbac, webhook, certmanager, selfsigned, prometheus, prometheus-rules,
+	// grafana, network-policy).
 	BaseDir = "config/polyop"
 	// DefaultEntry deploys the project with the webhook server's certificate
 	// made by the host itself (--webhook-self-signed): make deploy's default.
@@ -176,6 +177,11 @@ components:
 - ../webhook
 # [PROMETHEUS] A ServiceMonitor, for a cluster running the Prometheus Operator.
 #- ../polyop/prometheus
+# [ALERTS] The PrometheusRule of polyop's alerts (needs the ServiceMonitor).
+#- ../polyop/prometheus-rules
+# [DASHBOARD] polyop's Grafana dashboard, as a ConfigMap Grafana's dashboard
+# sidecar loads (needs the ServiceMonitor).
+#- ../polyop/grafana
 # [NETWORK POLICY] Only labelled namespaces reach metrics and webhooks.
 #- ../polyop/network-policy
 

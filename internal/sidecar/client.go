@@ -111,6 +111,7 @@ func New(opts Options) (*Client, error) {
 			grpc.MaxCallSendMsgSize(opts.MaxMessageSize),
 		),
 		grpc.WithChainUnaryInterceptor(observeCall),
+		grpc.WithStatsHandler(messageSizes{}),
 		grpc.WithConnectParams(connectParams(opts.MaxReconnectDelay)),
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(target, dialOpts...)
@@ -159,11 +160,18 @@ func (c *Client) Check(_ *http.Request) error {
 
 func (c *Client) check(ctx context.Context) error {
 	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.Unimplemented:
+		return fmt.Errorf("sidecar at %s serves no gRPC health service (grpc.health.v1.Health): it is not a polyop sidecar, or speaks another protocol than %s: %w",
+			c.opts.Address, description.ProtocolVersion, err)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("sidecar at %s did not answer its health check within %s: %w", c.opts.Address, c.opts.CheckTimeout, err)
+	default:
 		return fmt.Errorf("sidecar at %s is unreachable: %w", c.opts.Address, err)
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("sidecar at %s reports %s", c.opts.Address, resp.GetStatus())
+		return fmt.Errorf("sidecar at %s reports health status %s, not SERVING", c.opts.Address, resp.GetStatus())
 	}
 	return nil
 }

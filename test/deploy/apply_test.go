@@ -111,7 +111,7 @@ func TestEveryKustomizationAppliesToTheAPIServer(t *testing.T) {
 				"namespace":    "every-component",
 				"namePrefix":   "every-",
 				"resources":    []string{"config/default", "config/overlays/" + o.example + "/generated"},
-				"components":   []string{"config/overlays/" + o.example + "/sidecar", "config/webhook", "config/certmanager", "config/prometheus", "config/network-policy"},
+				"components":   []string{"config/overlays/" + o.example + "/sidecar", "config/webhook", "config/certmanager", "config/prometheus", "config/prometheus-rules", "config/grafana", "config/network-policy"},
 				"transformers": []string{"config/certmanager/inject-ca"},
 			})
 		},
@@ -128,7 +128,7 @@ func TestEveryKustomizationAppliesToTheAPIServer(t *testing.T) {
 				kinds[u.GetKind()] = true
 			}
 			if name == "every component" {
-				for _, k := range []string{"ServiceMonitor", "NetworkPolicy", "Certificate", "Issuer", "ValidatingWebhookConfiguration", "Deployment"} {
+				for _, k := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap", "NetworkPolicy", "Certificate", "Issuer", "ValidatingWebhookConfiguration", "Deployment"} {
 					mustf(t, kinds[k], "no %s rendered", k)
 				}
 			}

@@ -11,6 +11,8 @@
 //	                                       attempt N+1 succeeds
 //	e2e.polyop.dev/terminal: "message"    fail with a terminal error with that message
 //	e2e.polyop.dev/requeue-after: "500ms" ask to be reconciled again after that long
+//	e2e.polyop.dev/delay: "10s"           sleep that long first (after --delay), to
+//	                                       outlast the host's --reconcile-timeout
 //
 // Otherwise (and also with requeue-after) a reconcile sets status.phase to
 // "Reconciled", status.observedGeneration to the generation and the Ready

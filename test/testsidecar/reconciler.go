@@ -22,6 +22,9 @@ const (
 	annotationFailTimes    = "e2e.polyop.dev/fail-times"
 	annotationTerminal     = "e2e.polyop.dev/terminal"
 	annotationRequeueAfter = "e2e.polyop.dev/requeue-after"
+	// annotationDelay makes a reconcile of this object sleep this long
+	// first (after --delay), to drive the host's Reconcile timeout.
+	annotationDelay = "e2e.polyop.dev/delay"
 	// annotationBadStatus makes the answer's status a JSON array (or, with
 	// the value "not-json", not JSON at all), which the host must refuse (see
 	// garbleStatus).
@@ -65,6 +68,15 @@ func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (s
 	}
 
 	annotations := mw.GetAnnotations()
+	if value, ok := annotations[annotationDelay]; ok {
+		d, err := time.ParseDuration(value)
+		if err != nil {
+			return sidecar.Result{}, sidecar.TerminalError(fmt.Errorf("annotation %s: %q is not a duration", annotationDelay, value))
+		}
+		if err := sleep(ctx, d); err != nil {
+			return sidecar.Result{}, err
+		}
+	}
 	if value, ok := annotations[annotationFailTimes]; ok {
 		n, err := strconv.Atoi(value)
 		if err != nil {
