@@ -34,6 +34,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	tp, shutdownTracing, err := setUpTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing()
 
 	sc, err := sidecar.New(sidecar.Options{
 		Address:          opts.SidecarAddress,
@@ -44,6 +49,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		ReconcileTimeout: opts.ReconcileTimeout,
 		// The connection is back at most about this long after the sidecar.
 		MaxReconnectDelay: opts.SidecarDownMaxBackoff,
+		TracerProvider:    tp,
 	})
 	if err != nil {
 		return err
@@ -134,7 +140,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddReadyzCheck("informers", informers.Check); err != nil {
 		return err
 	}
-	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, opts); err != nil {
 		return err
 	}
 	if err := setupWebhooks(ctx, cfg, mgr, sc, res, opts.Webhook); err != nil {
