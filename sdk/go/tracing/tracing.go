@@ -125,8 +125,6 @@ type Options struct {
 	// ServiceName is the service.name of the spans when OTEL_SERVICE_NAME
 	// does not set one. Defaults to the program's name.
 	ServiceName string
-	// Getenv reads the environment. Defaults to os.Getenv.
-	Getenv func(string) string
 }
 
 // Setup reads the OTEL_* environment variables and, when they turn tracing
@@ -148,10 +146,8 @@ func Setup(ctx context.Context, opts Options) (enabled bool, shutdown func(conte
 // configure, or nil when they leave tracing off. Setup sets it as the global
 // one; NewProvider leaves the global state alone.
 func NewProvider(ctx context.Context, opts Options) (*sdktrace.TracerProvider, error) {
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+	// The exporter and the provider read the process's environment too.
+	getenv := os.Getenv
 	on, err := Enabled(getenv)
 	if err != nil || !on {
 		return nil, err

@@ -32,8 +32,9 @@ func TestEnabled(t *testing.T) {
 }
 
 func TestNewProviderRefusesAnUnknownProtocol(t *testing.T) {
-	env := map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}
-	_, err := tracing.NewProvider(context.Background(), tracing.Options{Getenv: func(k string) string { return env[k] }})
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	_, err := tracing.NewProvider(context.Background(), tracing.Options{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL=http/json: polyop exports traces over grpc or http/protobuf") {
 		t.Errorf("NewProvider = %v, want an error naming the protocol", err)
 	}
