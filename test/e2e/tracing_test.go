@@ -88,6 +88,11 @@ func TestOneReconcileIsOneTraceAcrossHostAndSidecar(t *testing.T) {
 	if !strings.Contains(sc.Output(), `"reconcileID":"`+root.Attributes["polyop.reconcile_id"]+`"`) {
 		t.Errorf("the sidecar's log does not carry the host's reconcileID %s", root.Attributes["polyop.reconcile_id"])
 	}
+	served := chain[4]
+	clusterLine := fmt.Sprintf(`"reconcileID":"%s","trace_id":"%s","span_id":"%s"`, root.Attributes["polyop.reconcile_id"], served.TraceID, served.SpanID)
+	if err := host.WaitForOutput(ctxTimeout(t, time.Minute), clusterLine); err != nil {
+		t.Errorf("the host's log of the Cluster call does not carry %s: %v", clusterLine, err)
+	}
 	hostLine := fmt.Sprintf(`"trace_id":"%s","span_id":"%s"`, root.TraceID, root.SpanID)
 	if err := host.WaitForOutput(ctxTimeout(t, time.Minute), hostLine); err != nil {
 		t.Errorf("the host's log inside the reconcile does not carry %s: %v", hostLine, err)
