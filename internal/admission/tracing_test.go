@@ -48,7 +48,7 @@ func TestEachAdmissionCallIsASpanWithItsResult(t *testing.T) {
 		tracing.Kind.String("Widget"), tracing.Namespace.String("ns"), tracing.Name.String("w"), tracing.Result.String(tracing.ResultSuccess),
 	} {
 		if !slices.Contains(first.Attributes, want) {
-			t.Errorf("the allowed call's span lacks %s=%s: %v", want.Key, want.Value.Emit(), first.Attributes)
+			t.Errorf("the allowed call's span lacks %s=%s: %v", want.Key, want.Value.String(), first.Attributes)
 		}
 	}
 	if second.Status.Code != codes.Error || !slices.Contains(second.Attributes, tracing.Result.String(tracing.ResultError)) {

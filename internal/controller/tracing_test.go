@@ -75,7 +75,7 @@ func TestAReconcileIsASpanWithTheHostsWritesUnderIt(t *testing.T) {
 		tracing.Retries.Int(0), tracing.Result.String(tracing.ResultSuccess),
 	} {
 		if !slices.Contains(root.Attributes, want) {
-			t.Errorf("the reconcile span lacks %s=%s: %v", want.Key, want.Value.Emit(), root.Attributes)
+			t.Errorf("the reconcile span lacks %s=%s: %v", want.Key, want.Value.String(), root.Attributes)
 		}
 	}
 	if root.Parent.IsValid() {
