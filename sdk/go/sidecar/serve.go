@@ -37,6 +37,12 @@ func (s *Server) Serve(ctx context.Context, address string) error {
 // for the calls in flight, at most Options.GracefulShutdownTimeout; then it
 // closes the connections that remain.
 //
+// On a unix socket (or wherever Options.Reflection says) it serves gRPC
+// server reflection too. With tracing on (Options.TracerProvider, or the
+// OTEL_* variables; see package tracing) every call but health checks and
+// reflection runs in a server span that continues the host's trace, and the
+// spans not yet exported are flushed before it returns.
+//
 // A Server serves once, and needs at least one controller.
 func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 	names, err := s.startServing()
