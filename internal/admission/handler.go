@@ -49,13 +49,13 @@ func (o Options) withDefaults() Options {
 // NewDefaulting returns the mutating webhook of wh, served by sc.
 func NewDefaulting(sc Sidecar, wh description.Webhook, opts Options) *admission.Webhook {
 	h := &handler{sc: sc, wh: wh, opts: opts.withDefaults(), verb: "default"}
-	return &admission.Webhook{Handler: admission.HandlerFunc(h.handleDefault), WithContextFunc: WithAPIServerTimeout}
+	return &admission.Webhook{Handler: h.traced(h.handleDefault), WithContextFunc: WithAPIServerTimeout}
 }
 
 // NewValidating returns the validating webhook of wh, served by sc.
 func NewValidating(sc Sidecar, wh description.Webhook, opts Options) *admission.Webhook {
 	h := &handler{sc: sc, wh: wh, opts: opts.withDefaults(), verb: "validate"}
-	return &admission.Webhook{Handler: admission.HandlerFunc(h.handleValidate), WithContextFunc: WithAPIServerTimeout}
+	return &admission.Webhook{Handler: h.traced(h.handleValidate), WithContextFunc: WithAPIServerTimeout}
 }
 
 // handler serves one webhook of one kind.

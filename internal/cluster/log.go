@@ -10,11 +10,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/tracing"
 )
 
 // logCall logs every request at V(1): the method, the kind, the object (or
 // the namespace of a List), where a read came from, the outcome and how long
-// it took.
+// it took, and in a traced call the reconcileID, trace_id and span_id.
 func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	log := s.opts.Log.V(1)
 	if !log.Enabled() {
@@ -33,6 +34,11 @@ func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if err != nil {
 		kv = append(kv, "error", status.Convert(err).Message())
 	}
+	// Inside a traced sidecar call: the reconcile's ID and this call's span.
+	if id := tracing.ReconcileIDFromContext(ctx); id != "" {
+		kv = append(kv, "reconcileID", id)
+	}
+	kv = append(kv, tracing.LogValues(ctx)...)
 	log.Info("cluster request", kv...)
 	return resp, err
 }

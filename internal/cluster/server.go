@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -27,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/tracing"
 
 	addresspkg "github.com/polyop/polyop/internal/address"
 )
@@ -92,6 +95,10 @@ type Options struct {
 	// MaxMessageSize bounds gRPC messages in both directions, in bytes.
 	// Defaults to gRPC's own limits.
 	MaxMessageSize int
+	// TracerProvider traces every call: a call carrying the W3C trace
+	// context of a sidecar's handler becomes a server span in that trace.
+	// Defaults to nil: calls are not traced.
+	TracerProvider trace.TracerProvider
 	// WatchBuffer is how many events a Watch stream may fall behind before
 	// it is cut off with RESOURCE_EXHAUSTED: the memory a stream may hold.
 	// Defaults to 1000.
@@ -207,6 +214,12 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	if s.opts.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	}
+	if s.opts.TracerProvider != nil {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(s.opts.TracerProvider),
+			otelgrpc.WithPropagators(tracing.Propagator()),
+		)))
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.logCall))
 	srv := grpc.NewServer(opts...)

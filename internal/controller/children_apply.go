@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +114,18 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 // server refuses the apply because it changes an immutable field, and c's
 // kind declares replacement, existing is deleted (with its UID as a
 // precondition) and c applied again, which creates it; replaced says so.
+//
+// It runs in a span of its own, under the reconcile's.
 func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desiredChild, existing client.Object) (resourceVersion string, replaced bool, problem *childProblem) {
+	ctx, span := r.startWrite(ctx, spanApplyChild, childAttribute.String(c.id.String()))
+	defer func() {
+		span.SetAttributes(attribute.Bool("polyop.replaced", replaced))
+		if problem != nil {
+			endSpan(span, problem.err)
+			return
+		}
+		endSpan(span, nil)
+	}()
 	out := c.obj.DeepCopy()
 	err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership)
 	if err == nil {

@@ -34,7 +34,13 @@ func (r *Reconciler) pruneChildren(ctx context.Context, observed []*object.Objec
 			logf.FromContext(ctx).V(1).Info("leaving a child that is no longer desired: the host did not apply it", "child", id.String())
 			continue
 		}
-		err = r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		spanCtx, span := r.startWrite(ctx, spanPruneChild, childAttribute.String(id.String()))
+		err = r.Client.Delete(spanCtx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if apierrors.IsNotFound(err) {
+			endSpan(span, nil)
+		} else {
+			endSpan(span, err)
+		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf("deleting child %s, which is no longer desired: %w", id, err)})
 			continue

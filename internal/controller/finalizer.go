@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -21,7 +22,15 @@ import (
 // retry_after, or with backoff, or on the next event for a terminal one);
 // requeue_after calls Finalize again after that long. An object without the
 // finalizer is left to whoever else holds it: the sidecar is not called.
-func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *object.Object) (reconcile.Result, error) {
+//
+// The call runs in a span of its own, under the reconcile's.
+func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *object.Object) (res reconcile.Result, err error) {
+	ctx, span := r.startReconcile(ctx, spanFinalize, req)
+	defer func() { endReconcile(span, res, err) }()
+	return r.finalizeObject(ctx, req, obj)
+}
+
+func (r *Reconciler) finalizeObject(ctx context.Context, req reconcile.Request, obj *object.Object) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
 		log.V(1).Info("the object is being deleted and no longer carries the finalizer; nothing to do", "finalizer", r.Controller.Finalizer)
@@ -56,7 +65,7 @@ func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *o
 		}
 		return result, err
 	}
-	if err := r.patchFinalizers(ctx, obj, controllerutil.RemoveFinalizer); err != nil {
+	if err := r.patchFinalizers(ctx, obj, controllerutil.RemoveFinalizer, spanRemoveFinalizer); err != nil {
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // rate-limited retry of a stale patch
 		}
@@ -74,14 +83,17 @@ func (r *Reconciler) finalize(ctx context.Context, req reconcile.Request, obj *o
 // that carries obj's resourceVersion (controller-runtime's MergeFrom with an
 // optimistic lock), so that finalizers others changed meanwhile are never
 // overwritten: a stale object is a conflict. obj is updated to what the API
-// server stored.
-func (r *Reconciler) patchFinalizers(ctx context.Context, obj *object.Object, change func(client.Object, string) bool) error {
+// server stored. The write runs in a span named spanName.
+func (r *Reconciler) patchFinalizers(ctx context.Context, obj *object.Object, change func(client.Object, string) bool, spanName string) error {
 	base := obj.DeepCopy()
 	if !change(obj, r.Controller.Finalizer) {
 		return nil
 	}
+	ctx, span := r.startWrite(ctx, spanName, attribute.String("polyop.finalizer", r.Controller.Finalizer))
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := r.patch(ctx, obj, patch, false); err != nil {
+	err := r.patch(ctx, obj, patch, false)
+	endSpan(span, err)
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return err
 		}

@@ -36,12 +36,12 @@ func TestAFinalizerPatchFromAStaleObjectIsAConflict(t *testing.T) {
 	if err := c.Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.patchFinalizers(ctx, stale, controllerutil.AddFinalizer); !apierrors.IsConflict(err) {
+	if err := r.patchFinalizers(ctx, stale, controllerutil.AddFinalizer, spanAddFinalizer); !apierrors.IsConflict(err) {
 		t.Fatalf("patching the finalizers of a stale object: %v, want a conflict", err)
 	}
 
 	fresh := read()
-	if err := r.patchFinalizers(ctx, fresh, controllerutil.AddFinalizer); err != nil {
+	if err := r.patchFinalizers(ctx, fresh, controllerutil.AddFinalizer, spanAddFinalizer); err != nil {
 		t.Fatal(err)
 	}
 	if got := read().GetFinalizers(); !slices.Equal(got, []string{"example.com/other", finalizer}) {

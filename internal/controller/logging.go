@@ -58,13 +58,15 @@ func (s *sidecarState) markUp(log logr.Logger) {
 }
 
 // logConstructor is a controller's LogConstructor: the logger the builder
-// would make (controller, kind, namespace and name), except that the
+// would make (controller, controllerGroup, controllerKind, the object's
+// reference, namespace and name), with kind beside them, the key the SDKs
+// log the kind with, except that the
 // "Reconciler error" controller-runtime logs for every error a reconcile
 // returns goes to the debug level for an unreachable sidecar. The host logs
 // that once per change of state; the retries still count in
 // controller_runtime_reconcile_errors_total and back off as any error does.
 func logConstructor(base logr.Logger, name string, gvk schema.GroupVersionKind) func(*reconcile.Request) logr.Logger {
-	base = base.WithValues("controller", name, "controllerGroup", gvk.Group, "controllerKind", gvk.Kind)
+	base = base.WithValues("controller", name, "controllerGroup", gvk.Group, "controllerKind", gvk.Kind, "kind", gvk.Kind)
 	return func(req *reconcile.Request) logr.Logger {
 		log := base
 		if req != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -60,6 +61,7 @@ type Reconciler struct {
 	kind    *polyopv1alpha1.GroupVersionKind
 	applied *appliedState
 	written *writtenVersions
+	tracer  trace.Tracer
 
 	// keepManagedFields keeps managedFields in what a write returns.
 	keepManagedFields bool
@@ -89,6 +91,9 @@ type ReconcilerOptions struct {
 	// the Reconciler's own writes, as the cache keeps them. Defaults to
 	// false.
 	KeepManagedFields bool
+	// TracerProvider makes the spans of each reconcile and of the host's
+	// writes. Defaults to the global tracer provider.
+	TracerProvider trace.TracerProvider
 
 	// state is whether the sidecar is down, shared by every controller of a
 	// host (Setup). Defaults to the Reconciler's own.
@@ -122,6 +127,7 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 		kind:    &polyopv1alpha1.GroupVersionKind{Group: c.GVK.Group, Version: c.GVK.Version, Kind: c.GVK.Kind},
 		applied: newAppliedState(),
 		written: newWrittenVersions(),
+		tracer:  newTracer(opts.TracerProvider),
 
 		keepManagedFields: opts.KeepManagedFields,
 	}
@@ -135,8 +141,17 @@ var _ reconcile.Reconciler = &Reconciler{}
 // the sidecar sees; the newer version's own event usually comes first anyway.
 const staleRetryDelay = 100 * time.Millisecond
 
-// Reconcile implements reconcile.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+// Reconcile implements reconcile.Reconciler. It runs in a span of its own
+// (see startReconcile), the parent of the sidecar call's and of the host's
+// writes.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	ctx, span := r.startReconcile(ctx, spanReconcile, req)
+	defer func() { endReconcile(span, res, err) }()
+	return r.reconcile(ctx, req)
+}
+
+// reconcile is one reconcile, in its span.
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	defer func() { r.scheduleRetry(req, err) }()
 	log := logf.FromContext(ctx)
 
@@ -158,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return r.finalize(ctx, req, obj)
 		}
 		if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
-			if err := r.patchFinalizers(ctx, obj, controllerutil.AddFinalizer); err != nil {
+			if err := r.patchFinalizers(ctx, obj, controllerutil.AddFinalizer, spanAddFinalizer); err != nil {
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 					log.V(1).Info("adding the finalizer raced with a newer version of the object; requeueing", "error", err.Error())
 					return reconcile.Result{RequeueAfter: staleRetryDelay}, nil
@@ -342,8 +357,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status
 	if sameStatus(current, status) {
 		return false, nil
 	}
+	ctx, span := r.startWrite(ctx, spanWriteStatus)
 	patch := statusPatch(obj.GetResourceVersion(), status)
-	if err := r.patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), true); err != nil {
+	err := r.patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), true)
+	endSpan(span, err)
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			return false, err
 		}

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"net/http"
 	"runtime/debug"
@@ -23,6 +27,7 @@ import (
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/description"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/tracing"
 )
 
 // Path is where the host serves conversions, for every converted kind.
@@ -136,7 +141,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := review.Request
 	log = log.WithValues("uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion, "objects", len(req.Objects))
+	ctx, span := otel.GetTracerProvider().Tracer(tracerName).Start(ctx, "conversion", trace.WithAttributes(
+		attribute.String("polyop.desired_api_version", req.DesiredAPIVersion),
+		attribute.Int("polyop.objects", len(req.Objects)),
+	))
 	resp := h.convert(logf.IntoContext(ctx, log), req)
+	endSpan(span, resp)
 	resp.UID = req.UID
 	w.Header().Set("Content-Type", "application/json")
 	if err := writeReview(w, resp); err != nil {
@@ -257,6 +267,7 @@ func (h *handler) convert(ctx context.Context, req *apiextensionsv1.ConversionRe
 	if len(objects) == 0 {
 		return success(nil)
 	}
+	trace.SpanFromContext(ctx).SetAttributes(tracing.Kind.String(kind))
 
 	timeout := admission.APIServerTimeout(ctx, apiServerTimeout)
 	callCtx, cancel := context.WithTimeout(ctx, admission.Deadline(timeout, h.opts.Timeout))
@@ -365,4 +376,21 @@ func failure(msg string) *apiextensionsv1.ConversionResponse {
 		ConvertedObjects: []runtime.RawExtension{},
 		Result:           metav1.Status{Status: metav1.StatusFailure, Message: msg},
 	}
+}
+
+// tracerName names the tracer of the host's conversion spans; the global
+// tracer provider, which the host sets from the OTEL_* environment
+// variables, makes them.
+const tracerName = "github.com/polyop/polyop/internal/conversion"
+
+// endSpan records the conversion's result on its span, and ends it: status
+// Error with the message for a failed conversion.
+func endSpan(span trace.Span, resp *apiextensionsv1.ConversionResponse) {
+	if resp.Result.Status == metav1.StatusFailure {
+		span.SetAttributes(tracing.Result.String(tracing.ResultError))
+		span.SetStatus(otelcodes.Error, resp.Result.Message)
+	} else {
+		span.SetAttributes(tracing.Result.String(tracing.ResultSuccess))
+	}
+	span.End()
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -94,7 +95,7 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
 // server, and writing through a dynamic client.
-func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config, opts Options) error {
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config, tp trace.TracerProvider, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil
@@ -119,6 +120,7 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		TLS:             tlsConfig,
 		FieldManager:    "polyop-" + res.Name,
 		MaxMessageSize:  opts.MaxMessageSize,
+		TracerProvider:  tp,
 		Log:             ctrl.Log.WithName("cluster"),
 	})
 	if err := srv.Listen(address); err != nil {

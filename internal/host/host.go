@@ -35,6 +35,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	tp, shutdownTracing, err := setUpTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing()
 
 	sc, err := sidecar.New(sidecar.Options{
 		Address:          opts.SidecarAddress,
@@ -45,6 +50,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		ReconcileTimeout: opts.ReconcileTimeout,
 		// The connection is back at most about this long after the sidecar.
 		MaxReconnectDelay: opts.SidecarDownMaxBackoff,
+		TracerProvider:    tp,
 	})
 	if err != nil {
 		return err
@@ -137,7 +143,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	probes.addReadyz("informers", informers.Check, true)
-	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, opts); err != nil {
 		return err
 	}
 	if err := setupWebhooks(ctx, cfg, mgr, probes, sc, res, opts.Webhook); err != nil {

@@ -72,6 +72,9 @@ func Main(args []string) int {
 		usage(fs.Output())
 		fmt.Fprintln(fs.Output(), "\nFlags of host (running the controllers):")
 		fs.PrintDefaults()
+		fmt.Fprintln(fs.Output(), "\nTracing is off unless the OpenTelemetry variables turn it on: OTEL_EXPORTER_OTLP_ENDPOINT (or\n"+
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp), with OTEL_EXPORTER_OTLP_PROTOCOL (grpc or\n"+
+			"http/protobuf), OTEL_SERVICE_NAME (default polyop-host), OTEL_TRACES_SAMPLER; see docs/observability.md.")
 	}
 	// flag.CommandLine exits on a bad flag (2) and on --help (0), as a
 	// program's own flags do.

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/polyop/polyop/internal/description"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/tracing"
 )
 
 // DefaultMaxMessageSize is the largest gRPC message either side accepts unless
@@ -61,6 +65,12 @@ type Options struct {
 	// and with it readiness and every call, is back at most about this long
 	// after the sidecar is. Defaults to gRPC's own cap, 120s.
 	MaxReconnectDelay time.Duration
+
+	// TracerProvider traces the calls to the sidecar: each carries the W3C
+	// trace context of the caller's span (and its baggage) in its metadata,
+	// in a client span of its own. Health checks are not traced. Defaults to
+	// nil: calls are not traced and carry no trace context.
+	TracerProvider trace.TracerProvider
 
 	// DialOptions are appended to the client's own, for tests and TLS.
 	DialOptions []grpc.DialOption
@@ -114,6 +124,13 @@ func New(opts Options) (*Client, error) {
 		grpc.WithStatsHandler(messageSizes{}),
 		grpc.WithConnectParams(connectParams(opts.MaxReconnectDelay)),
 	}, opts.DialOptions...)
+	if opts.TracerProvider != nil {
+		dialOpts = append(dialOpts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+			otelgrpc.WithTracerProvider(opts.TracerProvider),
+			otelgrpc.WithPropagators(tracing.Propagator()),
+			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
+		)))
+	}
 	conn, err := grpc.NewClient(target, dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("sidecar at %s: %w", opts.Address, err)

@@ -36,6 +36,9 @@ import (
 //     host's JSON encoding of the object and decoding of the status, the
 //     sidecar's decoding, reconciler and encoding) without gRPC.
 //
+// reconcile/unix/traced is reconcile/unix with tracing on at both ends (see
+// benchTracedHop): its ratio to reconcile/unix is the overhead of tracing.
+//
 // Each sub-benchmark reports ns/op (the mean), p50-ns and p99-ns.
 func BenchmarkHop(b *testing.B) {
 	obj := windowOf4KB(b)
@@ -63,6 +66,7 @@ func BenchmarkHop(b *testing.B) {
 			})
 		})
 	}
+	benchTracedHop(b, obj)
 }
 
 // runHop runs op b.N times and reports latency percentiles beside ns/op.
@@ -108,11 +112,18 @@ func hostSide(ctx context.Context, obj *object.Object, call func(context.Context
 }
 
 func newExampleSidecar(b *testing.B) *sdk.Server {
+	return newExampleSidecarWith(b, sdk.Options{})
+}
+
+// newExampleSidecarWith is newExampleSidecar with opts (its name and scheme
+// set).
+func newExampleSidecarWith(b *testing.B, opts sdk.Options) *sdk.Server {
 	scheme := runtime.NewScheme()
 	if err := v1.AddToScheme(scheme); err != nil {
 		b.Fatal(err)
 	}
-	srv, err := sdk.New(sdk.Options{Name: "bench", Scheme: scheme})
+	opts.Name, opts.Scheme = "bench", scheme
+	srv, err := sdk.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,6 +31,7 @@ var sdkPackages = map[string]string{
 	"conditions":  "github.com/polyop/polyop/sdk/go/conditions",
 	"sidecartest": "github.com/polyop/polyop/sdk/go/sidecartest",
 	"address":     "github.com/polyop/polyop/sdk/go/address",
+	"tracing":     "github.com/polyop/polyop/sdk/go/tracing",
 }
 
 // TestEveryGoNameOfTheVocabularyExists reads the Go column of

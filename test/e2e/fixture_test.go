@@ -68,6 +68,13 @@ func (f *fixture) startTestSidecar(args ...string) *testenv.Process {
 // fixture's namespace.
 func (f *fixture) startHost(args ...string) *testenv.Process {
 	f.t.Helper()
+	return f.startHostWith(nil, args...)
+}
+
+// startHostWith starts the host as startHost does, with extraEnv added to
+// its environment.
+func (f *fixture) startHostWith(extraEnv []string, args ...string) *testenv.Process {
+	f.t.Helper()
 	args = append([]string{
 		"--kubeconfig", env.Kubeconfig,
 		"--sidecar-address", f.address(),
@@ -79,12 +86,19 @@ func (f *fixture) startHost(args ...string) *testenv.Process {
 		// tests run in parallel and must not share :9443.
 		"--webhook-port", "0",
 	}, args...)
-	return f.start("host", hostBin, args...)
+	return f.startWith("host", hostBin, extraEnv, args...)
 }
 
 func (f *fixture) start(name, bin string, args ...string) *testenv.Process {
 	f.t.Helper()
-	p, err := testenv.StartProcess(f.t, name, bin, args...)
+	return f.startWith(name, bin, nil, args...)
+}
+
+// startWith starts bin as start does, with extraEnv added to its
+// environment.
+func (f *fixture) startWith(name, bin string, extraEnv []string, args ...string) *testenv.Process {
+	f.t.Helper()
+	p, err := testenv.StartProcessWith(name, bin, args, testenv.ProcessOptions{Logger: f.t, Env: extraEnv})
 	if err != nil {
 		f.t.Fatal(err)
 	}

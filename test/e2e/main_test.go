@@ -14,7 +14,7 @@ var (
 	env *testenv.Env
 	k8s client.Client
 
-	hostBin, testSidecarBin, exampleSidecarBin, childSidecarBin, indexSidecarBin string
+	hostBin, testSidecarBin, exampleSidecarBin, childSidecarBin, indexSidecarBin, traceSidecarBin string
 )
 
 func TestMain(m *testing.M) {
@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 			"./examples/go/maintenancewindow": &exampleSidecarBin,
 			"./test/childsidecar":             &childSidecarBin,
 			"./test/indexsidecar":             &indexSidecarBin,
+			"./test/tracesidecar":             &traceSidecarBin,
 		},
 		Env:    &env,
 		Client: &k8s,

@@ -130,7 +130,7 @@ func (s *Server) admissionContext(ctx context.Context, webhook string, in *polyo
 	if in.GetDryRun() {
 		log = log.WithValues("dryRun", true)
 	}
-	ctx = logf.IntoContext(ctx, log)
+	ctx = withCallLogger(ctx, log)
 	return admission.NewContextWithRequest(ctx, req)
 }
 

@@ -105,9 +105,17 @@ type lazyConn struct {
 	hostAddress string // announced by the host; empty until then
 	address     string // of conn
 	conn        *grpc.ClientConn
+	dialOptions []grpc.DialOption // added to conn's, for tracing
 }
 
 var _ grpc.ClientConnInterface = (*lazyConn)(nil)
+
+// setDialOptions adds opts to those of the connections dialed from now on.
+func (l *lazyConn) setDialOptions(opts ...grpc.DialOption) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dialOptions = append(l.dialOptions, opts...)
+}
 
 func (l *lazyConn) setHostAddress(address string) {
 	if address == "" {
@@ -141,7 +149,7 @@ func (l *lazyConn) get() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	conn, err := grpc.NewClient(target, creds)
+	conn, err := grpc.NewClient(target, append([]grpc.DialOption{creds}, l.dialOptions...)...)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "connecting to the Cluster service at %s: %v", address, err)
 	}

@@ -37,8 +37,8 @@ type Convertible = conversion.Convertible
 // server reports to its client; a request for a kind without a conversion
 // too. A panic is answered with gRPC status INTERNAL.
 func (s *Server) Convert(ctx context.Context, in *polyopv1alpha1.ConvertRequest) (resp *polyopv1alpha1.ConvertResponse, err error) {
-	log := s.log.WithValues("webhook", "convert", "desiredAPIVersion", in.GetDesiredApiVersion(), "objects", len(in.GetObjects()))
-	ctx = logf.IntoContext(ctx, log)
+	ctx = withCallLogger(ctx, s.log.WithValues("webhook", "convert", "desiredAPIVersion", in.GetDesiredApiVersion(), "objects", len(in.GetObjects())))
+	log := logf.FromContext(ctx)
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error(fmt.Errorf("%v", r), "Observed a panic in a conversion", "stack", string(debug.Stack()))

@@ -69,7 +69,7 @@ func (s *Server) Finalize(ctx context.Context, in *polyopv1alpha1.FinalizeReques
 	if req.Retries > 0 {
 		log = log.WithValues("retries", req.Retries)
 	}
-	ctx = logf.IntoContext(ctx, log)
+	ctx = withCallLogger(ctx, log)
 	ctx = withRequest(ctx, req)
 	return c.finalize(ctx, req, in.GetObject())
 }

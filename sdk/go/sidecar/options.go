@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +49,20 @@ type Options struct {
 	// own (message sizes and a stats handler), for example grpc.Creds to serve
 	// TLS on a TCP address, or interceptors of your own. Defaults to none.
 	ServerOptions []grpc.ServerOption
+
+	// TracerProvider traces the Server's calls: each handler runs in a server
+	// span whose parent is the host's span (W3C trace context in the call's
+	// metadata), trace.SpanFromContext(ctx) returns it, and the Cluster
+	// service calls made with ctx are its children. Defaults to nil: the
+	// Server sets up a provider from the OTEL_* environment variables when
+	// they turn tracing on (see package tracing) and flushes it when Serve
+	// returns; when they do not, calls are not traced.
+	TracerProvider trace.TracerProvider
+
+	// Reflection serves gRPC server reflection (grpc.reflection.v1), so that
+	// grpcurl lists and calls the sidecar without its proto files. Defaults
+	// to nil: served on a unix socket, not on a TCP address.
+	Reflection *bool
 
 	// Logger is the Server's logger; every reconcile gets a child of it, with
 	// the controller, kind, namespace and name, through log.FromContext.

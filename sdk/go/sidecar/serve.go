@@ -37,6 +37,12 @@ func (s *Server) Serve(ctx context.Context, address string) error {
 // for the calls in flight, at most Options.GracefulShutdownTimeout; then it
 // closes the connections that remain.
 //
+// On a unix socket (or wherever Options.Reflection says) it serves gRPC
+// server reflection too. With tracing on (Options.TracerProvider, or the
+// OTEL_* variables; see package tracing) every call but health checks and
+// reflection runs in a server span that continues the host's trace, and the
+// spans not yet exported are flushed before it returns.
+//
 // A Server serves once, and needs at least one controller.
 func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 	names, err := s.startServing()
@@ -45,17 +51,39 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 
-	gs := grpc.NewServer(append([]grpc.ServerOption{
+	tp, shutdownTracing, err := s.setUpTracing(ctx)
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("sidecar: tracing: %w", err)
+	}
+	defer func() {
+		// The spans of the last calls; the context is done by now.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			s.log.Error(err, "Flushing the last spans")
+		}
+	}()
+	var tracingOpts []grpc.ServerOption
+	if tp != nil {
+		tracingOpts = append(tracingOpts, tracedServer(tp))
+		s.cluster.conn.setDialOptions(tracedClient(tp))
+	}
+
+	gs := grpc.NewServer(append(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxMessageSize),
 		grpc.MaxSendMsgSize(s.opts.MaxMessageSize),
 		// Calls run on long-lived workers rather than a new goroutine each:
 		// a reconcile's JSON decoding grows a fresh goroutine's stack every
 		// time. A call finding every worker busy still gets a goroutine.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-	}, s.opts.ServerOptions...)...)
+	}, tracingOpts...), s.opts.ServerOptions...)...)
 	polyopv1alpha1.RegisterSidecarServiceServer(gs, s)
 	hs := newHealthService()
 	healthpb.RegisterHealthServer(gs, hs)
+	if s.reflectionOn(lis) {
+		registerReflection(gs)
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -189,7 +188,7 @@ func (s *Server) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequ
 	if req.Retries > 0 {
 		log = log.WithValues("retries", req.Retries)
 	}
-	ctx = logf.IntoContext(ctx, log)
+	ctx = withCallLogger(ctx, log)
 	ctx = withRequest(ctx, req)
 	ctx, state := s.withReconcileState(ctx, c, req, in.GetObservedChildren())
 	return state.respond(c.reconcile(ctx, req, in.GetObject()))

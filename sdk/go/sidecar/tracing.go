@@ -1,0 +1,79 @@
+package sidecar
+
+import (
+	"context"
+	"net"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/reflection"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/polyop/polyop/sdk/go/tracing"
+)
+
+// setUpTracing returns the tracer provider the Server traces its calls with,
+// and a shutdown that flushes it: Options.TracerProvider, else the one the
+// OTEL_* environment variables configure (set as the global one; see package
+// tracing), else nil, when tracing is off.
+func (s *Server) setUpTracing(ctx context.Context) (trace.TracerProvider, func(context.Context) error, error) {
+	if s.opts.TracerProvider != nil {
+		return s.opts.TracerProvider, func(context.Context) error { return nil }, nil
+	}
+	enabled, shutdown, err := tracing.Setup(ctx, tracing.Options{ServiceName: s.opts.Name})
+	if err != nil || !enabled {
+		return nil, shutdown, err
+	}
+	s.log.Info("Tracing calls: exporting spans as the OTEL_* environment variables say")
+	return otel.GetTracerProvider(), shutdown, nil
+}
+
+// untraced are the calls that make no spans: health checks (the host makes
+// one every few seconds) and server reflection.
+var untraced = filters.None(filters.HealthCheck(), filters.ServicePrefix("grpc.reflection."))
+
+// tracedServer is the server option that continues the host's trace in every
+// call: the handler's ctx holds a server span whose parent is the host's.
+func tracedServer(tp trace.TracerProvider) grpc.ServerOption {
+	return grpc.StatsHandler(otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(tp),
+		otelgrpc.WithPropagators(tracing.Propagator()),
+		otelgrpc.WithFilter(untraced),
+	))
+}
+
+// tracedClient is the dial option that makes every Cluster service call a
+// child span of the handler's, in the host's trace.
+func tracedClient(tp trace.TracerProvider) grpc.DialOption {
+	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+		otelgrpc.WithTracerProvider(tp),
+		otelgrpc.WithPropagators(tracing.Propagator()),
+	))
+}
+
+// withCallLogger gives ctx log, with the trace and span IDs and the reconcile
+// ID of the call when it has them, as log.FromContext returns it.
+func withCallLogger(ctx context.Context, log logr.Logger) context.Context {
+	if id := tracing.ReconcileIDFromContext(ctx); id != "" {
+		log = log.WithValues("reconcileID", id)
+	}
+	if kv := tracing.LogValues(ctx); kv != nil {
+		log = log.WithValues(kv...)
+	}
+	return logf.IntoContext(ctx, log)
+}
+
+// reflectionOn tells whether the Server serves gRPC server reflection on lis:
+// Options.Reflection, else on a unix socket only.
+func (s *Server) reflectionOn(lis net.Listener) bool {
+	if s.opts.Reflection != nil {
+		return *s.opts.Reflection
+	}
+	return lis.Addr().Network() == "unix"
+}
+
+func registerReflection(gs *grpc.Server) { reflection.Register(gs) }
