@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,8 @@ const (
 	JobOwnerKey = ".metadata.controller"
 	// CrewLabel, on a Job, names its Crew.
 	CrewLabel = "conformance.polyop.dev/crew"
+	// ResyncPeriod is how long after a reconcile a Crew is reconciled again.
+	ResyncPeriod = 5 * time.Second
 )
 
 // CrewReconciler keeps spec.size Jobs for each Crew and lists them in its
@@ -81,11 +84,16 @@ func (r *CrewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		log.V(1).Info("created Job for Crew", "job", name)
 	}
 
+	// Look again after a while, as the CronJob tutorial does for its next
+	// run, so that a List that missed a change still converges.
 	if slices.Equal(crew.Status.Jobs, names) {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: ResyncPeriod}, nil
 	}
 	crew.Status.Jobs = names
-	return ctrl.Result{}, r.Status().Update(ctx, &crew)
+	if err := r.Status().Update(ctx, &crew); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: ResyncPeriod}, nil
 }
 
 // constructJob is the Job name of crew, which crew controls.
