@@ -44,7 +44,7 @@ import (
 // The same changes go through the API server in both runs: creates, an
 // update, a create the webhook defaults, a create it refuses, and the deletion
 // of a Job the controller then recreates. After each, the two namespaces must
-// hold the same Crews (spec with its defaults, status), the same Jobs (spec,
+// hold the same Crews (spec with its defaults, status), the same Jobs (pod spec,
 // labels, controller reference) and the same refusals, with only UIDs,
 // resource versions, times, managed fields and the namespaces' names left out.
 //
