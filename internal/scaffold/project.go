@@ -229,6 +229,9 @@ func LoadProject(dir string) (*Project, string, error) {
 
 // ParseProject decodes and checks a PROJECT file's content.
 func ParseProject(data []byte) (*Project, error) {
+	if err := refuseKubebuilderProject(data); err != nil {
+		return nil, err
+	}
 	p := &Project{}
 	if err := yaml.UnmarshalStrict(data, p); err != nil {
 		return nil, err
@@ -243,6 +246,27 @@ func ParseProject(data []byte) (*Project, error) {
 		return nil, errors.New("sidecar.command is empty: it says how polyop run starts the sidecar")
 	}
 	return p, nil
+}
+
+// refuseKubebuilderProject refuses kubebuilder's PROJECT file, which has the
+// same name as polyop's and sits at the root of a kubebuilder project being
+// moved into a sidecar, with an error that says what it is and what to do,
+// rather than a complaint about its first unknown field.
+func refuseKubebuilderProject(data []byte) error {
+	var kb struct {
+		Layout     []string `json:"layout"`
+		CLIVersion string   `json:"cliVersion"`
+	}
+	if err := yaml.Unmarshal(data, &kb); err != nil || len(kb.Layout) == 0 && kb.CLIVersion == "" {
+		return nil
+	}
+	layout := strings.Join(kb.Layout, ", ")
+	if layout == "" {
+		layout = "cliVersion " + kb.CLIVersion
+	}
+	return fmt.Errorf("this is kubebuilder's PROJECT file (%s), not polyop's: polyop reads its own, of version %q; "+
+		"replace it with the one `polyop init --language go --domain DOMAIN --repo MODULE` writes in an empty folder "+
+		"(see docs/migrating.md in polyop's repository)", layout, ProjectVersion)
 }
 
 // projectHeader starts every PROJECT file.

@@ -54,6 +54,8 @@ func TestLoadProjectErrors(t *testing.T) {
 		{"version", "version: \"9\"\nlanguage: go\nsidecar: {command: [x]}\n", `version "9"`},
 		{"language", "version: \"1\"\nlanguage: cobol\nsidecar: {command: [x]}\n", `language "cobol"`},
 		{"no command", "version: \"1\"\nlanguage: go\n", "sidecar.command is empty"},
+		{"kubebuilder's", "cliVersion: 4.10.1\ndomain: tutorial.kubebuilder.io\nlayout:\n- go.kubebuilder.io/v4\nprojectName: project\nversion: \"3\"\n",
+			"this is kubebuilder's PROJECT file (go.kubebuilder.io/v4), not polyop's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()

@@ -12,6 +12,7 @@ import (
 	memcachedv1 "github.com/polyop/polyop/examples/go/memcached/api/v1"
 	websitev1 "github.com/polyop/polyop/examples/go/website/api/v1"
 	"github.com/polyop/polyop/internal/testenv"
+	conformancev1 "github.com/polyop/polyop/test/conformance/indexsidecar/api/v1"
 )
 
 var (
@@ -19,7 +20,7 @@ var (
 	k8s client.Client
 	// scheme knows the examples' types, for the SDK clients the tests make.
 	scheme  = newScheme()
-	schemes = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, memcachedv1.AddToScheme, websitev1.AddToScheme}
+	schemes = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, memcachedv1.AddToScheme, websitev1.AddToScheme, conformancev1.AddToScheme}
 
 	hostBin, memcachedBin, websiteBin, finalizeBin, indexBin string
 )
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 		CRDDirs: []string{
 			filepath.Join(testenv.RepoRoot(), "examples", "go", "memcached", "config", "crd"),
 			filepath.Join(testenv.RepoRoot(), "examples", "go", "website", "config", "crd"),
+			filepath.Join(testenv.RepoRoot(), "test", "conformance", "indexsidecar", "config", "crd"),
 		},
 		Schemes: schemes,
 		Binaries: map[string]*string{
