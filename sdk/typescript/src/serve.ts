@@ -11,6 +11,7 @@ type Endpoint = ReturnType<typeof parseAddress>;
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
+import { addReflection } from "./reflection.js";
 import type { Sidecar } from "./sidecar.js";
 import { extractContext, setUpTracing, type Tracing } from "./tracing.js";
 
@@ -44,7 +45,8 @@ type Handlers = Record<string, (req: never, call: Call) => unknown>;
 /**
  * Serves a sidecar's SidecarService and gRPC's health service with
  * @grpc/grpc-js, over HTTP/2 cleartext on a unix socket or TCP, as the host's
- * gRPC client expects. (The handlers are protocol-neutral: they take a request message,
+ * gRPC client expects, and gRPC server reflection of both where the sidecar
+ * says so. (The handlers are protocol-neutral: they take a request message,
  * an AbortSignal and the caller's trace context and throw ConnectErrors,
  * whose codes are gRPC's.) Tracing is set up from the OTEL_* environment
  * variables first, and shut down, its spans flushed, once stopped.
@@ -71,6 +73,10 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
   });
   addService(server, SidecarService, sidecar.service);
   addService(server, Health, health.service);
+  const reflection = sidecar.reflection ?? "path" in endpoint;
+  if (reflection) {
+    addReflection(server, [SidecarService, Health]);
+  }
 
   const target =
     "path" in endpoint ? `unix:${endpoint.path}` : `${endpoint.host.includes(":") ? `[${endpoint.host}]` : endpoint.host || "0.0.0.0"}:${endpoint.port}`;
@@ -93,6 +99,7 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
     controllers: description.controllers.map((c) => c.name),
     webhooks: description.webhooks.map((w) => w.kind?.kind),
     conversions: description.conversions.map((c) => c.kind),
+    reflection,
   });
 
   let stopping: Promise<void> | undefined;

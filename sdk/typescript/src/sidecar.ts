@@ -37,6 +37,12 @@ export interface SidecarOptions {
   clusterAddress?: string;
   /** The logger. Defaults to JSON lines on stderr at level info. */
   logger?: Logger;
+  /**
+   * Serve gRPC server reflection of SidecarService and Health, so that
+   * grpcurl lists and calls the sidecar without the proto files. Defaults to
+   * on a unix socket, off on TCP.
+   */
+  reflection?: boolean;
 }
 
 /**
@@ -56,6 +62,8 @@ export class Sidecar {
   readonly log: Logger;
   readonly maxMessageSize: number;
   readonly gracefulShutdownTimeoutMs: number;
+  /** Whether listen serves gRPC server reflection; undefined: on a unix socket only. */
+  readonly reflection: boolean | undefined;
 
   private readonly registry = new Registry();
   private readonly clusterAddressOption: string | undefined;
@@ -74,6 +82,7 @@ export class Sidecar {
     this.maxMessageSize = options.maxMessageSize ?? 64 << 20;
     this.gracefulShutdownTimeoutMs = options.gracefulShutdownTimeoutMs ?? 30_000;
     this.clusterAddressOption = options.clusterAddress;
+    this.reflection = options.reflection;
     this.env = {
       name: this.name,
       log: this.log,
