@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
-import { decode, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import { decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
 import { DeniedError } from "./errors.js";
 import type { FieldError, FieldErrorType } from "./field.js";
 import {
@@ -18,6 +18,7 @@ import {
 import type { Logger } from "./log.js";
 import { apiVersionOf, encodeJSON, type GroupVersionKind, type KubeResource, type ObjectKey } from "./objects.js";
 import { kindKey, operations } from "./registry.js";
+import { inServerSpan, SpanAttributes, type ServerSpan } from "./tracing.js";
 
 // Default and Validate: the context of a defaulter or validator, and how what
 // it returns or throws becomes the answer to the API server.
@@ -64,7 +65,7 @@ const fieldErrorTypes: Record<FieldErrorType, FieldErrorTypeProto> = {
 };
 
 /** The webhook entry for a request, the context of its handler, and what the handler adds to the answer. */
-function admission(env: SidecarEnv, req: AdmissionRequest | undefined, role: "defaulter" | "validator", signal: AbortSignal) {
+function admission(env: SidecarEnv, req: AdmissionRequest | undefined, role: "defaulter" | "validator", signal: AbortSignal, server: ServerSpan) {
   if (!req) {
     throw new ConnectError("the request carries no AdmissionRequest", Code.InvalidArgument);
   }
@@ -79,14 +80,23 @@ function admission(env: SidecarEnv, req: AdmissionRequest | undefined, role: "de
   }
   const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
   const operation = (Object.keys(operations) as Operation[]).find((op) => operations[op] === req.operation) ?? "CREATE";
-  const log = env.log.child({ webhook: role, kind: gvk.kind, namespace: key.namespace, name: key.name, operation, uid: req.uid });
+  const log = env.log.child({
+    webhook: role,
+    kind: gvk.kind,
+    namespace: key.namespace,
+    name: key.name,
+    operation,
+    uid: req.uid,
+    ...server.logFields,
+  });
   const oldObject = req.oldObject.length ? decode<KubeResource>(req.oldObject, "the old object") : undefined;
   const warnings: string[] = [];
   const ctx: AdmissionContext<KubeResource> = {
     signal,
     log,
+    span: server.span,
     get cluster() {
-      return env.clusterFor(signal);
+      return env.clusterFor(signal, server.context);
     },
     uid: req.uid,
     kind: gvk,
@@ -107,9 +117,28 @@ function admission(env: SidecarEnv, req: AdmissionRequest | undefined, role: "de
   return { entry, ctx, warnings, log, request: req };
 }
 
-/** Answers a DefaultRequest with the kind's defaulter: the defaulted object, or a denial. */
-export async function defaultObject(env: SidecarEnv, req: DefaultRequest, signal: AbortSignal): Promise<DefaultResponse> {
-  const { entry, ctx, warnings, log, request } = admission(env, req.request, "defaulter", signal);
+/** The span attributes of an admission call. */
+function spanAttributes(req: AdmissionRequest | undefined) {
+  return {
+    [SpanAttributes.kind]: req?.kind?.kind ?? "",
+    [SpanAttributes.namespace]: req?.key?.namespace ?? "",
+    [SpanAttributes.name]: req?.key?.name ?? "",
+    "polyop.operation": (Object.keys(operations) as Operation[]).find((op) => operations[op] === req?.operation) ?? "",
+  };
+}
+
+/** The polyop.result of an admission answer. */
+function spanResult(resp: { denied?: Denial | undefined }) {
+  return resp.denied ? "denied" : "success";
+}
+
+/** Answers a DefaultRequest with the kind's defaulter: the defaulted object, or a denial; in a server span of the host's trace. */
+export function defaultObject(env: SidecarEnv, req: DefaultRequest, call: Call): Promise<DefaultResponse> {
+  return inServerSpan(call, "Default", spanAttributes(req.request), (server) => defaultIn(env, req, call.signal, server), spanResult);
+}
+
+async function defaultIn(env: SidecarEnv, req: DefaultRequest, signal: AbortSignal, server: ServerSpan): Promise<DefaultResponse> {
+  const { entry, ctx, warnings, log, request } = admission(env, req.request, "defaulter", signal, server);
   const fn = entry.defaulter!;
   const sent = request.object;
   const obj = decode<KubeResource>(sent, "the object");
@@ -124,9 +153,13 @@ export async function defaultObject(env: SidecarEnv, req: DefaultRequest, signal
   }
 }
 
-/** Answers a ValidateRequest with the kind's validator: allowed, or a denial. */
-export async function validate(env: SidecarEnv, req: ValidateRequest, signal: AbortSignal): Promise<ValidateResponse> {
-  const { entry, ctx, warnings, log, request } = admission(env, req.request, "validator", signal);
+/** Answers a ValidateRequest with the kind's validator: allowed, or a denial; in a server span of the host's trace. */
+export function validate(env: SidecarEnv, req: ValidateRequest, call: Call): Promise<ValidateResponse> {
+  return inServerSpan(call, "Validate", spanAttributes(req.request), (server) => validateIn(env, req, call.signal, server), spanResult);
+}
+
+async function validateIn(env: SidecarEnv, req: ValidateRequest, signal: AbortSignal, server: ServerSpan): Promise<ValidateResponse> {
+  const { entry, ctx, warnings, log, request } = admission(env, req.request, "validator", signal, server);
   const fn = entry.validator!;
   const obj = request.object.length ? decode<KubeResource>(request.object, "the object") : ctx.oldObject;
   if (!obj) {

@@ -4,8 +4,9 @@ import { connect } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 
 import { create } from "@bufbuild/protobuf";
-import { createClient, type CallOptions, type Client } from "@connectrpc/connect";
+import { createClient, createContextKey, createContextValues, ConnectError, type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { Context } from "@opentelemetry/api";
 
 import { parseAddress } from "./address.js";
 import { clusterError } from "./errors.js";
@@ -21,6 +22,7 @@ import {
 import { EventType } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
 import { watchEvents, type WatchEvent, type WatchOptions } from "./watch.js";
+import { failSpan, startClientSpan } from "./tracing.js";
 
 /** The environment variable a sidecar reads the Cluster service's address from. */
 export const CLUSTER_ADDRESS_ENV = "POLYOP_CLUSTER_ADDRESS";
@@ -278,10 +280,13 @@ export class ClusterClient implements Cluster {
   private readonly options: ClusterClientOptions;
   /** Aborted by close: it ends the watches of this client and of those sharing its connection. */
   private readonly closed: AbortController;
+  /** The trace context of the handler this client's calls are made from, passed to the tracing interceptor. */
+  private readonly traceContext: Context | undefined;
 
-  constructor(address: string, options: ClusterClientOptions = {}, shared?: ClusterClient) {
+  constructor(address: string, options: ClusterClientOptions = {}, shared?: ClusterClient, traceContext?: Context) {
     this.address = address;
     this.options = options;
+    this.traceContext = traceContext;
     if (shared) {
       this.client = shared.client;
       this.sessions = shared.sessions;
@@ -307,13 +312,16 @@ export class ClusterClient implements Cluster {
     const max = options.maxMessageSize ?? 64 << 20;
     this.client = createClient(
       ClusterService,
-      createGrpcTransport({ baseUrl, sessionManager: this.sessions, readMaxBytes: max, writeMaxBytes: max }),
+      createGrpcTransport({ baseUrl, sessionManager: this.sessions, readMaxBytes: max, writeMaxBytes: max, interceptors: [tracingInterceptor] }),
     );
   }
 
-  /** A client sharing this one's connection whose calls default to signal. */
-  withSignal(signal: AbortSignal): ClusterClient {
-    return new ClusterClient(this.address, { ...this.options, signal }, this);
+  /**
+   * A client sharing this one's connection whose calls default to signal, and
+   * whose calls are child spans of traceContext's span when no span is active.
+   */
+  withSignal(signal: AbortSignal, traceContext?: Context): ClusterClient {
+    return new ClusterClient(this.address, { ...this.options, signal }, this, traceContext);
   }
 
   /** Closes the connection, and ends the watches open on it (their loops end without an error). */
@@ -324,7 +332,11 @@ export class ClusterClient implements Cluster {
 
   private call(options: CallSignal | undefined): CallOptions {
     const signal = options?.signal ?? this.options.signal;
-    return signal ? { signal } : { timeoutMs: this.options.timeoutMs ?? 30_000 };
+    const call: CallOptions = signal ? { signal } : { timeoutMs: this.options.timeoutMs ?? 30_000 };
+    if (this.traceContext) {
+      call.contextValues = createContextValues().set(handlerContext, this.traceContext);
+    }
+    return call;
   }
 
   private async run<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -476,6 +488,28 @@ export class ClusterClient implements Cluster {
     return watchEvents<T>((req, s) => this.client.watch(req, { signal: s }), type, { ...options, signal }, this.options.log);
   }
 }
+
+/** The trace context of the handler a call is made from, when the client is bound to one. */
+const handlerContext = createContextKey<Context | undefined>(undefined, { description: "polyop handler trace context" });
+
+/**
+ * Makes every Cluster service call a client span, child of the active span
+ * (the handler's, or one the user started in it), and sends its trace context
+ * (traceparent, tracestate, baggage) in the call's metadata, so that the host
+ * continues the trace. A stream's span covers its opening.
+ */
+const tracingInterceptor: Interceptor = (next) => async (req) => {
+  const span = startClientSpan(req.service.typeName, req.method.name, req.header, req.contextValues.get(handlerContext));
+  try {
+    return await next(req);
+  } catch (err) {
+    failSpan(span, err);
+    span.setAttribute("rpc.grpc.status_code", ConnectError.from(err).code);
+    throw err;
+  } finally {
+    span.end();
+  }
+};
 
 /** Dials the host's Cluster service at address (in the sidecar address forms). It connects on first use. */
 export function connectCluster(address: string, options?: ClusterClientOptions): ClusterClient {

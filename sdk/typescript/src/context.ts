@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { Context, Span } from "@opentelemetry/api";
 
 import type { Cluster } from "./cluster.js";
 import type { Logger } from "./log.js";
@@ -13,8 +14,28 @@ export interface CallContext {
   readonly signal: AbortSignal;
   /** A logger naming the call's object. */
   readonly log: Logger;
-  /** The host's Cluster service, its calls bound to signal. Throws if no address is known. */
+  /**
+   * The host's Cluster service, its calls bound to signal, each a client span
+   * of the call's trace. Throws if no address is known.
+   */
   readonly cluster: Cluster;
+  /**
+   * The call's OpenTelemetry server span, child of the host's: add attributes
+   * and events to it, or start spans under it. Inside the handler it is also
+   * trace.getActiveSpan() (with a context manager registered, as the SDK does
+   * when it sets up tracing). When tracing is off it records nothing, and
+   * carries the host's trace and span IDs if the host sent them.
+   */
+  readonly span: Span;
+}
+
+/**
+ * A call as the handlers of SidecarService get it: its signal, and the trace
+ * context the host sent (the active one when absent, as in the test harness).
+ */
+export interface Call {
+  readonly signal: AbortSignal;
+  readonly traceContext?: Context;
 }
 
 /**
@@ -25,17 +46,22 @@ export interface SidecarEnv {
   readonly name: string;
   readonly log: Logger;
   readonly registry: Registry;
-  /** The Cluster for a call: bound to its signal when it is the host's. */
-  clusterFor(signal: AbortSignal): Cluster;
+  /** The Cluster for a call: bound to its signal and trace context when it is the host's. */
+  clusterFor(signal: AbortSignal, traceContext: Context): Cluster;
 }
 
-/** The context every call shares; its cluster is made on first use, as an unknown address throws. */
-export function callContext(env: SidecarEnv, signal: AbortSignal, log: Logger): CallContext {
+/**
+ * The context every call shares, in the call's server span (whose context is
+ * traceContext); its cluster is made on first use, as an unknown address
+ * throws.
+ */
+export function callContext(env: SidecarEnv, signal: AbortSignal, log: Logger, span: Span, traceContext: Context): CallContext {
   return {
     signal,
     log,
+    span,
     get cluster() {
-      return env.clusterFor(signal);
+      return env.clusterFor(signal, traceContext);
     },
   };
 }

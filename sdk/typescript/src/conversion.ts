@@ -1,9 +1,12 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
-import { callContext, decode, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import { SpanStatusCode } from "@opentelemetry/api";
+
+import { callContext, decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
 import { ConvertResponseSchema, type ConvertRequest, type ConvertResponse } from "./gen/polyop/v1alpha1/admission_pb.js";
 import { encodeJSON, gvkOf, type KubeResource } from "./objects.js";
+import { inServerSpan, type ServerSpan } from "./tracing.js";
 
 // Convert: CRD conversion webhooks, one converter per kind.
 
@@ -13,14 +16,26 @@ export type Converter = (obj: KubeResource, desiredApiVersion: string, ctx: Call
 /**
  * Answers a ConvertRequest: each object not yet at the desired version
  * through the converter of its kind. A converter that throws fails the whole
- * request with its message; a kind without a converter is NOT_FOUND.
+ * request with its message; a kind without a converter is NOT_FOUND. It runs
+ * in a server span of the host's trace.
  */
-export async function convert(env: SidecarEnv, req: ConvertRequest, signal: AbortSignal): Promise<ConvertResponse> {
+export function convert(env: SidecarEnv, req: ConvertRequest, call: Call): Promise<ConvertResponse> {
+  const attributes = { "polyop.conversion.desired_api_version": req.desiredApiVersion, "polyop.conversion.objects": req.objects.length };
+  return inServerSpan(call, "Convert", attributes, (server) => convertIn(env, req, call.signal, server), (resp, span) => {
+    if (resp.error) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: resp.error });
+      return "error";
+    }
+    return "success";
+  });
+}
+
+async function convertIn(env: SidecarEnv, req: ConvertRequest, signal: AbortSignal, server: ServerSpan): Promise<ConvertResponse> {
   if (env.registry.conversions.size === 0) {
     throw new ConnectError(`sidecar ${JSON.stringify(env.name)} registers no converter: it serves no Convert`, Code.Unimplemented);
   }
-  const log = env.log.child({ conversion: req.desiredApiVersion, uid: req.uid });
-  const ctx = callContext(env, signal, log);
+  const log = env.log.child({ conversion: req.desiredApiVersion, uid: req.uid, ...server.logFields });
+  const ctx = callContext(env, signal, log, server.span, server.context);
   const objects = req.objects.map((data) => {
     const obj = decode<KubeResource>(data, "an object");
     const { group, kind } = gvkOf({ apiVersion: obj.apiVersion ?? "", kind: obj.kind ?? "" });

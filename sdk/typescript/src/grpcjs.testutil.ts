@@ -24,14 +24,19 @@ export class GrpcClient {
     output: O,
     init: MessageInitShape<I>,
     deadlineMs = 5000,
+    headers: Record<string, string> = {},
   ): Promise<MessageShape<O>> {
+    const metadata = new grpc.Metadata();
+    for (const [key, value] of Object.entries(headers)) {
+      metadata.set(key, value);
+    }
     return new Promise((resolve, reject) => {
       this.client.makeUnaryRequest(
         `/${service.typeName}/${method}`,
         (m: MessageShape<I>) => Buffer.from(toBinary(input, m)),
         (b: Buffer) => fromBinary(output, b),
         create(input, init),
-        new grpc.Metadata(),
+        metadata,
         { deadline: Date.now() + deadlineMs },
         (err, resp) => (err ? reject(err) : resolve(resp!)),
       );
@@ -95,6 +100,48 @@ export async function serveGrpc(
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Serves unary methods of a protobuf-es service with @grpc/grpc-js on
+ * address (unix:PATH or HOST:PORT), each handler getting the request and the
+ * call's metadata. Resolves to the port bound and a function that stops it.
+ */
+export async function serveUnary(
+  address: string,
+  service: DescService,
+  handlers: Record<string, (req: never, metadata: grpc.Metadata) => unknown>,
+): Promise<{ port: number; stop: () => void }> {
+  const server = new grpc.Server();
+  const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  const implementation: grpc.UntypedServiceImplementation = {};
+  for (const method of service.methods) {
+    const handler = handlers[method.localName];
+    if (!handler) {
+      continue;
+    }
+    definition[method.localName] = {
+      path: `/${service.typeName}/${method.name}`,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: (m: unknown) => Buffer.from(toBinary(method.input, m as MessageShape<DescMessage>)),
+      requestDeserialize: (b: Buffer) => fromBinary(method.input, b),
+      responseSerialize: (m: unknown) => Buffer.from(toBinary(method.output, create(method.output, m as MessageInitShape<DescMessage>))),
+      responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
+    };
+    implementation[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      try {
+        callback(null, handler(call.request as never, call.metadata));
+      } catch (err) {
+        callback({ code: grpc.status.INTERNAL, details: String(err) });
+      }
+    };
+  }
+  server.addService(definition, implementation);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return { port, stop: () => server.forceShutdown() };
 }
 
 export const status = grpc.status;

@@ -1,8 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { SpanStatusCode, type Span } from "@opentelemetry/api";
 
-import { decode, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import { decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
 import { TemporaryError, TerminalError } from "./errors.js";
 import {
   EventType,
@@ -17,6 +18,7 @@ import {
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { decodeJSON, encodeJSON, gvkOf, type GroupVersionKind, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
 import { checkKind, kindKey, type ControllerEntry } from "./registry.js";
+import { inServerSpan, SpanAttributes, type CallResult, type ServerSpan } from "./tracing.js";
 
 // Reconcile and Finalize: the context a reconciler gets, what it answers, and
 // how its outcome (a Result, or a thrown error) becomes the response.
@@ -73,6 +75,7 @@ function reconcileContext(
   entry: ControllerEntry,
   signal: AbortSignal,
   observed: KubeResource[],
+  server: ServerSpan,
 ): { ctx: ReconcileContext; events: Event[] } {
   const kind = req.kind?.kind ? { group: req.kind.group, version: req.kind.version, kind: req.kind.kind } : entry.gvk;
   const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
@@ -82,13 +85,15 @@ function reconcileContext(
     namespace: key.namespace,
     name: key.name,
     ...(req.retries ? { retries: req.retries } : {}),
+    ...server.logFields,
   });
   const events: Event[] = [];
   const ctx: ReconcileContext = {
     signal,
     log,
+    span: server.span,
     get cluster() {
-      return env.clusterFor(signal);
+      return env.clusterFor(signal, server.context);
     },
     controller: req.controller,
     kind,
@@ -134,15 +139,40 @@ function controller(env: SidecarEnv, req: { controller: string; key?: { name: st
   return entry;
 }
 
+/** The span attributes of a Reconcile or Finalize call. */
+function spanAttributes(req: ReconcileRequest | FinalizeRequest) {
+  return {
+    [SpanAttributes.controller]: req.controller,
+    [SpanAttributes.kind]: req.kind?.kind ?? "",
+    [SpanAttributes.namespace]: req.key?.namespace ?? "",
+    [SpanAttributes.name]: req.key?.name ?? "",
+    [SpanAttributes.retries]: req.retries,
+  };
+}
+
+/** The polyop.result of a Reconcile or Finalize response; a failure also fails the span. */
+function spanResult(resp: { error?: Failure | undefined; requeueAfter?: Duration | undefined }, span: Span): CallResult {
+  if (resp.error) {
+    span.setStatus({ code: SpanStatusCode.ERROR, message: resp.error.message });
+    return resp.error.terminal ? "terminal_error" : "error";
+  }
+  return resp.requeueAfter ? "requeue" : "success";
+}
+
 /**
  * Answers a ReconcileRequest: the reconciler with the object, or the deleted
  * handler when the object is gone; the status it left on the object, its
- * events and its desired children (of the owned kinds only) go back.
+ * events and its desired children (of the owned kinds only) go back. It runs
+ * in a server span of the host's trace.
  */
-export async function reconcile(env: SidecarEnv, req: ReconcileRequest, signal: AbortSignal): Promise<ReconcileResponse> {
+export function reconcile(env: SidecarEnv, req: ReconcileRequest, call: Call): Promise<ReconcileResponse> {
+  return inServerSpan(call, "Reconcile", spanAttributes(req), (server) => reconcileIn(env, req, call.signal, server), spanResult);
+}
+
+async function reconcileIn(env: SidecarEnv, req: ReconcileRequest, signal: AbortSignal, server: ServerSpan): Promise<ReconcileResponse> {
   const entry = controller(env, req, "Reconcile");
   const observed = req.observedChildren.map((c) => decode<KubeResource>(c, `controller ${req.controller}: an observed child`));
-  const { ctx, events } = reconcileContext(env, req, entry, signal, observed);
+  const { ctx, events } = reconcileContext(env, req, entry, signal, observed, server);
   if (req.object.length === 0) {
     if (!entry.deleted) {
       ctx.log.debug("The object is gone and the controller has no deleted handler; nothing to do");
@@ -174,8 +204,12 @@ export async function reconcile(env: SidecarEnv, req: ReconcileRequest, signal: 
   return resp;
 }
 
-/** Answers a FinalizeRequest with the controller's finalize function. */
-export async function finalize(env: SidecarEnv, req: FinalizeRequest, signal: AbortSignal): Promise<FinalizeResponse> {
+/** Answers a FinalizeRequest with the controller's finalize function, in a server span of the host's trace. */
+export function finalize(env: SidecarEnv, req: FinalizeRequest, call: Call): Promise<FinalizeResponse> {
+  return inServerSpan(call, "Finalize", spanAttributes(req), (server) => finalizeIn(env, req, call.signal, server), spanResult);
+}
+
+async function finalizeIn(env: SidecarEnv, req: FinalizeRequest, signal: AbortSignal, server: ServerSpan): Promise<FinalizeResponse> {
   const entry = controller(env, req, "Finalize");
   if (!entry.finalize) {
     if (![...env.registry.controllers.values()].some((c) => c.finalize)) {
@@ -183,7 +217,7 @@ export async function finalize(env: SidecarEnv, req: FinalizeRequest, signal: Ab
     }
     throw new ConnectError(`controller ${JSON.stringify(req.controller)} declares no finalizer`, Code.NotFound);
   }
-  const { ctx, events } = reconcileContext(env, req, entry, signal, []);
+  const { ctx, events } = reconcileContext(env, req, entry, signal, [], server);
   const obj = decode<KubeResource>(req.object, `controller ${req.controller}: the object`);
   checkKey(obj, ctx.key, req.controller);
   const resp = await outcome(ctx, () => entry.finalize!(obj, ctx));

@@ -26,10 +26,12 @@ import { Sidecar } from "./sidecar.js";
 type Widget = KubeObject<{ size: number; sleepMs?: number }, { seen?: number }>;
 const widgets = { apiVersion: "example.com/v1", kind: "Widget" };
 
-function newSidecar(options: { gracefulShutdownTimeoutMs?: number } = {}) {
+/** A sidecar whose reconciler calls onCall as it starts, then sleeps spec.sleepMs. */
+function newSidecar(options: { gracefulShutdownTimeoutMs?: number } = {}, onCall: () => void = () => {}) {
   return new Sidecar({ name: "widget-operator", logger: discardLogger, ...options }).reconciler<Widget>(
     { for: widgets },
     async (w, ctx) => {
+      onCall();
       if (w.spec.sleepMs) {
         await new Promise((resolve) => setTimeout(resolve, w.spec.sleepMs));
       }
@@ -153,7 +155,9 @@ describe("serving on a unix socket", () => {
 
   test("stops gracefully: health turns NOT_SERVING, calls in flight finish, the socket goes", async (t) => {
     const address = await socketAddress(t);
-    const server = await newSidecar().listen(address);
+    let markCalled = () => {};
+    const called = new Promise<void>((resolve) => (markCalled = resolve));
+    const server = await newSidecar({}, markCalled).listen(address);
     const client = new GrpcClient(address);
     t.after(() => client.close());
 
@@ -165,7 +169,7 @@ describe("serving on a unix socket", () => {
       watch.on("end", () => resolve(undefined));
     });
     const inFlight = client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(5, 500));
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await called; // the call is in flight
     await server.stop();
 
     const resp = await inFlight;
@@ -178,12 +182,14 @@ describe("serving on a unix socket", () => {
 
   test("if calls outlast the graceful shutdown timeout, then their connections close", async (t) => {
     const address = await socketAddress(t);
-    const server = await newSidecar({ gracefulShutdownTimeoutMs: 200 }).listen(address);
+    let markCalled = () => {};
+    const called = new Promise<void>((resolve) => (markCalled = resolve));
+    const server = await newSidecar({ gracefulShutdownTimeoutMs: 200 }, markCalled).listen(address);
     const client = new GrpcClient(address);
     t.after(() => client.close());
     const slow = client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1, 3000), 10_000);
     slow.catch(() => {});
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await called; // the call is in flight
     const start = Date.now();
     await server.stop();
     assert.ok(Date.now() - start < 2000, `stopping took ${Date.now() - start} ms`);

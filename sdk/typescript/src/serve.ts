@@ -3,12 +3,17 @@ import { chmod, lstat, rm } from "node:fs/promises";
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import * as grpc from "@grpc/grpc-js";
+import type { Context } from "@opentelemetry/api";
 
 import { parseAddress, prepareSocket } from "./address.js";
+
+type Endpoint = ReturnType<typeof parseAddress>;
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
+import { addReflection } from "./reflection.js";
 import type { Sidecar } from "./sidecar.js";
+import { extractContext, setUpTracing, type Tracing } from "./tracing.js";
 
 /**
  * The mode of the unix socket a sidecar serves on: read and write for its
@@ -30,21 +35,37 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/** What the handlers of a service get besides the request. */
-type Call = { signal: AbortSignal };
+/**
+ * What the handlers of a service get besides the request: the call's signal,
+ * and the trace context the caller sent in its metadata.
+ */
+type Call = { signal: AbortSignal; traceContext: Context };
 type Handlers = Record<string, (req: never, call: Call) => unknown>;
 
 /**
  * Serves a sidecar's SidecarService and gRPC's health service with
  * @grpc/grpc-js, over HTTP/2 cleartext on a unix socket or TCP, as the host's
- * gRPC client expects. (The handlers are protocol-neutral: they take a request
- * message and an AbortSignal and throw ConnectErrors, whose codes are gRPC's.)
+ * gRPC client expects, and gRPC server reflection of both where the sidecar
+ * says so. (The handlers are protocol-neutral: they take a request message,
+ * an AbortSignal and the caller's trace context and throw ConnectErrors,
+ * whose codes are gRPC's.) Tracing is set up from the OTEL_* environment
+ * variables first, and shut down, its spans flushed, once stopped.
  */
 export async function listen(sidecar: Sidecar, address: string): Promise<RunningServer> {
   const endpoint = parseAddress(address);
   if ("path" in endpoint) {
     await prepareSocket(endpoint.path);
   }
+  const tracing = await setUpTracing(sidecar.name, sidecar.log);
+  try {
+    return await start(sidecar, address, endpoint, tracing);
+  } catch (err) {
+    await tracing.shutdown();
+    throw err;
+  }
+}
+
+async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, tracing: Tracing): Promise<RunningServer> {
   const health = new HealthService();
   const server = new grpc.Server({
     "grpc.max_receive_message_length": sidecar.maxMessageSize,
@@ -52,6 +73,10 @@ export async function listen(sidecar: Sidecar, address: string): Promise<Running
   });
   addService(server, SidecarService, sidecar.service);
   addService(server, Health, health.service);
+  const reflection = sidecar.reflection ?? "path" in endpoint;
+  if (reflection) {
+    addReflection(server, [SidecarService, Health]);
+  }
 
   const target =
     "path" in endpoint ? `unix:${endpoint.path}` : `${endpoint.host.includes(":") ? `[${endpoint.host}]` : endpoint.host || "0.0.0.0"}:${endpoint.port}`;
@@ -74,6 +99,7 @@ export async function listen(sidecar: Sidecar, address: string): Promise<Running
     controllers: description.controllers.map((c) => c.name),
     webhooks: description.webhooks.map((w) => w.kind?.kind),
     conversions: description.conversions.map((c) => c.kind),
+    reflection,
   });
 
   let stopping: Promise<void> | undefined;
@@ -96,6 +122,7 @@ export async function listen(sidecar: Sidecar, address: string): Promise<Running
           await rm(endpoint.path, { force: true });
         }
       }
+      await tracing.shutdown();
       sidecar.log.info("Stopped");
       markClosed();
     })();
@@ -134,7 +161,7 @@ function addService(server: grpc.Server, service: DescService, handlers: Handler
       ? async (call: grpc.ServerWritableStream<unknown, unknown>) => {
           const { signal, done } = callSignal(call);
           try {
-            for await (const message of impl(call.request as never, { signal }) as AsyncIterable<unknown>) {
+            for await (const message of impl(call.request as never, { signal, traceContext: extractContext(call.metadata) }) as AsyncIterable<unknown>) {
               call.write(message);
             }
             call.end();
@@ -147,7 +174,7 @@ function addService(server: grpc.Server, service: DescService, handlers: Handler
       : (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
           const { signal, done } = callSignal(call);
           Promise.resolve()
-            .then(() => impl(call.request as never, { signal }))
+            .then(() => impl(call.request as never, { signal, traceContext: extractContext(call.metadata) }))
             .then(
               (resp) => callback(null, resp),
               (err: unknown) => callback(serviceError(err)),

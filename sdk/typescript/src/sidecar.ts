@@ -1,7 +1,9 @@
+import type { Context } from "@opentelemetry/api";
+
 import { DEFAULT_ADDRESS } from "./address.js";
 import { defaultObject, validate, type Defaulter, type Validator } from "./admission.js";
 import { CLUSTER_ADDRESS_ENV, ClusterClient, type Cluster } from "./cluster.js";
-import type { SidecarEnv } from "./context.js";
+import type { Call, SidecarEnv } from "./context.js";
 import { convert, type Converter } from "./conversion.js";
 import { description, PROTOCOL_VERSION } from "./describe.js";
 import type { ConvertRequest, DefaultRequest, ValidateRequest } from "./gen/polyop/v1alpha1/admission_pb.js";
@@ -36,6 +38,12 @@ export interface SidecarOptions {
   clusterAddress?: string;
   /** The logger. Defaults to JSON lines on stderr at level info. */
   logger?: Logger;
+  /**
+   * Serve gRPC server reflection of SidecarService and Health, so that
+   * grpcurl lists and calls the sidecar without the proto files. Defaults to
+   * on a unix socket, off on TCP.
+   */
+  reflection?: boolean;
 }
 
 /**
@@ -55,6 +63,8 @@ export class Sidecar {
   readonly log: Logger;
   readonly maxMessageSize: number;
   readonly gracefulShutdownTimeoutMs: number;
+  /** Whether listen serves gRPC server reflection; undefined: on a unix socket only. */
+  readonly reflection: boolean | undefined;
 
   private readonly registry = new Registry();
   private readonly clusterAddressOption: string | undefined;
@@ -77,7 +87,13 @@ export class Sidecar {
     this.maxMessageSize = options.maxMessageSize ?? 64 << 20;
     this.gracefulShutdownTimeoutMs = options.gracefulShutdownTimeoutMs ?? 30_000;
     this.clusterAddressOption = options.clusterAddress;
-    this.env = { name: this.name, log: this.log, registry: this.registry, clusterFor: (signal) => this.clusterFor(signal) };
+    this.reflection = options.reflection;
+    this.env = {
+      name: this.name,
+      log: this.log,
+      registry: this.registry,
+      clusterFor: (signal, traceContext) => this.clusterFor(signal, traceContext),
+    };
   }
 
   /**
@@ -278,16 +294,16 @@ export class Sidecar {
       this.log.info("Described the sidecar to the host", { hostVersion: req.hostVersion, clusterAddress: req.clusterAddress });
       return this.describe();
     },
-    reconcile: (req: ReconcileRequest, call: { signal: AbortSignal }) => reconcile(this.env, req, call.signal),
-    finalize: (req: FinalizeRequest, call: { signal: AbortSignal }) => finalize(this.env, req, call.signal),
-    default: (req: DefaultRequest, call: { signal: AbortSignal }) => defaultObject(this.env, req, call.signal),
-    validate: (req: ValidateRequest, call: { signal: AbortSignal }) => validate(this.env, req, call.signal),
-    convert: (req: ConvertRequest, call: { signal: AbortSignal }) => convert(this.env, req, call.signal),
+    reconcile: (req: ReconcileRequest, call: Call) => reconcile(this.env, req, call),
+    finalize: (req: FinalizeRequest, call: Call) => finalize(this.env, req, call),
+    default: (req: DefaultRequest, call: Call) => defaultObject(this.env, req, call),
+    validate: (req: ValidateRequest, call: Call) => validate(this.env, req, call),
+    convert: (req: ConvertRequest, call: Call) => convert(this.env, req, call),
   };
 
-  /** The Cluster for a call: bound to its signal when it is the host's. */
-  private clusterFor(signal: AbortSignal): Cluster {
+  /** The Cluster for a call: bound to its signal and trace context when it is the host's. */
+  private clusterFor(signal: AbortSignal, traceContext: Context): Cluster {
     const cluster = this.cluster;
-    return cluster instanceof ClusterClient ? cluster.withSignal(signal) : cluster;
+    return cluster instanceof ClusterClient ? cluster.withSignal(signal, traceContext) : cluster;
   }
 }
