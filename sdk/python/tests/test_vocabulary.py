@@ -81,6 +81,7 @@ def test_the_arguments_the_table_names_exist() -> None:
         "children_complete": polyop.Result,
         "retry_after": polyop.TemporaryError,
         **dict.fromkeys(["operation", "old", "dry_run", "subresource", "user"], polyop.testing.Harness.validate),
+        **dict.fromkeys(["tracer_provider", "reflection"], polyop.Sidecar.serve),
     }
     assert set(where) >= ARGUMENTS, f"the table names arguments this test does not check: {sorted(ARGUMENTS - set(where))}"
     for argument in ARGUMENTS:
