@@ -63,12 +63,37 @@ func TestOneReconcileIsOneTraceAcrossHostAndPythonSidecar(t *testing.T) {
 		t.Fatalf("the Python sidecar serves with tracing off (is the polyop[otlp] extra in .venv? run make .venv):\n%s", sc.Output())
 	}
 	checkOneReconcileTrace(t, f, receiver, tracedSidecar{
-		service:            "tracesidecar-python",
-		process:            sc,
-		contractAttributes: true,
+		service: "tracesidecar-python",
+		process: sc,
 		// ctx.log's keys, at the end of the message.
 		logLine:     func(traceID, spanID string) string { return fmt.Sprintf("trace_id=%s span_id=%s", traceID, spanID) },
 		reconcileID: func(id string) string { return "reconcileID=" + id },
+	})
+}
+
+// TestOneReconcileIsOneTraceAcrossHostAndTypeScriptSidecar is
+// TestOneReconcileIsOneTraceAcrossHostAndSidecar with the same sidecar
+// written with the TypeScript SDK (testdata/typescript/tracesidecar.mjs): its
+// handler's span carries the polyop.* attributes, and its JSON log lines the
+// trace and span IDs.
+func TestOneReconcileIsOneTraceAcrossHostAndTypeScriptSidecar(t *testing.T) {
+	t.Parallel()
+	nodeBin := node(t)
+	f := newFixture(t)
+	receiver := otlptest.Start(t)
+	script := filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "typescript", "tracesidecar.mjs")
+	sc := f.startWith("sidecar", nodeBin, receiver.Env("tracesidecar-typescript"), script, f.address())
+	if err := sc.WaitForOutput(ctxTimeout(t, 2*time.Minute), `"msg":"Serving"`); err != nil {
+		t.Fatal(err)
+	}
+	checkOneReconcileTrace(t, f, receiver, tracedSidecar{
+		service: "tracesidecar-typescript",
+		process: sc,
+		// ctx.log's JSON fields.
+		logLine: func(traceID, spanID string) string {
+			return fmt.Sprintf(`"trace_id":"%s","span_id":"%s"`, traceID, spanID)
+		},
+		reconcileID: func(id string) string { return `"reconcileID":"` + id + `"` },
 	})
 }
 
@@ -80,9 +105,6 @@ type tracedSidecar struct {
 	// service is the service.name of its spans (OTEL_SERVICE_NAME).
 	service string
 	process *testenv.Process
-	// contractAttributes: its handler's span carries the polyop.* attributes
-	// of the host's reconcile span.
-	contractAttributes bool
 	// logLine is the text of its log line inside the handler's span
 	// traceID/spanID; reconcileID that of a log line of the reconcile id.
 	logLine     func(traceID, spanID string) string
@@ -143,14 +165,13 @@ func checkOneReconcileTrace(t *testing.T, f *fixture, receiver *otlptest.Receive
 	if handler.Attributes["copier.secrets"] == "" {
 		t.Errorf("the attribute the handler set on its span is missing: %v", handler.Attributes)
 	}
-	if sc.contractAttributes {
-		for k, want := range map[string]string{
-			"polyop.controller": "copier", "polyop.kind": "ConfigMap", "polyop.namespace": f.ns, "polyop.name": "source",
-			"polyop.reconcile_id": reconcileID, "polyop.result": "success",
-		} {
-			if got := handler.Attributes[k]; got != want {
-				t.Errorf("the sidecar's span has %s=%q, want %q", k, got, want)
-			}
+	// Its handler's span carries the polyop.* attributes of the host's.
+	for k, want := range map[string]string{
+		"polyop.controller": "copier", "polyop.kind": "ConfigMap", "polyop.namespace": f.ns, "polyop.name": "source",
+		"polyop.reconcile_id": reconcileID, "polyop.result": "success",
+	} {
+		if got := handler.Attributes[k]; got != want {
+			t.Errorf("the sidecar's span has %s=%q, want %q", k, got, want)
 		}
 	}
 	if apply := find(spans, "polyop-host", "internal", "apply child"); apply.ParentSpanID != root.SpanID || apply.Attributes["polyop.child"] != fmt.Sprintf("Secret %s/source-copy", f.ns) {

@@ -71,7 +71,10 @@ func (s *Server) Finalize(ctx context.Context, in *polyopv1alpha1.FinalizeReques
 	}
 	ctx = withCallLogger(ctx, log)
 	ctx = withRequest(ctx, req)
-	return c.finalize(ctx, req, in.GetObject())
+	annotateSpan(ctx, req)
+	resp, err := c.finalize(ctx, req, in.GetObject())
+	recordResult(ctx, resp, err)
+	return resp, err
 }
 
 // finalizer returns the function that finalizes the objects of c, or nil

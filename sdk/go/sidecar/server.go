@@ -190,6 +190,9 @@ func (s *Server) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequ
 	}
 	ctx = withCallLogger(ctx, log)
 	ctx = withRequest(ctx, req)
+	annotateSpan(ctx, req)
 	ctx, state := s.withReconcileState(ctx, c, req, in.GetObservedChildren())
-	return state.respond(c.reconcile(ctx, req, in.GetObject()))
+	resp, err := state.respond(c.reconcile(ctx, req, in.GetObject()))
+	recordResult(ctx, resp, err)
+	return resp, err
 }

@@ -8,11 +8,14 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/types/known/durationpb"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/tracing"
 )
 
@@ -65,6 +68,54 @@ func withCallLogger(ctx context.Context, log logr.Logger) context.Context {
 		log = log.WithValues(kv...)
 	}
 	return logf.IntoContext(ctx, log)
+}
+
+// annotateSpan sets the polyop.* attributes of req on the call's span, as
+// the host sets them on its own: controller, kind, namespace, name, retries
+// and the reconcile ID. Nothing when tracing is off.
+func annotateSpan(ctx context.Context, req Request) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(
+		tracing.Controller.String(req.Controller),
+		tracing.Kind.String(req.Kind.Kind),
+		tracing.Namespace.String(req.Namespace),
+		tracing.Name.String(req.Name),
+		tracing.Retries.Int(req.Retries),
+	)
+	if id := tracing.ReconcileIDFromContext(ctx); id != "" {
+		span.SetAttributes(tracing.ReconcileID.String(id))
+	}
+}
+
+// answer is what a Reconcile or a Finalize response says of the call.
+type answer interface {
+	GetError() *polyopv1alpha1.Failure
+	GetRequeueAfter() *durationpb.Duration
+}
+
+// recordResult sets polyop.result on the call's span from its answer:
+// terminal_error, error, requeue or success (error also for a call that
+// failed as a gRPC error).
+func recordResult(ctx context.Context, resp answer, err error) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	result := tracing.ResultSuccess
+	switch {
+	case err != nil:
+		result = tracing.ResultError
+	case resp.GetError().GetTerminal():
+		result = tracing.ResultTerminalError
+	case resp.GetError() != nil:
+		result = tracing.ResultError
+	case resp.GetRequeueAfter().AsDuration() > 0:
+		result = tracing.ResultRequeue
+	}
+	span.SetAttributes(attribute.String(string(tracing.Result), result))
 }
 
 // reflectionOn tells whether the Server serves gRPC server reflection on lis:
