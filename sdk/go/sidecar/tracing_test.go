@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -25,6 +27,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
@@ -248,4 +251,50 @@ func keys(m map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// The Reconcile span carries the request's polyop.* attributes and the
+// call's result, as the host's reconcile span does.
+func TestTheReconcileSpanCarriesTheRequestAndTheResult(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		result sidecar.Result
+		err    error
+		want   string
+	}{
+		{want: tracing.ResultSuccess},
+		{result: sidecar.Result{RequeueAfter: time.Minute}, want: tracing.ResultRequeue},
+		{err: errors.New("not yet"), want: tracing.ResultError},
+		{err: reconcile.TerminalError(errors.New("never")), want: tracing.ResultTerminalError},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			t.Parallel()
+			spans := tracetest.NewInMemoryExporter()
+			var log lineLog
+			opts := log.logger()
+			opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+			address := serveOn(t, newDeploymentServer(t, opts, func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+				return tc.result, tc.err
+			}))
+			conn := dialPlain(t, address)
+			raw, _ := json.Marshal(deployment(1))
+			if _, err := polyopv1alpha1.NewSidecarServiceClient(conn).Reconcile(t.Context(), &polyopv1alpha1.ReconcileRequest{
+				Controller: "web", Key: &polyopv1alpha1.ObjectKey{Namespace: "default", Name: "web"}, Object: raw, Retries: 2,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			got := spans.GetSpans()
+			if len(got) != 1 {
+				t.Fatalf("the sidecar recorded %d spans, want the Reconcile call's", len(got))
+			}
+			for _, want := range []attribute.KeyValue{
+				tracing.Controller.String("web"), tracing.Kind.String("Deployment"), tracing.Namespace.String("default"),
+				tracing.Name.String("web"), tracing.Retries.Int(2), tracing.Result.String(tc.want),
+			} {
+				if !slices.Contains(got[0].Attributes, want) {
+					t.Errorf("the span lacks %s=%s: %v", want.Key, want.Value.Emit(), got[0].Attributes)
+				}
+			}
+		})
+	}
 }
