@@ -292,7 +292,7 @@ func TestTheReconcileSpanCarriesTheRequestAndTheResult(t *testing.T) {
 				tracing.Name.String("web"), tracing.Retries.Int(2), tracing.Result.String(tc.want),
 			} {
 				if !slices.Contains(got[0].Attributes, want) {
-					t.Errorf("the span lacks %s=%s: %v", want.Key, want.Value.Emit(), got[0].Attributes)
+					t.Errorf("the span lacks %s=%s: %v", want.Key, want.Value.String(), got[0].Attributes)
 				}
 			}
 		})
