@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/polyop/polyop/internal/testenv"
 	conformancev1 "github.com/polyop/polyop/test/conformance/indexsidecar/api/v1"
@@ -283,53 +280,8 @@ func refusal(ns string, err error) string {
 // where it must serve, with which certificate.
 func installCrewWebhooks(t *testing.T, f *fixture) *envtest.WebhookInstallOptions {
 	t.Helper()
-	opts := &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "test", "conformance", "indexsidecar", "config", "webhook", "manifests.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": f.ns}}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		switch {
-		case strings.Contains(doc, "kind: MutatingWebhookConfiguration"):
-			c := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict([]byte(doc), c); err != nil {
-				t.Fatal(err)
-			}
-			c.Name = "crew-" + f.ns
-			for i := range c.Webhooks {
-				c.Webhooks[i].NamespaceSelector = selector
-			}
-			opts.MutatingWebhooks = append(opts.MutatingWebhooks, c)
-		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration"):
-			c := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict([]byte(doc), c); err != nil {
-				t.Fatal(err)
-			}
-			c.Name = "crew-" + f.ns
-			for i := range c.Webhooks {
-				c.Webhooks[i].NamespaceSelector = selector
-			}
-			opts.ValidatingWebhooks = append(opts.ValidatingWebhooks, c)
-		}
-	}
-	if len(opts.MutatingWebhooks) != 1 || len(opts.ValidatingWebhooks) != 1 {
-		t.Fatalf("config/webhook/manifests.yaml has %d mutating and %d validating configurations, want one of each",
-			len(opts.MutatingWebhooks), len(opts.ValidatingWebhooks))
-	}
-	if err := opts.Install(env.Config); err != nil {
-		t.Fatalf("installing the Crew webhook configurations: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, c := range opts.MutatingWebhooks {
-			_ = k8s.Delete(context.Background(), c)
-		}
-		for _, c := range opts.ValidatingWebhooks {
-			_ = k8s.Delete(context.Background(), c)
-		}
-		_ = opts.Cleanup()
-	})
-	return opts
+	return testenv.InstallWebhookManifests(t, env.Config, k8s,
+		filepath.Join(testenv.RepoRoot(), "test", "conformance", "indexsidecar", "config", "webhook", "manifests.yaml"), "crew-"+f.ns, f.ns)
 }
 
 // waitForWebhookServer waits until a manager (the host's or the operator's

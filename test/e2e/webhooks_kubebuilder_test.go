@@ -2,24 +2,19 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/polyop/polyop/internal/testenv"
 )
@@ -36,54 +31,10 @@ func TestKubebuilderWebhookManifestsWork(t *testing.T) {
 	f := newFixture(t)
 	f.start("sidecar", exampleSidecarBin, "--address", f.address())
 
-	opts := &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
-	objs, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "kubebuilder-webhooks.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Tests run in parallel against one API server: each configuration gets
 	// the fixture's name and admits the fixture's namespace only.
-	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": f.ns}}
-	for _, doc := range strings.Split(string(objs), "\n---\n") {
-		switch {
-		case strings.Contains(doc, "kind: MutatingWebhookConfiguration"):
-			c := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict([]byte(doc), c); err != nil {
-				t.Fatal(err)
-			}
-			c.Name = "kubebuilder-" + f.ns
-			for i := range c.Webhooks {
-				c.Webhooks[i].NamespaceSelector = selector
-			}
-			opts.MutatingWebhooks = append(opts.MutatingWebhooks, c)
-		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration"):
-			c := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := yaml.UnmarshalStrict([]byte(doc), c); err != nil {
-				t.Fatal(err)
-			}
-			c.Name = "kubebuilder-" + f.ns
-			for i := range c.Webhooks {
-				c.Webhooks[i].NamespaceSelector = selector
-			}
-			opts.ValidatingWebhooks = append(opts.ValidatingWebhooks, c)
-		}
-	}
-	if len(opts.MutatingWebhooks) != 1 || len(opts.ValidatingWebhooks) != 1 {
-		t.Fatalf("testdata/kubebuilder-webhooks.yaml has %d mutating and %d validating configurations, want one of each",
-			len(opts.MutatingWebhooks), len(opts.ValidatingWebhooks))
-	}
-	if err := opts.Install(env.Config); err != nil {
-		t.Fatalf("installing kubebuilder's webhook configurations: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, c := range opts.MutatingWebhooks {
-			_ = k8s.Delete(context.Background(), c)
-		}
-		for _, c := range opts.ValidatingWebhooks {
-			_ = k8s.Delete(context.Background(), c)
-		}
-		_ = opts.Cleanup()
-	})
+	opts := testenv.InstallWebhookManifests(t, env.Config, k8s,
+		filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "kubebuilder-webhooks.yaml"), "kubebuilder-"+f.ns, f.ns)
 	f.startHostWithWebhooks([]string{
 		"--webhook-host", "127.0.0.1",
 		"--webhook-port", strconv.Itoa(opts.LocalServingPort),
