@@ -113,6 +113,10 @@ type Options struct {
 	// Log receives a line per request at V(1). Defaults to a logger that
 	// discards.
 	Log logr.Logger
+	// Progress, when set, is the CacheProgress whose Versions make this
+	// server's Watch streams catch up with what the host's controllers saw.
+	// Defaults to nil: nothing asks them to.
+	Progress *CacheProgress
 }
 
 // Server implements polyopv1alpha1.ClusterServiceServer. It is also a
@@ -154,7 +158,11 @@ func New(clients Clients, opts Options) *Server {
 	if opts.WatchBookmarkInterval <= 0 {
 		opts.WatchBookmarkInterval = time.Minute
 	}
-	return &Server{clients: clients, opts: opts, stopping: make(chan struct{}), hubs: map[schema.GroupVersionKind]*hub{}}
+	s := &Server{clients: clients, opts: opts, stopping: make(chan struct{}), hubs: map[schema.GroupVersionKind]*hub{}}
+	if opts.Progress != nil {
+		opts.Progress.server.Store(s)
+	}
+	return s
 }
 
 // Listen binds address ("unix:///absolute/path.sock", "unix:relative.sock",
