@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -136,8 +137,8 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 	if !ok {
 		return
 	}
-	if testHookBeforeRecord != nil {
-		testHookBeforeRecord(h.gvk)
+	if hook := testHookBeforeRecord.Load(); hook != nil {
+		(*hook)(h.gvk)
 	}
 	rv, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 	key := client.ObjectKeyFromObject(obj)
@@ -193,7 +194,7 @@ func (h *hub) queue(sub *subscriber, ev watchEvent) {
 // testHookBeforeRecord, when set by a test, runs before the hub records
 // each change its informer delivers: a test slows the hub's fan-out down
 // with it.
-var testHookBeforeRecord func(schema.GroupVersionKind)
+var testHookBeforeRecord atomic.Pointer[func(schema.GroupVersionKind)]
 
 // barrier waits until the hub has recorded every change up to version want
 // (bounded by ctx), then queues a BOOKMARK at its latest version for every
