@@ -232,3 +232,27 @@ func TestAReconcileReadsItsTriggerFromASidecarsCopyWhileTheWatchLags(t *testing.
 		}
 	}
 }
+
+// BenchmarkCacheProgress measures what the barrier adds to a host: Seen, on
+// every event of an owned or watched kind, and Versions, before every call to
+// the sidecar, which a host without Watch streams answers at once.
+func BenchmarkCacheProgress(b *testing.B) {
+	p := NewCacheProgress()
+	New(Clients{}, Options{Progress: p})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "123456"}}
+	b.Run("seen", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p.Seen(configMapGVK, cm)
+		}
+	})
+	b.Run("versions/no-streams", func(b *testing.B) {
+		b.ReportAllocs()
+		ctx := context.Background()
+		for b.Loop() {
+			if p.Versions(ctx) != nil {
+				b.Fatal("versions without streams")
+			}
+		}
+	})
+}
