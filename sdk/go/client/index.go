@@ -103,6 +103,13 @@ var cacheVersionWait = 10 * time.Second
 // caches. Only kinds the host caches can be indexed so. Register every index
 // before the first List of the kind.
 //
+// A List in a Reconcile or Finalize call (its ctx) reads its trigger, as in
+// a manager: it first waits until the copy has the version of the kind the
+// call names (the host's cache version, which holds every change its
+// controller had seen when it called), for at most 10s within ctx, and fails
+// naming the kind, the namespace and both versions when the copy does not
+// get there.
+//
 // A copy recovers as an informer does. When its Watch is interrupted (the
 // host restarted, or cut a slow reader off) it resumes from the last version,
 // serving what it holds meanwhile; when the host no longer remembers that
