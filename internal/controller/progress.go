@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
@@ -45,6 +46,19 @@ func seeing(p CacheProgress, gvk schema.GroupVersionKind, h handler.EventHandler
 		return h
 	}
 	return &seeingHandler{progress: p, gvk: gvk, next: h}
+}
+
+// seenPredicates are the predicates that record, in p, every event of the
+// reconciled kind gvk, before any filter drops it (they pass every event);
+// none when p is nil.
+func seenPredicates(p CacheProgress, gvk schema.GroupVersionKind) []predicate.Predicate {
+	if p == nil {
+		return nil
+	}
+	return []predicate.Predicate{predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		p.Seen(gvk, obj)
+		return true
+	})}
 }
 
 // seeingHandler records each event's object in progress, then hands the

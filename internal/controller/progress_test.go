@@ -110,3 +110,23 @@ func TestAWatchedKindsHandlerRecordsWhatItSeesBeforeItEnqueues(t *testing.T) {
 		t.Error("without a CacheProgress the handler is lost")
 	}
 }
+
+func TestTheReconciledKindsEventsAreRecordedBeforeTheUpdateFilters(t *testing.T) {
+	t.Parallel()
+	p := &fakeProgress{}
+	preds := seenPredicates(p, configMapGVK)
+	if len(preds) != 1 {
+		t.Fatalf("%d predicates, want 1", len(preds))
+	}
+	cm := object.New(configMapGVK)
+	cm.ObjectMeta = metav1.ObjectMeta{Namespace: "ns", Name: "o", ResourceVersion: "11"}
+	if !preds[0].Update(event.UpdateEvent{ObjectOld: cm, ObjectNew: cm}) || !preds[0].Create(event.CreateEvent{Object: cm}) {
+		t.Error("the recording predicate dropped an event")
+	}
+	if len(p.seen) != 2 || p.seen[0] != "ConfigMap o@11" {
+		t.Errorf("seen %q, want ConfigMap o@11 twice", p.seen)
+	}
+	if seenPredicates(nil, configMapGVK) != nil {
+		t.Error("predicates without a CacheProgress")
+	}
+}

@@ -36,7 +36,7 @@ type Options struct {
 	// returns, in bytes. Defaults to sidecar.DefaultMaxObjectSize.
 	MaxObjectSize int
 	// CacheProgress, when set, is told of every event of the controllers'
-	// owned and watched kinds, and gives each call to the sidecar the cache
+	// reconciled, owned and watched kinds, and gives each call to the sidecar the cache
 	// versions it must read at or after (ReconcileRequest.cache_versions),
 	// so that a sidecar keeping its own copy of a kind through Watch reads
 	// what triggered the call. Defaults to nil: calls carry none.
@@ -73,7 +73,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(c.Name).
-			For(obj, builder.WithPredicates(updateFilterPredicates(filters(c))...)).
+			For(obj, builder.WithPredicates(append(seenPredicates(opts.CacheProgress, c.GVK), updateFilterPredicates(filters(c))...)...)).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 				RateLimiter:             r.limiter,
