@@ -117,10 +117,12 @@ func (p *CacheProgress) Versions(ctx context.Context) []*polyopv1alpha1.CacheVer
 
 // watchedHubs are the hubs with open Watch streams.
 func (s *Server) watchedHubs() []*hub {
-	s.hubsMu.Lock()
-	defer s.hubsMu.Unlock()
+	list := s.hubList.Load()
+	if list == nil {
+		return nil
+	}
 	var hubs []*hub
-	for _, h := range s.hubs {
+	for _, h := range *list {
 		if h.subscribers() > 0 {
 			hubs = append(hubs, h)
 		}

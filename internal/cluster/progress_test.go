@@ -75,6 +75,7 @@ func TestCacheProgressTimesOutOnAKindItsStreamsNeverReach(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.hubs[configMapGVK] = h
+	s.hubList.Store(&[]*hub{h})
 	p.Seen(configMapGVK, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "9"}})
 
 	v := p.Versions(context.Background())

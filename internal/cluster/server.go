@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -134,6 +135,10 @@ type Server struct {
 	stopping chan struct{}
 	hubsMu   sync.Mutex
 	hubs     map[schema.GroupVersionKind]*hub
+	// hubList is every hub of hubs, replaced (under hubsMu) when one is
+	// added, for CacheProgress.Versions to read without waiting for a
+	// hub that is being built.
+	hubList atomic.Pointer[[]*hub]
 }
 
 var (

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,8 @@ func (s *Server) hubFor(ctx context.Context, gvk schema.GroupVersionKind) (*hub,
 	h.since = h.latest
 	h.mu.Unlock()
 	s.hubs[gvk] = h
+	list := append(s.hubsCopy(), h)
+	s.hubList.Store(&list)
 	return h, nil
 }
 
@@ -334,4 +337,12 @@ func (s *Server) watchers() int {
 		n += h.subscribers()
 	}
 	return n
+}
+
+// hubsCopy is a copy of hubList, empty before the first hub.
+func (s *Server) hubsCopy() []*hub {
+	if list := s.hubList.Load(); list != nil {
+		return slices.Clone(*list)
+	}
+	return nil
 }
