@@ -23,9 +23,12 @@ const DefaultBarrierTimeout = 5 * time.Second
 // Watch "read your trigger" consistency, as a controller-runtime manager's
 // informer cache gives its reconcilers: the host's controllers tell it of
 // every event they handle (Seen), and, before each call to the sidecar,
-// Versions makes every open Watch stream of each watched kind deliver a
-// message at or after the newest version the controllers have seen of that
-// kind, and names that version, for the call's cache_versions.
+// Versions makes every open Watch stream of each kind a sidecar has watched
+// deliver a message at or after the newest version the controllers have
+// seen of that kind, and names that version, for the call's cache_versions.
+// A kind counts from its first Watch on, streams open or not, so that a
+// stream that resumes after an interruption, or a new one, is waited for
+// too.
 //
 // The controllers and the Watch streams listen to the same shared informer,
 // each with a handler of its own, so an event a controller has handled
@@ -81,22 +84,22 @@ func (p *CacheProgress) seenVersion(gvk schema.GroupVersionKind) uint64 {
 	return 0
 }
 
-// Versions returns, for each kind that has open Watch streams, the version
-// its streams will all have delivered a message at or after, once every
-// change a controller has seen of the kind reached them, waiting for that
-// (at most Timeout per kind, and bounded by ctx). Without open streams it
-// returns nil at once.
+// Versions returns, for each kind a sidecar has watched, the version its
+// streams will all have delivered a message at or after, once every change
+// a controller has seen of the kind reached them, waiting for that (at most
+// Timeout per kind, and bounded by ctx). Before the first Watch it returns
+// nil at once.
 func (p *CacheProgress) Versions(ctx context.Context) []*polyopv1alpha1.CacheVersion {
 	s := p.server.Load()
 	if s == nil {
 		return nil
 	}
-	hubs := s.watchedHubs()
-	if len(hubs) == 0 {
+	hubs := s.hubList.Load()
+	if hubs == nil {
 		return nil
 	}
-	versions := make([]*polyopv1alpha1.CacheVersion, 0, len(hubs))
-	for _, h := range hubs {
+	versions := make([]*polyopv1alpha1.CacheVersion, 0, len(*hubs))
+	for _, h := range *hubs {
 		want := p.seenVersion(h.gvk)
 		wctx, cancel := context.WithTimeout(ctx, p.Timeout)
 		v, ok := h.barrier(wctx, want)
@@ -113,19 +116,4 @@ func (p *CacheProgress) Versions(ctx context.Context) []*polyopv1alpha1.CacheVer
 		})
 	}
 	return versions
-}
-
-// watchedHubs are the hubs with open Watch streams.
-func (s *Server) watchedHubs() []*hub {
-	list := s.hubList.Load()
-	if list == nil {
-		return nil
-	}
-	var hubs []*hub
-	for _, h := range *list {
-		if h.subscribers() > 0 {
-			hubs = append(hubs, h)
-		}
-	}
-	return hubs
 }

@@ -100,6 +100,13 @@ func TestCacheProgressTimesOutOnAKindItsStreamsNeverReach(t *testing.T) {
 	if want := []string{"ADDED@0", "BOOKMARK@9"}; !slices.Equal(got, want) {
 		t.Errorf("the stream got %q, want %q", got, want)
 	}
+
+	// A kind once watched is named with no stream open: one resuming after
+	// an interruption must catch up too.
+	h.unsubscribe(sub)
+	if v := p.Versions(context.Background()); len(v) != 1 || v[0].GetResourceVersion() != "9" {
+		t.Errorf("versions with the stream closed: %v, want ConfigMap at 9", v)
+	}
 }
 
 // TestAReconcileReadsItsTriggerFromASidecarsCopyWhileTheWatchLags is the

@@ -26,7 +26,7 @@ type CacheProgress interface {
 	// Versions returns the cache versions of the next call to the sidecar
 	// (ReconcileRequest.cache_versions), once the Watch streams of each
 	// kind have caught up with what Seen recorded, waiting (bounded) for
-	// them. It returns nil at once when no stream is open.
+	// them. It returns nil at once before a sidecar first watches a kind.
 	Versions(ctx context.Context) []*polyopv1alpha1.CacheVersion
 }
 

@@ -97,8 +97,9 @@ type ReconcileRequest struct {
 	ObservedChildren [][]byte `protobuf:"bytes,6,rep,name=observed_children,json=observedChildren,proto3" json:"observed_children,omitempty"`
 	// The cache versions this reconcile must read at or after, one per kind
 	// that the sidecar keeps a copy of through the Cluster service's Watch
-	// (see CacheVersion): "read your trigger" consistency. Empty when the
-	// sidecar has no open Watch stream.
+	// (see CacheVersion): "read your trigger" consistency. One per kind the
+	// sidecar has watched since the host started; empty before its first
+	// Watch.
 	CacheVersions []*CacheVersion `protobuf:"bytes,7,rep,name=cache_versions,json=cacheVersions,proto3" json:"cache_versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -88,8 +88,9 @@ class ReconcileRequest(_message.Message):
     def cache_versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___CacheVersion]:
         """The cache versions this reconcile must read at or after, one per kind
         that the sidecar keeps a copy of through the Cluster service's Watch
-        (see CacheVersion): "read your trigger" consistency. Empty when the
-        sidecar has no open Watch stream.
+        (see CacheVersion): "read your trigger" consistency. One per kind the
+        sidecar has watched since the host started; empty before its first
+        Watch.
         """
 
     def __init__(

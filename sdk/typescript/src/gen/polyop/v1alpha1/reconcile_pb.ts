@@ -72,8 +72,9 @@ export type ReconcileRequest = Message<"polyop.v1alpha1.ReconcileRequest"> & {
   /**
    * The cache versions this reconcile must read at or after, one per kind
    * that the sidecar keeps a copy of through the Cluster service's Watch
-   * (see CacheVersion): "read your trigger" consistency. Empty when the
-   * sidecar has no open Watch stream.
+   * (see CacheVersion): "read your trigger" consistency. One per kind the
+   * sidecar has watched since the host started; empty before its first
+   * Watch.
    *
    * @generated from field: repeated polyop.v1alpha1.CacheVersion cache_versions = 7;
    */
