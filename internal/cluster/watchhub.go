@@ -291,6 +291,11 @@ func (h *hub) subscribe(sub *subscriber, resume string) (initial []watchEvent, r
 	}
 	sub.skipUpTo = max(from, h.latest)
 	sub.queued = sub.skipUpTo
+	// The stream says at once how far it has got, even when no change
+	// since from is selected: a call may be waiting for it (see barrier).
+	if h.latest > from && (len(initial) == 0 || initial[len(initial)-1].rv < h.latest) {
+		initial = append(initial, watchEvent{typ: polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_BOOKMARK, rv: h.latest})
+	}
 	h.subs[sub] = struct{}{}
 	return initial, h.latest, nil
 }
