@@ -66,10 +66,10 @@ func (p *CacheProgress) Seen(gvk schema.GroupVersionKind, obj client.Object) {
 	if !ok {
 		v, _ = p.seen.LoadOrStore(gvk, new(atomic.Uint64))
 	}
-	max := v.(*atomic.Uint64)
+	newest := v.(*atomic.Uint64)
 	for {
-		cur := max.Load()
-		if cur >= rv || max.CompareAndSwap(cur, rv) {
+		cur := newest.Load()
+		if cur >= rv || newest.CompareAndSwap(cur, rv) {
 			return
 		}
 	}

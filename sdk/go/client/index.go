@@ -226,8 +226,9 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 // it made the call, so that the List finds what triggered the call. It
 // waits at most cacheVersionWait, bounded by ctx, and fails with an error
 // naming the kind, the namespace, the version awaited and the last one
-// delivered. A copy that failed or is listing returns at once: the List's
-// own wait reports those.
+// delivered. A copy that failed returns at once: the List reports that. A
+// copy still listing is waited for: its list ends at a version at or after
+// want.
 func (s *localStore) catchUp(ctx context.Context, want uint64, field string) error {
 	var timeout <-chan time.Time
 	s.mu.Lock()
