@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -113,6 +114,10 @@ type Options struct {
 	// Log receives a line per request at V(1). Defaults to a logger that
 	// discards.
 	Log logr.Logger
+	// Progress, when set, is the CacheProgress whose Versions make this
+	// server's Watch streams catch up with what the host's controllers saw.
+	// Defaults to nil: nothing asks them to.
+	Progress *CacheProgress
 }
 
 // Server implements polyopv1alpha1.ClusterServiceServer. It is also a
@@ -130,6 +135,10 @@ type Server struct {
 	stopping chan struct{}
 	hubsMu   sync.Mutex
 	hubs     map[schema.GroupVersionKind]*hub
+	// hubList is every hub of hubs, replaced (under hubsMu) when one is
+	// added, for CacheProgress.Versions to read without waiting for a
+	// hub that is being built.
+	hubList atomic.Pointer[[]*hub]
 }
 
 var (
@@ -154,7 +163,11 @@ func New(clients Clients, opts Options) *Server {
 	if opts.WatchBookmarkInterval <= 0 {
 		opts.WatchBookmarkInterval = time.Minute
 	}
-	return &Server{clients: clients, opts: opts, stopping: make(chan struct{}), hubs: map[schema.GroupVersionKind]*hub{}}
+	s := &Server{clients: clients, opts: opts, stopping: make(chan struct{}), hubs: map[schema.GroupVersionKind]*hub{}}
+	if opts.Progress != nil {
+		opts.Progress.server.Store(s)
+	}
+	return s
 }
 
 // Listen binds address ("unix:///absolute/path.sock", "unix:relative.sock",

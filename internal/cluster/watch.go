@@ -139,7 +139,11 @@ func (s *Server) sendWatch(stream polyopv1alpha1.ClusterService_WatchServer, h *
 // send sends one change, its object with its apiVersion and kind: the cache's
 // objects may have none (a list's items come without), and are shared, so a
 // copy gets them (object.Object's copy shares the JSON, and costs little).
+// A BOOKMARK (see hub.barrier) carries its version alone.
 func send(stream polyopv1alpha1.ClusterService_WatchServer, gvk schema.GroupVersionKind, ev watchEvent) error {
+	if ev.typ == polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_BOOKMARK {
+		return stream.Send(&polyopv1alpha1.WatchResponse{Type: ev.typ, ResourceVersion: strconv.FormatUint(ev.rv, 10)})
+	}
 	obj := ev.obj
 	if obj.GetObjectKind().GroupVersionKind() != gvk {
 		obj = obj.DeepCopyObject().(client.Object)

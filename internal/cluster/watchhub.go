@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -46,6 +48,9 @@ type hub struct {
 	// the informer's list when none came since.
 	latest uint64
 	subs   map[*subscriber]struct{}
+	// advanced, when a caller of barrier waits, is closed (and cleared) the
+	// next time latest grows.
+	advanced chan struct{}
 }
 
 // subscriber is one Watch stream's side of a hub.
@@ -58,6 +63,11 @@ type subscriber struct {
 	// skipUpTo drops changes at or below this resource version: the stream
 	// has them already.
 	skipUpTo uint64
+	// queued is the resource version of the last message queued for the
+	// stream (an event, a bookmark, or the version its initial list or
+	// resume is current at): the stream will have delivered every selected
+	// change up to it once it has sent what ch holds.
+	queued uint64
 }
 
 // hubFor returns the hub of gvk, registering it on the kind's informer and
@@ -99,6 +109,8 @@ func (s *Server) hubFor(ctx context.Context, gvk schema.GroupVersionKind) (*hub,
 	h.since = h.latest
 	h.mu.Unlock()
 	s.hubs[gvk] = h
+	list := append(s.hubsCopy(), h)
+	s.hubList.Store(&list)
 	return h, nil
 }
 
@@ -128,6 +140,9 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 	if !ok {
 		return
 	}
+	if hook := testHookBeforeRecord.Load(); hook != nil {
+		(*hook)(h.gvk)
+	}
 	rv, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 	key := client.ObjectKeyFromObject(obj)
 	h.mu.Lock()
@@ -140,6 +155,10 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 	}
 	if rv > h.latest {
 		h.latest = rv
+		if h.advanced != nil {
+			close(h.advanced)
+			h.advanced = nil
+		}
 	}
 	ev := watchEvent{typ: typ, obj: obj, prev: prev, rv: rv}
 	if len(h.events) >= h.history && h.history > 0 {
@@ -159,13 +178,63 @@ func (h *hub) record(typ polyopv1alpha1.WatchEventType, raw any) {
 		if !ok {
 			continue
 		}
+		h.queue(sub, ev)
+	}
+}
+
+// queue hands ev to sub, or, when sub's buffer is full, marks it overflowed
+// and drops it. h.mu is held.
+func (h *hub) queue(sub *subscriber, ev watchEvent) {
+	select {
+	case sub.ch <- ev:
+		sub.queued = max(sub.queued, ev.rv)
+	default:
+		close(sub.overflowed)
+		delete(h.subs, sub)
+	}
+}
+
+// testHookBeforeRecord, when set by a test, runs before the hub records
+// each change its informer delivers: a test slows the hub's fan-out down
+// with it.
+var testHookBeforeRecord atomic.Pointer[func(schema.GroupVersionKind)]
+
+// barrier waits until the hub has recorded every change up to version want
+// (bounded by ctx), then queues a BOOKMARK at its latest version for every
+// stream that has nothing queued that recent, so that each stream delivers
+// a message at or after that version once it has sent the changes before
+// it. It returns that version, and whether the hub got to want in time.
+func (h *hub) barrier(ctx context.Context, want uint64) (uint64, bool) {
+	h.mu.Lock()
+	for h.latest < want {
+		if h.advanced == nil {
+			h.advanced = make(chan struct{})
+		}
+		advanced := h.advanced
+		h.mu.Unlock()
 		select {
-		case sub.ch <- ev:
-		default:
-			close(sub.overflowed)
-			delete(h.subs, sub)
+		case <-advanced:
+		case <-ctx.Done():
+			h.mu.Lock()
+			v := h.bookmark()
+			h.mu.Unlock()
+			return v, false
+		}
+		h.mu.Lock()
+	}
+	defer h.mu.Unlock()
+	return h.bookmark(), true
+}
+
+// bookmark queues a BOOKMARK at the latest version for every stream whose
+// last queued message is older, and returns that version. h.mu is held.
+func (h *hub) bookmark() uint64 {
+	for sub := range h.subs {
+		if sub.queued < h.latest {
+			h.queue(sub, watchEvent{typ: polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_BOOKMARK, rv: h.latest})
 		}
 	}
+	return h.latest
 }
 
 // selected is ev as the stream sees it, given the object's previous state
@@ -201,6 +270,7 @@ func (h *hub) subscribe(sub *subscriber, resume string) (initial []watchEvent, r
 				initial = append(initial, watchEvent{typ: polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_ADDED, obj: obj, rv: v})
 			}
 		}
+		sub.queued = h.latest
 		h.subs[sub] = struct{}{}
 		return initial, h.latest, nil
 	}
@@ -220,6 +290,12 @@ func (h *hub) subscribe(sub *subscriber, resume string) (initial []watchEvent, r
 		}
 	}
 	sub.skipUpTo = max(from, h.latest)
+	sub.queued = sub.skipUpTo
+	// The stream says at once how far it has got, even when no change
+	// since from is selected: a call may be waiting for it (see barrier).
+	if h.latest > from && (len(initial) == 0 || initial[len(initial)-1].rv < h.latest) {
+		initial = append(initial, watchEvent{typ: polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_BOOKMARK, rv: h.latest})
+	}
 	h.subs[sub] = struct{}{}
 	return initial, h.latest, nil
 }
@@ -237,7 +313,11 @@ func (h *hub) unsubscribe(sub *subscriber) {
 func (h *hub) idleVersion(sub *subscriber) (uint64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.latest, len(sub.ch) == 0
+	idle := len(sub.ch) == 0
+	if idle {
+		sub.queued = max(sub.queued, h.latest)
+	}
+	return h.latest, idle
 }
 
 // subscribers counts the streams of the hub.
@@ -262,4 +342,12 @@ func (s *Server) watchers() int {
 		n += h.subscribers()
 	}
 	return n
+}
+
+// hubsCopy is a copy of hubList, empty before the first hub.
+func (s *Server) hubsCopy() []*hub {
+	if list := s.hubList.Load(); list != nil {
+		return slices.Clone(*list)
+	}
+	return nil
 }

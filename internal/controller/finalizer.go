@@ -47,6 +47,7 @@ func (r *Reconciler) finalizeObject(ctx context.Context, req reconcile.Request, 
 		Object:     raw,
 	}
 	call.Retries = int32(r.limiter.NumRequeues(req))
+	call.CacheVersions = r.cacheVersions(ctx)
 	resp, err := r.Sidecar.Finalize(ctx, call)
 	if err != nil {
 		return reconcile.Result{}, r.callFailed(log, "Finalize", err)

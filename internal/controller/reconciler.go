@@ -65,6 +65,8 @@ type Reconciler struct {
 
 	// keepManagedFields keeps managedFields in what a write returns.
 	keepManagedFields bool
+	// progress gives each call its cache versions; nil for none.
+	progress CacheProgress
 }
 
 // ReconcilerOptions configure a Reconciler beyond the controller, the client
@@ -94,6 +96,10 @@ type ReconcilerOptions struct {
 	// TracerProvider makes the spans of each reconcile and of the host's
 	// writes. Defaults to the global tracer provider.
 	TracerProvider trace.TracerProvider
+	// CacheProgress, when set, gives each Reconcile and Finalize call the
+	// cache versions it must read at or after (see CacheProgress). Defaults
+	// to nil: calls carry none.
+	CacheProgress CacheProgress
 
 	// state is whether the sidecar is down, shared by every controller of a
 	// host (Setup). Defaults to the Reconciler's own.
@@ -130,6 +136,7 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 		tracer:  newTracer(opts.TracerProvider),
 
 		keepManagedFields: opts.KeepManagedFields,
+		progress:          opts.CacheProgress,
 	}
 }
 
@@ -206,6 +213,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 	}
 
+	call.CacheVersions = r.cacheVersions(ctx)
 	resp, err := r.Sidecar.Reconcile(ctx, call)
 	if err == nil {
 		// The sidecar client bounds what it reads; another Sidecar may not.

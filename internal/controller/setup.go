@@ -35,6 +35,12 @@ type Options struct {
 	// MaxObjectSize bounds the status and each desired child a sidecar
 	// returns, in bytes. Defaults to sidecar.DefaultMaxObjectSize.
 	MaxObjectSize int
+	// CacheProgress, when set, is told of every event of the controllers'
+	// reconciled, owned and watched kinds, and gives each call to the sidecar the cache
+	// versions it must read at or after (ReconcileRequest.cache_versions),
+	// so that a sidecar keeping its own copy of a kind through Watch reads
+	// what triggered the call. Defaults to nil: calls carry none.
+	CacheProgress CacheProgress
 }
 
 // Setup builds one controller per controller in res and registers it with
@@ -61,12 +67,13 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			MaxObjectSize:         opts.MaxObjectSize,
 			SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 			KeepManagedFields:     opts.KeepManagedFields,
+			CacheProgress:         opts.CacheProgress,
 			state:                 state,
 		})
 
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(c.Name).
-			For(obj, builder.WithPredicates(updateFilterPredicates(filters(c))...)).
+			For(obj, builder.WithPredicates(append(seenPredicates(opts.CacheProgress, c.GVK), updateFilterPredicates(filters(c))...)...)).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 				RateLimiter:             r.limiter,
@@ -81,7 +88,8 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			// Owns, written out: EnqueueRequestForOwner looks the owner's
 			// kind up by Go type, which object.Object does not tell, so the
 			// owner is described by an unstructured object of its kind.
-			b = b.Watches(child, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), ownerType(c.GVK), handler.OnlyControllerOwner()))
+			b = b.Watches(child, seeing(opts.CacheProgress, o.GVK,
+				handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), ownerType(c.GVK), handler.OnlyControllerOwner())))
 		}
 
 		for _, w := range c.Watches {
@@ -94,7 +102,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			} else {
 				mapper = nameMapper(w, t)
 			}
-			b = b.Watches(object.New(w.GVK), handler.EnqueueRequestsFromMapFunc(mapper))
+			b = b.Watches(object.New(w.GVK), seeing(opts.CacheProgress, w.GVK, handler.EnqueueRequestsFromMapFunc(mapper)))
 		}
 
 		if err := b.Complete(r); err != nil {

@@ -95,7 +95,8 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
 // server, and writing through a dynamic client.
-func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config, tp trace.TracerProvider, opts Options) error {
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config,
+	tp trace.TracerProvider, progress *clusterservice.CacheProgress, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil
@@ -121,6 +122,7 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		FieldManager:    "polyop-" + res.Name,
 		MaxMessageSize:  opts.MaxMessageSize,
 		TracerProvider:  tp,
+		Progress:        progress,
 		Log:             ctrl.Log.WithName("cluster"),
 	})
 	if err := srv.Listen(address); err != nil {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	clusterservice "github.com/polyop/polyop/internal/cluster"
 	"github.com/polyop/polyop/internal/controller"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
@@ -128,7 +129,17 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	} else {
 		defer metrics.Registry.Unregister(sc.UpCollector())
 	}
+	// The Cluster service's Watch streams catch up with what the
+	// controllers saw before each call (see cluster.CacheProgress).
+	var progress *clusterservice.CacheProgress
+	var cacheProgress controller.CacheProgress
+	if clusterAddress(opts) != "" {
+		progress = clusterservice.NewCacheProgress()
+		progress.Log = ctrl.Log.WithName("cluster")
+		cacheProgress = progress
+	}
 	if err := controller.Setup(mgr, sc, res, controller.Options{
+		CacheProgress:         cacheProgress,
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 		KeepManagedFields:     opts.KeepManagedFields,
 		MaxObjectSize:         opts.MaxObjectSize,
@@ -143,7 +154,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	probes.addReadyz("informers", informers.Check, true)
-	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, progress, opts); err != nil {
 		return err
 	}
 	if err := setupWebhooks(ctx, cfg, mgr, probes, sc, res, opts.Webhook); err != nil {

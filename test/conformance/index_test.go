@@ -45,11 +45,13 @@ import (
 // labels, controller reference) and the same refusals, with only UIDs,
 // resource versions, times, managed fields and the namespaces' names left out.
 //
-// The reconciler requeues every 5 seconds (controller.ResyncPeriod). In the
+// The reconciler never requeues: it converges on events alone. In the
 // sidecar, a List by the Go index is answered from the sidecar's copy of the
-// Jobs, fed by the host's Watch stream, which may not yet hold the Job whose
-// creation triggered the reconcile; without the requeue the Crew's status then
-// missed that Job until the next event (once in seven runs here).
+// Jobs, fed by the host's Watch stream; the reconcile a Job's creation
+// triggers reads that copy at or after the version the host names in the
+// call (ReconcileRequest.cache_versions), so it lists that Job, as a
+// manager's reconcile does. Without it, the Crew's status missed that Job
+// until the next event, once in seven runs here.
 //
 // docs/migrating.md quotes indexsidecar's manager.go, sidecar.go and
 // internal packages: keep them in step.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/internal/cacheversions"
 )
 
 var _ ctrlclient.FieldIndexer = (*Client)(nil)
@@ -77,7 +79,18 @@ type localStore struct {
 	// settled is closed while the copy is synced or failed, the states a
 	// List does not wait in.
 	settled chan struct{}
+	// seen is the resource version of the last message the Watch delivered
+	// since it listed (an event, a bookmark, or the end of its list): the
+	// copy holds every change up to it.
+	seen uint64
+	// advanced, while a List waits for seen to grow (catchUp), is closed
+	// (and cleared) the next time it grows or the copy's state changes.
+	advanced chan struct{}
 }
+
+// cacheVersionWait caps how long a List waits for its copy to catch up with
+// the version its call names (see catchUp).
+var cacheVersionWait = 10 * time.Second
 
 // IndexField implements controller-runtime's client.FieldIndexer: List of
 // obj's kind with client.MatchingFields{field: value} is then answered by the
@@ -89,6 +102,13 @@ type localStore struct {
 // which waits (bounded by its ctx) until the copy holds every object the host
 // caches. Only kinds the host caches can be indexed so. Register every index
 // before the first List of the kind.
+//
+// A List in a Reconcile or Finalize call (its ctx) reads its trigger, as in
+// a manager: it first waits until the copy has the version of the kind the
+// call names (the host's cache version, which holds every change its
+// controller had seen when it called), for at most 10s within ctx, and fails
+// naming the kind, the namespace and both versions when the copy does not
+// get there.
 //
 // A copy recovers as an informer does. When its Watch is interrupted (the
 // host restarted, or cut a slow reader off) it resumes from the last version,
@@ -159,6 +179,11 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 	field := reqs[0].Field
 	s := c.store(gvk, lo.Namespace)
 	s.start.Do(func() { go s.run(c.background, c) })
+	if want, ok := cacheversions.For(ctx, gvk); ok {
+		if err := s.catchUp(ctx, want, field); err != nil {
+			return true, err
+		}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for !s.synced {
@@ -192,6 +217,74 @@ func (c *Client) listIndexed(ctx context.Context, list ctrlclient.ObjectList, li
 		selected = append(selected, obj)
 	}
 	return true, fillList(list, listGVK, selected)
+}
+
+// catchUp waits until the copy has delivered a message at or after version
+// want, the version the call ctx serves names for the kind
+// (ReconcileRequest.cache_versions): the host has put one on the copy's
+// Watch stream, after every change of the kind its controllers had seen when
+// it made the call, so that the List finds what triggered the call. It
+// waits at most cacheVersionWait, bounded by ctx, and fails with an error
+// naming the kind, the namespace, the version awaited and the last one
+// delivered. A copy that failed returns at once: the List reports that. A
+// copy still listing is waited for: its list ends at a version at or after
+// want.
+func (s *localStore) catchUp(ctx context.Context, want uint64, field string) error {
+	var timeout <-chan time.Time
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.seen < want && s.failure == nil {
+		if s.advanced == nil {
+			s.advanced = make(chan struct{})
+		}
+		advanced := s.advanced
+		s.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(cacheVersionWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		var cause error
+		select {
+		case <-advanced:
+		case <-timeout:
+			cause = fmt.Errorf("gave up after %s", cacheVersionWait)
+		case <-ctx.Done():
+			cause = ctx.Err()
+		}
+		s.mu.Lock()
+		if cause != nil && s.seen < want {
+			gvk, ns := s.key.gvk, s.key.namespace
+			err := fmt.Errorf("listing %s by the index %q: the sidecar's copy of every %s %s has not caught up with the host's cache: "+
+				"this call reads it at or after resource version %d (the host's, when it made the call), and its Watch has delivered up to %d only: %w",
+				describeList(gvk, ns), field, gvk.Kind, where(ns), want, s.seen, cause)
+			if s.lastErr != nil {
+				err = fmt.Errorf("%w; its Watch's last error: %w", err, s.lastErr)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// advance records that the Watch delivered a message at version rv (a
+// decimal integer; anything else is ignored), waking the Lists that wait
+// for it. s.mu is held.
+func (s *localStore) advance(rv string) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil || v <= s.seen {
+		return
+	}
+	s.seen = v
+	s.wake()
+}
+
+// wake wakes the Lists waiting in catchUp. s.mu is held.
+func (s *localStore) wake() {
+	if s.advanced != nil {
+		close(s.advanced)
+		s.advanced = nil
+	}
 }
 
 // fillList sets list's items to copies of objs: deep copies when list holds
@@ -257,18 +350,23 @@ func (s *localStore) run(ctx context.Context, c *Client) {
 // and returns why (or nil when ctx ended).
 func (s *localStore) follow(ctx context.Context, c *Client) error {
 	lo := &ctrlclient.ListOptions{Namespace: s.key.namespace}
-	events := c.watch(ctx, s.key.gvk, lo, s.resuming)
+	events := c.watch(ctx, s.key.gvk, lo, s.resuming, true)
 	for ev := range events {
 		switch ev.Type {
 		case Added, Modified:
-			s.put(ev.Object)
+			s.put(ev.Object, ev.rv)
 		case Deleted:
-			s.remove(ctrlclient.ObjectKeyFromObject(ev.Object))
+			s.remove(ctrlclient.ObjectKeyFromObject(ev.Object), ev.rv)
+		case bookmark:
+			s.mu.Lock()
+			s.advance(ev.rv)
+			s.mu.Unlock()
 		case Synced:
 			s.mu.Lock()
 			s.failure, s.failures, s.lastErr = nil, 0, nil
 			s.synced = true
 			s.settle()
+			s.advance(ev.rv)
 			s.mu.Unlock()
 		case Error:
 			return ev.Err
@@ -304,6 +402,7 @@ func (s *localStore) fail(err error, wait time.Duration) {
 	}
 	s.synced = false
 	s.settle()
+	s.wake()
 }
 
 // settle makes settled closed exactly while the copy is synced or failed,
@@ -367,9 +466,11 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-func (s *localStore) put(obj ctrlclient.Object) {
+// put adds or replaces obj, delivered at version rv ("" while listing).
+func (s *localStore) put(obj ctrlclient.Object, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.advance(rv)
 	key := ctrlclient.ObjectKeyFromObject(obj)
 	s.unindex(key)
 	obj.GetObjectKind().SetGroupVersionKind(s.key.gvk)
@@ -384,9 +485,11 @@ func (s *localStore) put(obj ctrlclient.Object) {
 	}
 }
 
-func (s *localStore) remove(key ctrlclient.ObjectKey) {
+// remove drops the object at key, deleted at version rv ("" while listing).
+func (s *localStore) remove(key ctrlclient.ObjectKey, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.advance(rv)
 	s.unindex(key)
 	delete(s.objects, key)
 }

@@ -42,7 +42,16 @@ type Event struct {
 	Object ctrlclient.Object
 	// Err is why the watch ended, for Error.
 	Err error
+
+	// rv is the resource version of the stream message the event came
+	// from, once the watch has listed: the Client's local copies wait on it.
+	rv string
 }
+
+// bookmark is the type of the events that carry a BOOKMARK's version alone,
+// delivered only to the Client's local copies (watcher.bookmarks), never on
+// Watch's channel.
+const bookmark EventType = "bookmark"
 
 // watchRetry bounds the wait between two attempts of a watch the host ended
 // (it restarted, or the client fell behind): it doubles from the first to the
@@ -71,13 +80,16 @@ func (c *Client) Watch(ctx context.Context, list ctrlclient.ObjectList, opts ...
 	}
 	lo := &ctrlclient.ListOptions{}
 	lo.ApplyOptions(opts)
-	return c.watch(ctx, listKind(listGVK), lo, nil), nil
+	return c.watch(ctx, listKind(listGVK), lo, nil, false), nil
 }
 
 // watch starts a Watch of gvk's objects selected by lo. resuming, when set,
 // is told each time the Watch resumes after an interruption (err), from
 // its last version or, with relist, by listing again.
-func (c *Client) watch(ctx context.Context, gvk schema.GroupVersionKind, lo *ctrlclient.ListOptions, resuming func(err error, relist bool)) <-chan Event {
+// bookmarks delivers the stream's BOOKMARKs too, as bookmark events, and
+// every event with its version.
+func (c *Client) watch(ctx context.Context, gvk schema.GroupVersionKind, lo *ctrlclient.ListOptions,
+	resuming func(err error, relist bool), bookmarks bool) <-chan Event {
 	lr := c.listRequest(gvk, lo)
 	w := &watcher{
 		c: c,
@@ -87,10 +99,11 @@ func (c *Client) watch(ctx context.Context, gvk schema.GroupVersionKind, lo *ctr
 			LabelSelector: lr.GetLabelSelector(),
 			FieldSelector: lr.GetFieldSelector(),
 		},
-		gvk:      gvk,
-		out:      make(chan Event),
-		known:    map[ctrlclient.ObjectKey]struct{}{},
-		resuming: resuming,
+		gvk:       gvk,
+		out:       make(chan Event),
+		known:     map[ctrlclient.ObjectKey]struct{}{},
+		resuming:  resuming,
+		bookmarks: bookmarks,
 	}
 	go w.run(ctx)
 	return w.out
@@ -109,6 +122,8 @@ type watcher struct {
 	known map[ctrlclient.ObjectKey]struct{}
 	// resuming, when set, is told of each resumption; see Client.watch.
 	resuming func(err error, relist bool)
+	// bookmarks delivers the stream's BOOKMARKs as bookmark events.
+	bookmarks bool
 }
 
 func (w *watcher) run(ctx context.Context) {
@@ -174,6 +189,11 @@ func (w *watcher) attempt(ctx context.Context) (progressed bool, err error) {
 		progressed = true
 		switch resp.GetType() {
 		case polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_BOOKMARK:
+			if w.bookmarks && !relist {
+				if !w.emit(ctx, Event{Type: bookmark, rv: resp.GetResourceVersion()}) {
+					return progressed, ctx.Err()
+				}
+			}
 		case polyopv1alpha1.WatchEventType_WATCH_EVENT_TYPE_INITIAL_LIST_DONE:
 			if relist {
 				// Whatever was known and is not in the new list went away.
@@ -190,7 +210,7 @@ func (w *watcher) attempt(ctx context.Context) (progressed bool, err error) {
 				}
 				relist = false
 			}
-			if !w.emit(ctx, Event{Type: Synced}) {
+			if !w.emit(ctx, Event{Type: Synced, rv: resp.GetResourceVersion()}) {
 				return progressed, ctx.Err()
 			}
 		default:
@@ -213,7 +233,11 @@ func (w *watcher) attempt(ctx context.Context) (progressed bool, err error) {
 					listed[key] = struct{}{}
 				}
 			}
-			if !w.emit(ctx, Event{Type: typ, Object: obj}) {
+			ev := Event{Type: typ, Object: obj}
+			if !relist {
+				ev.rv = resp.GetResourceVersion()
+			}
+			if !w.emit(ctx, ev) {
 				return progressed, ctx.Err()
 			}
 		}

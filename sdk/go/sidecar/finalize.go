@@ -12,6 +12,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/internal/cacheversions"
 )
 
 // FinalizeReconciler is implemented by a Reconciler whose controller declares
@@ -71,6 +72,7 @@ func (s *Server) Finalize(ctx context.Context, in *polyopv1alpha1.FinalizeReques
 	}
 	ctx = withCallLogger(ctx, log)
 	ctx = withRequest(ctx, req)
+	ctx = cacheversions.With(ctx, in.GetCacheVersions())
 	annotateSpan(ctx, req)
 	resp, err := c.finalize(ctx, req, in.GetObject())
 	recordResult(ctx, resp, err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/internal/cacheversions"
 )
 
 // ProtocolVersion is the version of the polyop protocol this package speaks,
@@ -190,6 +191,7 @@ func (s *Server) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequ
 	}
 	ctx = withCallLogger(ctx, log)
 	ctx = withRequest(ctx, req)
+	ctx = cacheversions.With(ctx, in.GetCacheVersions())
 	annotateSpan(ctx, req)
 	ctx, state := s.withReconcileState(ctx, c, req, in.GetObservedChildren())
 	resp, err := state.respond(c.reconcile(ctx, req, in.GetObject()))

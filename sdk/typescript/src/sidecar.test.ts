@@ -288,6 +288,7 @@ describe("Reconcile", () => {
         object: new TextEncoder().encode(JSON.stringify(widget())),
         retries: 0,
         observedChildren: [],
+        cacheVersions: [],
         ...override,
       };
       await assert.rejects(Promise.resolve().then(() => sidecar.service.reconcile(req, { signal: new AbortController().signal })), (err: unknown) => {

@@ -95,8 +95,14 @@ type ReconcileRequest struct {
 	// owned kinds declared with OwnedKind.send_observed whose controller owner
 	// reference points at this object.
 	ObservedChildren [][]byte `protobuf:"bytes,6,rep,name=observed_children,json=observedChildren,proto3" json:"observed_children,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The cache versions this reconcile must read at or after, one per kind
+	// that the sidecar keeps a copy of through the Cluster service's Watch
+	// (see CacheVersion): "read your trigger" consistency. One per kind the
+	// sidecar has watched since the host started; empty before its first
+	// Watch.
+	CacheVersions []*CacheVersion `protobuf:"bytes,7,rep,name=cache_versions,json=cacheVersions,proto3" json:"cache_versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconcileRequest) Reset() {
@@ -171,6 +177,84 @@ func (x *ReconcileRequest) GetObservedChildren() [][]byte {
 	return nil
 }
 
+func (x *ReconcileRequest) GetCacheVersions() []*CacheVersion {
+	if x != nil {
+		return x.CacheVersions
+	}
+	return nil
+}
+
+// CacheVersion is how far the host's cache of one kind had got when the host
+// sent a Reconcile or Finalize call: the call may have been triggered by a
+// change of that kind (a child the controller owns, a watched object), and
+// every such change the host's controller has seen is at or before
+// resource_version. Before sending the call, the host has put a message at
+// or after resource_version (the change itself, or a BOOKMARK) on every open
+// Watch stream of the kind.
+//
+// A sidecar that keeps its own copy of a kind through Watch (for an index
+// the host cannot evaluate, say) waits until its stream of that kind has
+// delivered a message (an event or a BOOKMARK) whose resource_version is at
+// or after this one, before it reads that copy in this call; otherwise the
+// call may not find the very object that triggered it. Resource versions
+// are compared as unsigned decimal integers, as the host issues them. A
+// sidecar that reads only through the Cluster service's Get and List
+// ignores this.
+type CacheVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind.
+	Kind *GroupVersionKind `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The resource version of the kind's cache the call must read at or after,
+	// as a decimal integer.
+	ResourceVersion string `protobuf:"bytes,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CacheVersion) Reset() {
+	*x = CacheVersion{}
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheVersion) ProtoMessage() {}
+
+func (x *CacheVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheVersion.ProtoReflect.Descriptor instead.
+func (*CacheVersion) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CacheVersion) GetKind() *GroupVersionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *CacheVersion) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
 // ReconcileResponse carries the sidecar's decision for one object.
 type ReconcileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -222,7 +306,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[1]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +318,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[1]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +331,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{1}
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReconcileResponse) GetRequeueAfter() *durationpb.Duration {
@@ -306,14 +390,17 @@ type FinalizeRequest struct {
 	// metadata.deletionTimestamp set.
 	Object []byte `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
 	// How many times in a row finalizing this object has failed.
-	Retries       int32 `protobuf:"varint,5,opt,name=retries,proto3" json:"retries,omitempty"`
+	Retries int32 `protobuf:"varint,5,opt,name=retries,proto3" json:"retries,omitempty"`
+	// The cache versions this call must read at or after, as
+	// ReconcileRequest.cache_versions.
+	CacheVersions []*CacheVersion `protobuf:"bytes,6,rep,name=cache_versions,json=cacheVersions,proto3" json:"cache_versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FinalizeRequest) Reset() {
 	*x = FinalizeRequest{}
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +412,7 @@ func (x *FinalizeRequest) String() string {
 func (*FinalizeRequest) ProtoMessage() {}
 
 func (x *FinalizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[2]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +425,7 @@ func (x *FinalizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeRequest.ProtoReflect.Descriptor instead.
 func (*FinalizeRequest) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{2}
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FinalizeRequest) GetController() string {
@@ -376,6 +463,13 @@ func (x *FinalizeRequest) GetRetries() int32 {
 	return 0
 }
 
+func (x *FinalizeRequest) GetCacheVersions() []*CacheVersion {
+	if x != nil {
+		return x.CacheVersions
+	}
+	return nil
+}
+
 // FinalizeResponse reports whether clean-up is done. The host removes the
 // finalizer when the response has no error and no requeue_after.
 //
@@ -398,7 +492,7 @@ type FinalizeResponse struct {
 
 func (x *FinalizeResponse) Reset() {
 	*x = FinalizeResponse{}
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +504,7 @@ func (x *FinalizeResponse) String() string {
 func (*FinalizeResponse) ProtoMessage() {}
 
 func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[3]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +517,7 @@ func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeResponse.ProtoReflect.Descriptor instead.
 func (*FinalizeResponse) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{3}
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FinalizeResponse) GetRequeueAfter() *durationpb.Duration {
@@ -475,7 +569,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +581,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[4]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +594,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{4}
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Failure) GetMessage() string {
@@ -543,7 +637,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[5]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +649,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[5]
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +662,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{5}
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Event) GetType() EventType {
@@ -603,7 +697,7 @@ var File_polyop_v1alpha1_reconcile_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\n" +
-	"\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xf6\x01\n" +
+	"\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xbc\x02\n" +
 	"\x10ReconcileRequest\x12\x1e\n" +
 	"\n" +
 	"controller\x18\x01 \x01(\tR\n" +
@@ -612,14 +706,18 @@ const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n" +
 	"\x06object\x18\x04 \x01(\fR\x06object\x12\x18\n" +
 	"\aretries\x18\x05 \x01(\x05R\aretries\x12+\n" +
-	"\x11observed_children\x18\x06 \x03(\fR\x10observedChildren\"\xa3\x02\n" +
+	"\x11observed_children\x18\x06 \x03(\fR\x10observedChildren\x12D\n" +
+	"\x0ecache_versions\x18\a \x03(\v2\x1d.polyop.v1alpha1.CacheVersionR\rcacheVersions\"p\n" +
+	"\fCacheVersion\x125\n" +
+	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"\xa3\x02\n" +
 	"\x11ReconcileResponse\x12>\n" +
 	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x12.\n" +
 	"\x05error\x18\x03 \x01(\v2\x18.polyop.v1alpha1.FailureR\x05error\x12\x16\n" +
 	"\x06status\x18\x04 \x01(\fR\x06status\x12.\n" +
 	"\x06events\x18\x05 \x03(\v2\x16.polyop.v1alpha1.EventR\x06events\x12)\n" +
 	"\x10desired_children\x18\x06 \x03(\fR\x0fdesiredChildren\x12+\n" +
-	"\x11children_complete\x18\a \x01(\bR\x10childrenComplete\"\xc8\x01\n" +
+	"\x11children_complete\x18\a \x01(\bR\x10childrenComplete\"\x8e\x02\n" +
 	"\x0fFinalizeRequest\x12\x1e\n" +
 	"\n" +
 	"controller\x18\x01 \x01(\tR\n" +
@@ -627,7 +725,8 @@ const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n" +
 	"\x03key\x18\x03 \x01(\v2\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n" +
 	"\x06object\x18\x04 \x01(\fR\x06object\x12\x18\n" +
-	"\aretries\x18\x05 \x01(\x05R\aretries\"\xb2\x01\n" +
+	"\aretries\x18\x05 \x01(\x05R\aretries\x12D\n" +
+	"\x0ecache_versions\x18\x06 \x03(\v2\x1d.polyop.v1alpha1.CacheVersionR\rcacheVersions\"\xb2\x01\n" +
 	"\x10FinalizeResponse\x12>\n" +
 	"\rrequeue_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\frequeueAfter\x12.\n" +
 	"\x05error\x18\x03 \x01(\v2\x18.polyop.v1alpha1.FailureR\x05error\x12.\n" +
@@ -661,37 +760,41 @@ func file_polyop_v1alpha1_reconcile_proto_rawDescGZIP() []byte {
 }
 
 var file_polyop_v1alpha1_reconcile_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_polyop_v1alpha1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_polyop_v1alpha1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_polyop_v1alpha1_reconcile_proto_goTypes = []any{
 	(EventType)(0),              // 0: polyop.v1alpha1.EventType
 	(*ReconcileRequest)(nil),    // 1: polyop.v1alpha1.ReconcileRequest
-	(*ReconcileResponse)(nil),   // 2: polyop.v1alpha1.ReconcileResponse
-	(*FinalizeRequest)(nil),     // 3: polyop.v1alpha1.FinalizeRequest
-	(*FinalizeResponse)(nil),    // 4: polyop.v1alpha1.FinalizeResponse
-	(*Failure)(nil),             // 5: polyop.v1alpha1.Failure
-	(*Event)(nil),               // 6: polyop.v1alpha1.Event
-	(*GroupVersionKind)(nil),    // 7: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),           // 8: polyop.v1alpha1.ObjectKey
-	(*durationpb.Duration)(nil), // 9: google.protobuf.Duration
+	(*CacheVersion)(nil),        // 2: polyop.v1alpha1.CacheVersion
+	(*ReconcileResponse)(nil),   // 3: polyop.v1alpha1.ReconcileResponse
+	(*FinalizeRequest)(nil),     // 4: polyop.v1alpha1.FinalizeRequest
+	(*FinalizeResponse)(nil),    // 5: polyop.v1alpha1.FinalizeResponse
+	(*Failure)(nil),             // 6: polyop.v1alpha1.Failure
+	(*Event)(nil),               // 7: polyop.v1alpha1.Event
+	(*GroupVersionKind)(nil),    // 8: polyop.v1alpha1.GroupVersionKind
+	(*ObjectKey)(nil),           // 9: polyop.v1alpha1.ObjectKey
+	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
 }
 var file_polyop_v1alpha1_reconcile_proto_depIdxs = []int32{
-	7,  // 0: polyop.v1alpha1.ReconcileRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	8,  // 1: polyop.v1alpha1.ReconcileRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	9,  // 2: polyop.v1alpha1.ReconcileResponse.requeue_after:type_name -> google.protobuf.Duration
-	5,  // 3: polyop.v1alpha1.ReconcileResponse.error:type_name -> polyop.v1alpha1.Failure
-	6,  // 4: polyop.v1alpha1.ReconcileResponse.events:type_name -> polyop.v1alpha1.Event
-	7,  // 5: polyop.v1alpha1.FinalizeRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	8,  // 6: polyop.v1alpha1.FinalizeRequest.key:type_name -> polyop.v1alpha1.ObjectKey
-	9,  // 7: polyop.v1alpha1.FinalizeResponse.requeue_after:type_name -> google.protobuf.Duration
-	5,  // 8: polyop.v1alpha1.FinalizeResponse.error:type_name -> polyop.v1alpha1.Failure
-	6,  // 9: polyop.v1alpha1.FinalizeResponse.events:type_name -> polyop.v1alpha1.Event
-	9,  // 10: polyop.v1alpha1.Failure.retry_after:type_name -> google.protobuf.Duration
-	0,  // 11: polyop.v1alpha1.Event.type:type_name -> polyop.v1alpha1.EventType
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 0: polyop.v1alpha1.ReconcileRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	9,  // 1: polyop.v1alpha1.ReconcileRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	2,  // 2: polyop.v1alpha1.ReconcileRequest.cache_versions:type_name -> polyop.v1alpha1.CacheVersion
+	8,  // 3: polyop.v1alpha1.CacheVersion.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	10, // 4: polyop.v1alpha1.ReconcileResponse.requeue_after:type_name -> google.protobuf.Duration
+	6,  // 5: polyop.v1alpha1.ReconcileResponse.error:type_name -> polyop.v1alpha1.Failure
+	7,  // 6: polyop.v1alpha1.ReconcileResponse.events:type_name -> polyop.v1alpha1.Event
+	8,  // 7: polyop.v1alpha1.FinalizeRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	9,  // 8: polyop.v1alpha1.FinalizeRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	2,  // 9: polyop.v1alpha1.FinalizeRequest.cache_versions:type_name -> polyop.v1alpha1.CacheVersion
+	10, // 10: polyop.v1alpha1.FinalizeResponse.requeue_after:type_name -> google.protobuf.Duration
+	6,  // 11: polyop.v1alpha1.FinalizeResponse.error:type_name -> polyop.v1alpha1.Failure
+	7,  // 12: polyop.v1alpha1.FinalizeResponse.events:type_name -> polyop.v1alpha1.Event
+	10, // 13: polyop.v1alpha1.Failure.retry_after:type_name -> google.protobuf.Duration
+	0,  // 14: polyop.v1alpha1.Event.type:type_name -> polyop.v1alpha1.EventType
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_reconcile_proto_init() }
@@ -706,7 +809,7 @@ func file_polyop_v1alpha1_reconcile_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_reconcile_proto_rawDesc), len(file_polyop_v1alpha1_reconcile_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from polyop.v1alpha1 import types_pb2 as polyop_dot_v1alpha1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xf6\x01\n\x10ReconcileRequest\x12\x1e\n\ncontroller\x18\x01 \x01(\tR\ncontroller\x12\x35\n\x04kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n\x03key\x18\x03 \x01(\x0b\x32\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n\x06object\x18\x04 \x01(\x0cR\x06object\x12\x18\n\x07retries\x18\x05 \x01(\x05R\x07retries\x12+\n\x11observed_children\x18\x06 \x03(\x0cR\x10observedChildren\"\xa3\x02\n\x11ReconcileResponse\x12>\n\rrequeue_after\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0crequeueAfter\x12.\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x18.polyop.v1alpha1.FailureR\x05\x65rror\x12\x16\n\x06status\x18\x04 \x01(\x0cR\x06status\x12.\n\x06\x65vents\x18\x05 \x03(\x0b\x32\x16.polyop.v1alpha1.EventR\x06\x65vents\x12)\n\x10\x64\x65sired_children\x18\x06 \x03(\x0cR\x0f\x64\x65siredChildren\x12+\n\x11\x63hildren_complete\x18\x07 \x01(\x08R\x10\x63hildrenComplete\"\xc8\x01\n\x0f\x46inalizeRequest\x12\x1e\n\ncontroller\x18\x01 \x01(\tR\ncontroller\x12\x35\n\x04kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n\x03key\x18\x03 \x01(\x0b\x32\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n\x06object\x18\x04 \x01(\x0cR\x06object\x12\x18\n\x07retries\x18\x05 \x01(\x05R\x07retries\"\xb2\x01\n\x10\x46inalizeResponse\x12>\n\rrequeue_after\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0crequeueAfter\x12.\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x18.polyop.v1alpha1.FailureR\x05\x65rror\x12.\n\x06\x65vents\x18\x05 \x03(\x0b\x32\x16.polyop.v1alpha1.EventR\x06\x65vents\"{\n\x07\x46\x61ilure\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\x12\x1a\n\x08terminal\x18\x02 \x01(\x08R\x08terminal\x12:\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\nretryAfter\"\x81\x01\n\x05\x45vent\x12.\n\x04type\x18\x01 \x01(\x0e\x32\x1a.polyop.v1alpha1.EventTypeR\x04type\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n\x07message\x18\x03 \x01(\tR\x07message\x12\x16\n\x06\x61\x63tion\x18\x04 \x01(\tR\x06\x61\x63tion*V\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45VENT_TYPE_NORMAL\x10\x01\x12\x16\n\x12\x45VENT_TYPE_WARNING\x10\x02\x42\xc6\x01\n\x13\x63om.polyop.v1alpha1B\x0eReconcileProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fpolyop/v1alpha1/reconcile.proto\x12\x0fpolyop.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bpolyop/v1alpha1/types.proto\"\xbc\x02\n\x10ReconcileRequest\x12\x1e\n\ncontroller\x18\x01 \x01(\tR\ncontroller\x12\x35\n\x04kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n\x03key\x18\x03 \x01(\x0b\x32\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n\x06object\x18\x04 \x01(\x0cR\x06object\x12\x18\n\x07retries\x18\x05 \x01(\x05R\x07retries\x12+\n\x11observed_children\x18\x06 \x03(\x0cR\x10observedChildren\x12\x44\n\x0e\x63\x61\x63he_versions\x18\x07 \x03(\x0b\x32\x1d.polyop.v1alpha1.CacheVersionR\rcacheVersions\"p\n\x0c\x43\x61\x63heVersion\x12\x35\n\x04kind\x18\x01 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12)\n\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"\xa3\x02\n\x11ReconcileResponse\x12>\n\rrequeue_after\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0crequeueAfter\x12.\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x18.polyop.v1alpha1.FailureR\x05\x65rror\x12\x16\n\x06status\x18\x04 \x01(\x0cR\x06status\x12.\n\x06\x65vents\x18\x05 \x03(\x0b\x32\x16.polyop.v1alpha1.EventR\x06\x65vents\x12)\n\x10\x64\x65sired_children\x18\x06 \x03(\x0cR\x0f\x64\x65siredChildren\x12+\n\x11\x63hildren_complete\x18\x07 \x01(\x08R\x10\x63hildrenComplete\"\x8e\x02\n\x0f\x46inalizeRequest\x12\x1e\n\ncontroller\x18\x01 \x01(\tR\ncontroller\x12\x35\n\x04kind\x18\x02 \x01(\x0b\x32!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12,\n\x03key\x18\x03 \x01(\x0b\x32\x1a.polyop.v1alpha1.ObjectKeyR\x03key\x12\x16\n\x06object\x18\x04 \x01(\x0cR\x06object\x12\x18\n\x07retries\x18\x05 \x01(\x05R\x07retries\x12\x44\n\x0e\x63\x61\x63he_versions\x18\x06 \x03(\x0b\x32\x1d.polyop.v1alpha1.CacheVersionR\rcacheVersions\"\xb2\x01\n\x10\x46inalizeResponse\x12>\n\rrequeue_after\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0crequeueAfter\x12.\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x18.polyop.v1alpha1.FailureR\x05\x65rror\x12.\n\x06\x65vents\x18\x05 \x03(\x0b\x32\x16.polyop.v1alpha1.EventR\x06\x65vents\"{\n\x07\x46\x61ilure\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\x12\x1a\n\x08terminal\x18\x02 \x01(\x08R\x08terminal\x12:\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\nretryAfter\"\x81\x01\n\x05\x45vent\x12.\n\x04type\x18\x01 \x01(\x0e\x32\x1a.polyop.v1alpha1.EventTypeR\x04type\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n\x07message\x18\x03 \x01(\tR\x07message\x12\x16\n\x06\x61\x63tion\x18\x04 \x01(\tR\x06\x61\x63tion*V\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45VENT_TYPE_NORMAL\x10\x01\x12\x16\n\x12\x45VENT_TYPE_WARNING\x10\x02\x42\xc6\x01\n\x13\x63om.polyop.v1alpha1B\x0eReconcileProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,18 +34,20 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'polyop.v1alpha1.reconcile_p
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\023com.polyop.v1alpha1B\016ReconcileProtoP\001ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\242\002\003PXX\252\002\017Polyop.V1alpha1\312\002\017Polyop\\V1alpha1\342\002\033Polyop\\V1alpha1\\GPBMetadata\352\002\020Polyop::V1alpha1'
-  _globals['_EVENTTYPE']._serialized_start=1297
-  _globals['_EVENTTYPE']._serialized_end=1383
+  _globals['_EVENTTYPE']._serialized_start=1551
+  _globals['_EVENTTYPE']._serialized_end=1637
   _globals['_RECONCILEREQUEST']._serialized_start=114
-  _globals['_RECONCILEREQUEST']._serialized_end=360
-  _globals['_RECONCILERESPONSE']._serialized_start=363
-  _globals['_RECONCILERESPONSE']._serialized_end=654
-  _globals['_FINALIZEREQUEST']._serialized_start=657
-  _globals['_FINALIZEREQUEST']._serialized_end=857
-  _globals['_FINALIZERESPONSE']._serialized_start=860
-  _globals['_FINALIZERESPONSE']._serialized_end=1038
-  _globals['_FAILURE']._serialized_start=1040
-  _globals['_FAILURE']._serialized_end=1163
-  _globals['_EVENT']._serialized_start=1166
-  _globals['_EVENT']._serialized_end=1295
+  _globals['_RECONCILEREQUEST']._serialized_end=430
+  _globals['_CACHEVERSION']._serialized_start=432
+  _globals['_CACHEVERSION']._serialized_end=544
+  _globals['_RECONCILERESPONSE']._serialized_start=547
+  _globals['_RECONCILERESPONSE']._serialized_end=838
+  _globals['_FINALIZEREQUEST']._serialized_start=841
+  _globals['_FINALIZEREQUEST']._serialized_end=1111
+  _globals['_FINALIZERESPONSE']._serialized_start=1114
+  _globals['_FINALIZERESPONSE']._serialized_end=1292
+  _globals['_FAILURE']._serialized_start=1294
+  _globals['_FAILURE']._serialized_end=1417
+  _globals['_EVENT']._serialized_start=1420
+  _globals['_EVENT']._serialized_end=1549
 # @@protoc_insertion_point(module_scope)

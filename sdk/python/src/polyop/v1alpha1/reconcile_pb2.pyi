@@ -57,6 +57,7 @@ class ReconcileRequest(_message.Message):
     OBJECT_FIELD_NUMBER: _builtins.int
     RETRIES_FIELD_NUMBER: _builtins.int
     OBSERVED_CHILDREN_FIELD_NUMBER: _builtins.int
+    CACHE_VERSIONS_FIELD_NUMBER: _builtins.int
     controller: _builtins.str
     """The name of the controller, as declared in ControllerDescription.name."""
     object: _builtins.bytes
@@ -83,6 +84,15 @@ class ReconcileRequest(_message.Message):
         reference points at this object.
         """
 
+    @_builtins.property
+    def cache_versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___CacheVersion]:
+        """The cache versions this reconcile must read at or after, one per kind
+        that the sidecar keeps a copy of through the Cluster service's Watch
+        (see CacheVersion): "read your trigger" consistency. One per kind the
+        sidecar has watched since the host started; empty before its first
+        Watch.
+        """
+
     def __init__(
         self,
         *,
@@ -92,14 +102,61 @@ class ReconcileRequest(_message.Message):
         object: _builtins.bytes = ...,
         retries: _builtins.int = ...,
         observed_children: _abc.Iterable[_builtins.bytes] | None = ...,
+        cache_versions: _abc.Iterable[Global___CacheVersion] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller", b"controller", "key", b"key", "kind", b"kind", "object", b"object", "observed_children", b"observed_children", "retries", b"retries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_versions", b"cache_versions", "controller", b"controller", "key", b"key", "kind", b"kind", "object", b"object", "observed_children", b"observed_children", "retries", b"retries"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReconcileRequest: _TypeAlias = ReconcileRequest  # noqa: Y015
+
+@_typing.final
+class CacheVersion(_message.Message):
+    """CacheVersion is how far the host's cache of one kind had got when the host
+    sent a Reconcile or Finalize call: the call may have been triggered by a
+    change of that kind (a child the controller owns, a watched object), and
+    every such change the host's controller has seen is at or before
+    resource_version. Before sending the call, the host has put a message at
+    or after resource_version (the change itself, or a BOOKMARK) on every open
+    Watch stream of the kind.
+
+    A sidecar that keeps its own copy of a kind through Watch (for an index
+    the host cannot evaluate, say) waits until its stream of that kind has
+    delivered a message (an event or a BOOKMARK) whose resource_version is at
+    or after this one, before it reads that copy in this call; otherwise the
+    call may not find the very object that triggered it. Resource versions
+    are compared as unsigned decimal integers, as the host issues them. A
+    sidecar that reads only through the Cluster service's Get and List
+    ignores this.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    resource_version: _builtins.str
+    """The resource version of the kind's cache the call must read at or after,
+    as a decimal integer.
+    """
+    @_builtins.property
+    def kind(self) -> _types_pb2.GroupVersionKind:
+        """The kind."""
+
+    def __init__(
+        self,
+        *,
+        kind: _types_pb2.GroupVersionKind | None = ...,
+        resource_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "resource_version", b"resource_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CacheVersion: _TypeAlias = CacheVersion  # noqa: Y015
 
 @_typing.final
 class ReconcileResponse(_message.Message):
@@ -200,6 +257,7 @@ class FinalizeRequest(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     OBJECT_FIELD_NUMBER: _builtins.int
     RETRIES_FIELD_NUMBER: _builtins.int
+    CACHE_VERSIONS_FIELD_NUMBER: _builtins.int
     controller: _builtins.str
     """The name of the controller, as declared in ControllerDescription.name."""
     object: _builtins.bytes
@@ -216,6 +274,12 @@ class FinalizeRequest(_message.Message):
     def key(self) -> _types_pb2.ObjectKey:
         """The object's namespace and name."""
 
+    @_builtins.property
+    def cache_versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___CacheVersion]:
+        """The cache versions this call must read at or after, as
+        ReconcileRequest.cache_versions.
+        """
+
     def __init__(
         self,
         *,
@@ -224,10 +288,11 @@ class FinalizeRequest(_message.Message):
         key: _types_pb2.ObjectKey | None = ...,
         object: _builtins.bytes = ...,
         retries: _builtins.int = ...,
+        cache_versions: _abc.Iterable[Global___CacheVersion] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller", b"controller", "key", b"key", "kind", b"kind", "object", b"object", "retries", b"retries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_versions", b"cache_versions", "controller", b"controller", "key", b"key", "kind", b"kind", "object", b"object", "retries", b"retries"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,8 +27,6 @@ const (
 	JobOwnerKey = ".metadata.controller"
 	// CrewLabel, on a Job, names its Crew.
 	CrewLabel = "conformance.polyop.dev/crew"
-	// ResyncPeriod is how long after a reconcile a Crew is reconciled again.
-	ResyncPeriod = 5 * time.Second
 )
 
 // CrewReconciler keeps spec.size Jobs for each Crew and lists them in its
@@ -84,16 +81,14 @@ func (r *CrewReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		log.V(1).Info("created Job for Crew", "job", name)
 	}
 
-	// Look again after a while, as the CronJob tutorial does for its next
-	// run, so that a List that missed a change still converges.
 	if slices.Equal(crew.Status.Jobs, names) {
-		return ctrl.Result{RequeueAfter: ResyncPeriod}, nil
+		return ctrl.Result{}, nil
 	}
 	crew.Status.Jobs = names
 	if err := r.Status().Update(ctx, &crew); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: ResyncPeriod}, nil
+	return ctrl.Result{}, nil
 }
 
 // constructJob is the Job name of crew, which crew controls.

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/reconcile.proto.
  */
 export const file_polyop_v1alpha1_reconcile: GenFile = /*@__PURE__*/
-  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvcmVjb25jaWxlLnByb3RvEg9wb2x5b3AudjFhbHBoYTEivAEKEFJlY29uY2lsZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRIZChFvYnNlcnZlZF9jaGlsZHJlbhgGIAMoDCLbAQoRUmVjb25jaWxlUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhInCgVlcnJvchgDIAEoCzIYLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlEg4KBnN0YXR1cxgEIAEoDBImCgZldmVudHMYBSADKAsyFi5wb2x5b3AudjFhbHBoYTEuRXZlbnQSGAoQZGVzaXJlZF9jaGlsZHJlbhgGIAMoDBIZChFjaGlsZHJlbl9jb21wbGV0ZRgHIAEoCCKgAQoPRmluYWxpemVSZXF1ZXN0EhIKCmNvbnRyb2xsZXIYASABKAkSLwoEa2luZBgCIAEoCzIhLnBvbHlvcC52MWFscGhhMS5Hcm91cFZlcnNpb25LaW5kEicKA2tleRgDIAEoCzIaLnBvbHlvcC52MWFscGhhMS5PYmplY3RLZXkSDgoGb2JqZWN0GAQgASgMEg8KB3JldHJpZXMYBSABKAUilQEKEEZpbmFsaXplUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhInCgVlcnJvchgDIAEoCzIYLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudCJcCgdGYWlsdXJlEg8KB21lc3NhZ2UYASABKAkSEAoIdGVybWluYWwYAiABKAgSLgoLcmV0cnlfYWZ0ZXIYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iYgoFRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnBvbHlvcC52MWFscGhhMS5FdmVudFR5cGUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDgoGYWN0aW9uGAQgASgJKlYKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFQoRRVZFTlRfVFlQRV9OT1JNQUwQARIWChJFVkVOVF9UWVBFX1dBUk5JTkcQAkLGAQoTY29tLnBvbHlvcC52MWFscGhhMUIOUmVjb25jaWxlUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_google_protobuf_duration, file_polyop_v1alpha1_types]);
+  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvcmVjb25jaWxlLnByb3RvEg9wb2x5b3AudjFhbHBoYTEi8wEKEFJlY29uY2lsZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRIZChFvYnNlcnZlZF9jaGlsZHJlbhgGIAMoDBI1Cg5jYWNoZV92ZXJzaW9ucxgHIAMoCzIdLnBvbHlvcC52MWFscGhhMS5DYWNoZVZlcnNpb24iWQoMQ2FjaGVWZXJzaW9uEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJItsBChFSZWNvbmNpbGVSZXNwb25zZRIwCg1yZXF1ZXVlX2FmdGVyGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEicKBWVycm9yGAMgASgLMhgucG9seW9wLnYxYWxwaGExLkZhaWx1cmUSDgoGc3RhdHVzGAQgASgMEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudBIYChBkZXNpcmVkX2NoaWxkcmVuGAYgAygMEhkKEWNoaWxkcmVuX2NvbXBsZXRlGAcgASgIItcBCg9GaW5hbGl6ZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRI1Cg5jYWNoZV92ZXJzaW9ucxgGIAMoCzIdLnBvbHlvcC52MWFscGhhMS5DYWNoZVZlcnNpb24ilQEKEEZpbmFsaXplUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhInCgVlcnJvchgDIAEoCzIYLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudCJcCgdGYWlsdXJlEg8KB21lc3NhZ2UYASABKAkSEAoIdGVybWluYWwYAiABKAgSLgoLcmV0cnlfYWZ0ZXIYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iYgoFRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnBvbHlvcC52MWFscGhhMS5FdmVudFR5cGUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDgoGYWN0aW9uGAQgASgJKlYKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFQoRRVZFTlRfVFlQRV9OT1JNQUwQARIWChJFVkVOVF9UWVBFX1dBUk5JTkcQAkLGAQoTY29tLnBvbHlvcC52MWFscGhhMUIOUmVjb25jaWxlUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_google_protobuf_duration, file_polyop_v1alpha1_types]);
 
 /**
  * ReconcileRequest asks the sidecar to reconcile one object.
@@ -68,6 +68,17 @@ export type ReconcileRequest = Message<"polyop.v1alpha1.ReconcileRequest"> & {
    * @generated from field: repeated bytes observed_children = 6;
    */
   observedChildren: Uint8Array[];
+
+  /**
+   * The cache versions this reconcile must read at or after, one per kind
+   * that the sidecar keeps a copy of through the Cluster service's Watch
+   * (see CacheVersion): "read your trigger" consistency. One per kind the
+   * sidecar has watched since the host started; empty before its first
+   * Watch.
+   *
+   * @generated from field: repeated polyop.v1alpha1.CacheVersion cache_versions = 7;
+   */
+  cacheVersions: CacheVersion[];
 };
 
 /**
@@ -76,6 +87,50 @@ export type ReconcileRequest = Message<"polyop.v1alpha1.ReconcileRequest"> & {
  */
 export const ReconcileRequestSchema: GenMessage<ReconcileRequest> = /*@__PURE__*/
   messageDesc(file_polyop_v1alpha1_reconcile, 0);
+
+/**
+ * CacheVersion is how far the host's cache of one kind had got when the host
+ * sent a Reconcile or Finalize call: the call may have been triggered by a
+ * change of that kind (a child the controller owns, a watched object), and
+ * every such change the host's controller has seen is at or before
+ * resource_version. Before sending the call, the host has put a message at
+ * or after resource_version (the change itself, or a BOOKMARK) on every open
+ * Watch stream of the kind.
+ *
+ * A sidecar that keeps its own copy of a kind through Watch (for an index
+ * the host cannot evaluate, say) waits until its stream of that kind has
+ * delivered a message (an event or a BOOKMARK) whose resource_version is at
+ * or after this one, before it reads that copy in this call; otherwise the
+ * call may not find the very object that triggered it. Resource versions
+ * are compared as unsigned decimal integers, as the host issues them. A
+ * sidecar that reads only through the Cluster service's Get and List
+ * ignores this.
+ *
+ * @generated from message polyop.v1alpha1.CacheVersion
+ */
+export type CacheVersion = Message<"polyop.v1alpha1.CacheVersion"> & {
+  /**
+   * The kind.
+   *
+   * @generated from field: polyop.v1alpha1.GroupVersionKind kind = 1;
+   */
+  kind?: GroupVersionKind | undefined;
+
+  /**
+   * The resource version of the kind's cache the call must read at or after,
+   * as a decimal integer.
+   *
+   * @generated from field: string resource_version = 2;
+   */
+  resourceVersion: string;
+};
+
+/**
+ * Describes the message polyop.v1alpha1.CacheVersion.
+ * Use `create(CacheVersionSchema)` to create a new message.
+ */
+export const CacheVersionSchema: GenMessage<CacheVersion> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_reconcile, 1);
 
 /**
  * ReconcileResponse carries the sidecar's decision for one object.
@@ -161,7 +216,7 @@ export type ReconcileResponse = Message<"polyop.v1alpha1.ReconcileResponse"> & {
  * Use `create(ReconcileResponseSchema)` to create a new message.
  */
 export const ReconcileResponseSchema: GenMessage<ReconcileResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_reconcile, 1);
+  messageDesc(file_polyop_v1alpha1_reconcile, 2);
 
 /**
  * FinalizeRequest asks the sidecar to clean up after an object that is being
@@ -205,6 +260,14 @@ export type FinalizeRequest = Message<"polyop.v1alpha1.FinalizeRequest"> & {
    * @generated from field: int32 retries = 5;
    */
   retries: number;
+
+  /**
+   * The cache versions this call must read at or after, as
+   * ReconcileRequest.cache_versions.
+   *
+   * @generated from field: repeated polyop.v1alpha1.CacheVersion cache_versions = 6;
+   */
+  cacheVersions: CacheVersion[];
 };
 
 /**
@@ -212,7 +275,7 @@ export type FinalizeRequest = Message<"polyop.v1alpha1.FinalizeRequest"> & {
  * Use `create(FinalizeRequestSchema)` to create a new message.
  */
 export const FinalizeRequestSchema: GenMessage<FinalizeRequest> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_reconcile, 2);
+  messageDesc(file_polyop_v1alpha1_reconcile, 3);
 
 /**
  * FinalizeResponse reports whether clean-up is done. The host removes the
@@ -254,7 +317,7 @@ export type FinalizeResponse = Message<"polyop.v1alpha1.FinalizeResponse"> & {
  * Use `create(FinalizeResponseSchema)` to create a new message.
  */
 export const FinalizeResponseSchema: GenMessage<FinalizeResponse> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_reconcile, 3);
+  messageDesc(file_polyop_v1alpha1_reconcile, 4);
 
 /**
  * Failure reports a failed Reconcile or Finalize.
@@ -302,7 +365,7 @@ export type Failure = Message<"polyop.v1alpha1.Failure"> & {
  * Use `create(FailureSchema)` to create a new message.
  */
 export const FailureSchema: GenMessage<Failure> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_reconcile, 4);
+  messageDesc(file_polyop_v1alpha1_reconcile, 5);
 
 /**
  * Event is a Kubernetes Event to record on the reconciled object, through the
@@ -346,7 +409,7 @@ export type Event = Message<"polyop.v1alpha1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_polyop_v1alpha1_reconcile, 5);
+  messageDesc(file_polyop_v1alpha1_reconcile, 6);
 
 /**
  * EventType is the type of a Kubernetes Event.
