@@ -241,8 +241,9 @@ func costTable(b *strings.Builder, s SizeReport) {
 	}
 	b.WriteString("\nCPU is from the first create until the reconciles stopped, and CPU per reconcile that divided by the " +
 		"reconciles meanwhile; for a sidecar variant it is host + sidecar, and every ratio is to the baseline's one " +
-		"process (the host's alone too). No-op CPU per reconcile is the processes' CPU during the no-op wave divided " +
-		"by its reconciles. Peak RSS of a sidecar variant is host + sidecar.\n")
+		"process (the host's alone too). No-op CPU per reconcile is the processes' CPU during the no-op wave (the " +
+		"harness paces it, so what they spend idle meanwhile counts too) divided by its reconciles. Peak RSS of a " +
+		"sidecar variant is host + sidecar.\n")
 }
 
 func memoryTable(b *strings.Builder, s SizeReport) {
