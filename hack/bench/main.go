@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	bench [-sizes 500,2000] [-memory-objects 10000] [-variants in-process,go-unix] [-update] [flags]
+//	bench [-sizes 500,2000] [-workers 1,5] [-memory-objects 10000] [-variants in-process,go-unix] [-update] [flags]
 //
 // With -update it also replaces the generated section of BENCHMARKS.md with
 // the report.
@@ -59,7 +59,8 @@ func run() error {
 	fs.StringVar(&memVars, "memory-variants", "", "Comma-separated variants of the memory run (default: in-process,go-unix).")
 	fs.DurationVar(&opts.Steady, "steady", 10*time.Second, "How long each run stays idle once its reconciles have stopped.")
 	fs.BoolVar(&opts.SkipNoopWave, "skip-noop-wave", false, "Skip the wave that reconciles every Widget once more with nothing to change.")
-	fs.IntVar(&opts.MaxConcurrentReconciles, "concurrency", 1, "The Widget controller's max concurrent reconciles, in every variant.")
+	workers := "1,5"
+	fs.StringVar(&workers, "workers", workers, "Comma-separated numbers of workers of the Widget controller (its max concurrent reconciles, in every variant): one run of every variant at every size each.")
 	fs.IntVar(&opts.Creators, "creators", 8, "How many Widgets the harness creates at once.")
 	fs.BoolVar(&opts.SharedControlPlane, "shared-control-plane", false, "Run every run on one control plane (a namespace each) instead of a fresh one per run.")
 	fs.StringVar(&opts.ProfileDir, "profile-dir", "", "Write CPU and heap profiles of the host, the baseline and the Go sidecar here.")
@@ -79,7 +80,10 @@ func run() error {
 		return err
 	}
 	var err error
-	if opts.Sizes, err = parseSizes(sizes); err != nil {
+	if opts.Sizes, err = parseCounts("-sizes", sizes); err != nil {
+		return err
+	}
+	if opts.Workers, err = parseCounts("-workers", workers); err != nil {
 		return err
 	}
 	opts.HostArgs = strings.Fields(hostArgs)
@@ -159,12 +163,13 @@ func updateSection(path, md string) error {
 	return os.WriteFile(path, []byte(text), 0o644)
 }
 
-func parseSizes(s string) ([]int, error) {
+// parseCounts parses the comma-separated positive numbers of the flag name.
+func parseCounts(name, s string) ([]int, error) {
 	var out []int
 	for _, part := range split(s) {
 		n, err := strconv.Atoi(strings.ReplaceAll(part, "_", ""))
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-sizes: %q is not a positive number", part)
+			return nil, fmt.Errorf("%s: %q is not a positive number", name, part)
 		}
 		out = append(out, n)
 	}

@@ -43,14 +43,14 @@ func TestUpdateSection(t *testing.T) {
 	}
 }
 
-func TestParseSizes(t *testing.T) {
+func TestParseCounts(t *testing.T) {
 	t.Parallel()
-	if got, err := parseSizes("500, 2_000,10000"); err != nil || !slices.Equal(got, []int{500, 2000, 10000}) {
-		t.Errorf("parseSizes = %v, %v; want [500 2000 10000]", got, err)
+	if got, err := parseCounts("-sizes", "500, 2_000,10000"); err != nil || !slices.Equal(got, []int{500, 2000, 10000}) {
+		t.Errorf("parseCounts = %v, %v; want [500 2000 10000]", got, err)
 	}
 	for _, bad := range []string{"500,-1", "0", "many"} {
-		if _, err := parseSizes(bad); err == nil {
-			t.Errorf("parseSizes(%q) succeeded", bad)
+		if _, err := parseCounts("-sizes", bad); err == nil {
+			t.Errorf("parseCounts(%q) succeeded", bad)
 		}
 	}
 }

@@ -13,12 +13,18 @@
 //   - in-process: the baseline, an ordinary controller-runtime operator
 //     (inprocess) with the host's cache settings and the same writes;
 //   - go-unix and go-tcp: the host (cmd/host) with the Go sidecar
-//     (gosidecar) over a unix socket or TCP loopback;
+//     (gosidecar, declarative: the ConfigMap is its desired child) over a
+//     unix socket or TCP loopback;
+//   - go-imperative-unix: the host with goimperative, the baseline's own
+//     reconciler (widget.Reconciler) run unchanged over the Go SDK's client;
 //   - python-unix and typescript-unix: the host with the sidecars of
 //     sidecars/python and sidecars/typescript, built on those SDKs, when
 //     their runtimes are installed.
 //
-// A run (one variant, N Widgets) starts the processes against a fresh
+// Every size runs at each number of workers of Options.Workers (1 and 5 by
+// default), the controller's max concurrent reconciles in every variant.
+//
+// A run (one variant, N Widgets, some workers) starts the processes against a fresh
 // control plane (or a fresh namespace of a shared one), waits for the
 // controller's workers, creates the Widgets and watches them until all are
 // ready, waits for the reconciles to stop, stays idle to show that nothing

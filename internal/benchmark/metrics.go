@@ -26,6 +26,7 @@ const (
 	metricReconcileTime  = "controller_runtime_reconcile_time_seconds"
 	metricRequests       = "rest_client_requests_total"
 	metricWorkqueueDepth = "workqueue_depth"
+	metricMaxConcurrent  = "controller_runtime_max_concurrent_reconciles"
 	metricSidecarCall    = "polyop_sidecar_call_duration_seconds"
 	metricHeapInuse      = "go_memstats_heap_inuse_bytes"
 )

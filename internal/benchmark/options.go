@@ -36,9 +36,11 @@ type Options struct {
 	// time, once the objects are ready, so that each Widget is reconciled once
 	// more with nothing to change. Defaults to false: the wave runs.
 	SkipNoopWave bool
-	// MaxConcurrentReconciles is the Widget controller's concurrency in every
-	// variant. Defaults to 1, controller-runtime's default.
-	MaxConcurrentReconciles int
+	// Workers are the Widget controller's numbers of workers (its max
+	// concurrent reconciles: the baseline's controller option, the sidecar's
+	// declaration, which the host takes), one run of every variant at every
+	// size each. Defaults to 1 (controller-runtime's default) and 5.
+	Workers []int
 	// Creators is how many Widgets the harness creates at once. Defaults to 8.
 	Creators int
 	// DataEntries and ValueBytes size each Widget's spec.data (and so its
@@ -96,8 +98,8 @@ func (o Options) withDefaults() Options {
 	if o.Steady == 0 {
 		o.Steady = 10 * time.Second
 	}
-	if o.MaxConcurrentReconciles == 0 {
-		o.MaxConcurrentReconciles = 1
+	if len(o.Workers) == 0 {
+		o.Workers = []int{1, 5}
 	}
 	if o.Creators == 0 {
 		o.Creators = 8

@@ -36,6 +36,9 @@ type Report struct {
 type SizeReport struct {
 	// N is the number of Widgets.
 	N int
+	// Workers is the Widget controller's max concurrent reconciles in every
+	// variant.
+	Workers int
 	// Results are the runs the report shows, one per variant: with several
 	// rounds, each variant's median run by throughput.
 	Results []*Result
@@ -117,13 +120,17 @@ func (rep *Report) Markdown() string {
 	if o.Rounds > 1 {
 		rounds = fmt.Sprintf("%d rounds, each variant's median run by throughput shown", o.Rounds)
 	}
-	fmt.Fprintf(&b, "Each Widget carries %d × %d B of data; each controller runs %d reconcile(s) at a time; %s; "+
-		"runs one after another, %s. Ratios (×) are against the in-process baseline of the same size: "+
-		"below 1 is better for times, CPU and memory, above 1 for throughput.\n",
-		o.DataEntries, o.ValueBytes, o.MaxConcurrentReconciles, plane, rounds)
+	workers := make([]string, len(o.Workers))
+	for i, w := range o.Workers {
+		workers[i] = fmt.Sprint(w)
+	}
+	fmt.Fprintf(&b, "Each Widget carries %d × %d B of data; every size runs with %s worker(s) (the controller's max "+
+		"concurrent reconciles); %s; runs one after another, %s. Ratios (×) are against the in-process baseline of "+
+		"the same size and workers: below 1 is better for times, CPU and memory, above 1 for throughput.\n",
+		o.DataEntries, o.ValueBytes, strings.Join(workers, " and "), plane, rounds)
 
 	for _, s := range rep.Sizes {
-		fmt.Fprintf(&b, "\n#### %s Widgets\n\n", thousands(s.N))
+		fmt.Fprintf(&b, "\n#### %s Widgets, %s\n\n", thousands(s.N), workersText(s.Workers))
 		speedTable(&b, s)
 		b.WriteString("\n")
 		costTable(&b, s)
@@ -154,6 +161,14 @@ func (rep *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// workersText is "1 worker" or "n workers".
+func workersText(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", n)
 }
 
 func speedTable(b *strings.Builder, s SizeReport) {
@@ -190,30 +205,45 @@ func speedTable(b *strings.Builder, s SizeReport) {
 
 func costTable(b *strings.Builder, s SizeReport) {
 	base := s.Baseline()
-	b.WriteString("| variant | API requests per reconcile (GETs) | CPU | peak RSS | idle: reconciles, requests | no-op wave: reconciles, requests |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| variant | CPU per reconcile | host's CPU per reconcile | no-op CPU per reconcile | API requests per reconcile (GETs) | CPU | peak RSS | idle: reconciles, requests | no-op wave: reconciles, requests |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range s.Results {
 		isBase := r == base
 		cpu := seconds(r.CPU())
 		rss := mib(r.Operator.PeakRSS + r.Sidecar.PeakRSS)
+		perReconcileCPU := ms(r.CPUPerReconcile())
+		hostCPU := "—"
 		if !r.Variant.Baseline {
 			cpu += fmt.Sprintf(" = %s + %s", seconds(r.Operator.CPU), seconds(r.Sidecar.CPU))
 			rss += fmt.Sprintf(" = %s + %s", mib(r.Operator.PeakRSS), mib(r.Sidecar.PeakRSS))
+			perReconcileCPU += fmt.Sprintf(" = %s + %s", ms(perReconcile(r.Operator.CPU, r.Reconciles)), ms(perReconcile(r.Sidecar.CPU, r.Reconciles)))
+			hostCPU = withRatio(ms(perReconcile(r.Operator.CPU, r.Reconciles)),
+				float64(perReconcile(r.Operator.CPU, r.Reconciles)), float64(base.CPUPerReconcile()), false)
 		}
-		wave := "skipped"
+		wave, waveCPU := "skipped", "—"
 		if w := r.NoopWave; w != nil {
 			wave = fmt.Sprintf("%.0f, %.0f", w.Reconciles, total(w.Requests))
+			waveCPU = ms(w.CPUPerReconcile())
+			if bw := base.NoopWave; bw != nil {
+				waveCPU = withRatio(waveCPU, float64(w.CPUPerReconcile()), float64(bw.CPUPerReconcile()), isBase)
+			}
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f, %.0f in %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %.0f, %.0f in %s | %s |\n",
 			r.Variant.Title,
+			withRatio(perReconcileCPU, float64(r.CPUPerReconcile()), float64(base.CPUPerReconcile()), isBase),
+			hostCPU,
+			waveCPU,
 			withRatio(fmt.Sprintf("%.2f (%.2f)", r.RequestsPerReconcile(), r.ReadsPerReconcile()),
 				r.RequestsPerReconcile(), base.RequestsPerReconcile(), isBase),
 			withRatio(cpu, r.CPU().Seconds(), base.CPU().Seconds(), isBase),
 			withRatio(rss, float64(r.Operator.PeakRSS+r.Sidecar.PeakRSS), float64(base.Operator.PeakRSS), isBase),
 			r.SteadyReconciles, r.SteadyRequests, seconds(r.Steady), wave)
 	}
-	b.WriteString("\nCPU is from the first create until the reconciles stopped; CPU and peak RSS of a sidecar variant are " +
-		"host + sidecar, and their ratio is to the baseline's one process.\n")
+	b.WriteString("\nCPU is from the first create until the reconciles stopped, and CPU per reconcile that divided by the " +
+		"reconciles meanwhile; for a sidecar variant it is host + sidecar, and every ratio is to the baseline's one " +
+		"process (the host's alone too). No-op CPU per reconcile is the processes' CPU during the no-op wave (the " +
+		"harness paces it, so what they spend idle meanwhile counts too) divided by its reconciles. Peak RSS of a " +
+		"sidecar variant is host + sidecar.\n")
 }
 
 func memoryTable(b *strings.Builder, s SizeReport) {
@@ -249,14 +279,18 @@ type goal struct {
 func (rep *Report) goals() []goal {
 	var out []goal
 	// The throughput and latency goals are for 2,000 Widgets, or the largest
-	// size run.
-	var size *SizeReport
-	for i := range rep.Sizes {
-		if s := &rep.Sizes[i]; size == nil || s.N == 2000 || size.N != 2000 && s.N > size.N {
-			size = s
+	// size run, at every number of workers.
+	goalN := 0
+	for _, s := range rep.Sizes {
+		if goalN == 0 || s.N == 2000 || goalN != 2000 && s.N > goalN {
+			goalN = s.N
 		}
 	}
-	if size != nil {
+	for si := range rep.Sizes {
+		size := &rep.Sizes[si]
+		if size.N != goalN {
+			continue
+		}
 		base := size.Baseline()
 		for i, r := range size.Results {
 			if r == base {
@@ -272,7 +306,7 @@ func (rep *Report) goals() []goal {
 				measured = fmt.Sprintf("%.2f× (median of the rounds: %s)", ratio, strings.Join(parts, ", "))
 			}
 			out = append(out, goal{
-				goal:     fmt.Sprintf("sidecar throughput ≥ 0.9× the baseline's at %s Widgets", thousands(size.N)),
+				goal:     fmt.Sprintf("sidecar throughput ≥ 0.9× the baseline's at %s Widgets, %s", thousands(size.N), workersText(size.Workers)),
 				variant:  r.Variant.Title,
 				measured: measured,
 				verdict:  verdict(ratio >= 0.9, fmt.Sprintf("missed by %.2f", 0.9-ratio)),
@@ -289,7 +323,7 @@ func (rep *Report) goals() []goal {
 			}
 			reads := r.NoopWave.Requests["GET"]
 			out = append(out, goal{
-				goal:    fmt.Sprintf("zero reads per steady-state reconcile (%s Widgets)", thousands(s.N)),
+				goal:    fmt.Sprintf("zero reads per steady-state reconcile (%s Widgets, %s)", thousands(s.N), workersText(s.Workers)),
 				variant: r.Variant.Title,
 				measured: fmt.Sprintf("%.0f GETs and %.0f requests in all in %.0f no-op reconciles; %.0f reconciles while idle",
 					reads, total(r.NoopWave.Requests), r.NoopWave.Reconciles, r.SteadyReconciles),

@@ -109,7 +109,7 @@ func TestReportSurvivesJSON(t *testing.T) {
 	base, sc := result(baselineVariant, 500, 5*time.Second), result(unixVariant, 500, 6*time.Second)
 	rep := &Report{
 		Options:    Options{MemoryObjects: 10000}.withDefaults(),
-		Sizes:      []SizeReport{{N: 500, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}}},
+		Sizes:      []SizeReport{{N: 500, Workers: 1, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}}},
 		Memory:     &SizeReport{N: 10000, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}},
 		Skipped:    []Skipped{{Variant: Variant{Title: "host + Python sidecar"}, Reason: "no Python"}},
 		Footprints: []Footprint{{Kind: "Widget", JSON: 1000, Typed: 2000, Object: 2200, Unstructured: 4000}},
@@ -125,9 +125,44 @@ func TestReportSurvivesJSON(t *testing.T) {
 	if got, want := back.Markdown(), rep.Markdown(); got != want {
 		t.Errorf("the report rendered from JSON differs:\n%s\nwant\n%s", got, want)
 	}
-	for _, want := range []string{"#### 500 Widgets", "#### Memory with 10,000 Widgets cached", "(1.20×)", "host + Python sidecar: no Python", "| Widget | 1000 B | 2000 B | 2200 B (1.10×) | 4000 B (2.00×) |"} {
+	for _, want := range []string{"#### 500 Widgets, 1 worker", "#### Memory with 10,000 Widgets cached", "(1.20×)", "host + Python sidecar: no Python", "| Widget | 1000 B | 2000 B | 2200 B (1.10×) | 4000 B (2.00×) |"} {
 		if !strings.Contains(rep.Markdown(), want) {
 			t.Errorf("the report lacks %q", want)
+		}
+	}
+}
+
+// TestCPUPerReconcile checks the cost table's CPU per reconcile: host +
+// sidecar for a sidecar variant, the host's alone beside it, the no-op
+// wave's, each against the baseline's of the same size and workers, and one
+// section and goals per number of workers.
+func TestCPUPerReconcile(t *testing.T) {
+	t.Parallel()
+	base, sc := result(baselineVariant, 2000, 10*time.Second), result(unixVariant, 2000, 10*time.Second)
+	// 4,000 reconciles each: the baseline 1 s, the host 1 s and the sidecar 0.5 s.
+	sc.Sidecar.CPU = 500 * time.Millisecond
+	base.NoopWave.OperatorCPU = 200 * time.Millisecond
+	sc.NoopWave.OperatorCPU, sc.NoopWave.SidecarCPU = 200*time.Millisecond, 100*time.Millisecond
+	base5, sc5 := result(baselineVariant, 2000, 5*time.Second), result(unixVariant, 2000, 10*time.Second)
+	rep := &Report{
+		Options: Options{Workers: []int{1, 5}}.withDefaults(),
+		Sizes: []SizeReport{
+			{N: 2000, Workers: 1, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}},
+			{N: 2000, Workers: 5, Results: []*Result{base5, sc5}, Rounds: [][]*Result{{base5, sc5}}},
+		},
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"with 1 and 5 worker(s)",
+		"#### 2,000 Widgets, 1 worker\n",
+		"#### 2,000 Widgets, 5 workers\n",
+		"| go over unix | 0.38 ms = 0.25 ms + 0.12 ms (1.50×) | 0.25 ms (1.00×) | 0.15 ms (1.50×) |",
+		"| baseline | 0.25 ms | — | 0.10 ms |",
+		"at 2,000 Widgets, 1 worker | go over unix | 1.00×",
+		"at 2,000 Widgets, 5 workers | go over unix | 0.50×",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
 		}
 	}
 }

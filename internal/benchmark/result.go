@@ -19,6 +19,9 @@ type Result struct {
 	Variant Variant
 	// N is the number of Widgets.
 	N int
+	// Workers is the Widget controller's max concurrent reconciles, as its
+	// controller_runtime_max_concurrent_reconciles metric reported it.
+	Workers int
 
 	// Create is how long the harness took to create the Widgets.
 	Create time.Duration
@@ -101,6 +104,15 @@ type WaveResult struct {
 	// the sidecar (zero for the baseline): a reconcile with nothing to write
 	// is mostly the hop.
 	Latency, Hop Quantiles
+	// OperatorCPU and SidecarCPU are the CPU time the baseline (or the host)
+	// and the sidecar used from the first touch until the reconciles stopped.
+	OperatorCPU, SidecarCPU time.Duration
+}
+
+// CPUPerReconcile is the CPU time of every process of the run per reconcile
+// of the wave.
+func (w *WaveResult) CPUPerReconcile() time.Duration {
+	return perReconcile(w.OperatorCPU+w.SidecarCPU, w.Reconciles)
 }
 
 // Throughput is the number of Widgets made ready per second.
@@ -123,6 +135,19 @@ func (r *Result) ReadsPerReconcile() float64 { return r.Requests["GET"] / r.Reco
 
 // CPU is the CPU time of every process of the run.
 func (r *Result) CPU() time.Duration { return r.Operator.CPU + r.Sidecar.CPU }
+
+// CPUPerReconcile is the CPU time of every process of the run (the
+// baseline's one, or the host and the sidecar together) per reconcile, from
+// the first create until the reconciles stopped.
+func (r *Result) CPUPerReconcile() time.Duration { return perReconcile(r.CPU(), r.Reconciles) }
+
+// perReconcile divides d by n reconciles; zero when there was none.
+func perReconcile(d time.Duration, n float64) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) / n)
+}
 
 // fill computes the result from the snapshots at the first create, when
 // every Widget was ready, when the reconciles stopped, and after the steady

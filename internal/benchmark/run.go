@@ -80,49 +80,21 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 
 	for _, n := range opts.Sizes {
-		size := SizeReport{N: n}
-		failed := make([]error, len(variants))
-		for round := range opts.Rounds {
-			// Each round starts with another variant, so that no variant
-			// always runs first, or right after the same one.
-			results := make([]*Result, len(variants))
-			for i := range variants {
-				k := (i + round) % len(variants)
-				v := variants[k]
-				if failed[k] != nil {
-					continue
-				}
-				if opts.Rounds > 1 {
-					opts.Logf("%d Widgets, round %d of %d: %s", n, round+1, opts.Rounds, v.Name)
-				}
-				res, err := b.run(ctx, v, n, false)
-				if err != nil && (v.Baseline || ctx.Err() != nil) {
-					return report, fmt.Errorf("%s with %d Widgets: %w", v.Name, n, err)
-				}
-				if err != nil {
-					// One variant failing does not lose the others' runs.
-					opts.Logf("%s with %d Widgets failed, and is left out of this size: %v", v.Name, n, err)
-					failed[k] = err
-					continue
-				}
-				results[k] = res
+		for _, workers := range opts.Workers {
+			size, err := b.size(ctx, variants, n, workers)
+			report.Skipped = append(report.Skipped, size.skipped...)
+			if size.Results != nil || len(size.Rounds) > 0 {
+				report.Sizes = append(report.Sizes, size.SizeReport)
 			}
-			size.Rounds = append(size.Rounds, results)
-		}
-		size.Rounds = withoutFailed(size.Rounds, failed)
-		for k, err := range failed {
 			if err != nil {
-				report.Skipped = append(report.Skipped, Skipped{Variant: variants[k],
-					Reason: fmt.Sprintf("failed with %s Widgets: %v", thousands(n), firstLine(err))})
+				return report, err
 			}
 		}
-		size.Results = medianRuns(size.Rounds)
-		report.Sizes = append(report.Sizes, size)
 	}
 	if opts.MemoryObjects > 0 {
-		size := SizeReport{N: opts.MemoryObjects}
+		size := SizeReport{N: opts.MemoryObjects, Workers: opts.Workers[0]}
 		for _, v := range memVariants {
-			res, err := b.run(ctx, v, opts.MemoryObjects, true)
+			res, err := b.run(ctx, v, opts.MemoryObjects, opts.Workers[0], true)
 			if err != nil {
 				return report, fmt.Errorf("memory run, %s with %d Widgets: %w", v.Name, opts.MemoryObjects, err)
 			}
@@ -133,6 +105,60 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		report.Footprints = footprints(opts)
 	}
 	return report, nil
+}
+
+// sizeRuns is the runs of one size and number of workers, and the variants
+// that failed among them.
+type sizeRuns struct {
+	SizeReport
+	skipped []Skipped
+}
+
+// size runs every variant at n Widgets and workers workers, opts.Rounds
+// times.
+func (b *bench) size(ctx context.Context, variants []Variant, n, workers int) (sizeRuns, error) {
+	opts := b.opts
+	var out sizeRuns
+	size := SizeReport{N: n, Workers: workers}
+	failed := make([]error, len(variants))
+	for round := range opts.Rounds {
+		// Each round starts with another variant, so that no variant
+		// always runs first, or right after the same one.
+		results := make([]*Result, len(variants))
+		for i := range variants {
+			k := (i + round) % len(variants)
+			v := variants[k]
+			if failed[k] != nil {
+				continue
+			}
+			if opts.Rounds > 1 {
+				opts.Logf("%d Widgets, %d workers, round %d of %d: %s", n, workers, round+1, opts.Rounds, v.Name)
+			}
+			res, err := b.run(ctx, v, n, workers, false)
+			if err != nil && (v.Baseline || ctx.Err() != nil) {
+				out.SizeReport = size
+				return out, fmt.Errorf("%s with %d Widgets and %d workers: %w", v.Name, n, workers, err)
+			}
+			if err != nil {
+				// One variant failing does not lose the others' runs.
+				opts.Logf("%s with %d Widgets and %d workers failed, and is left out of this size: %v", v.Name, n, workers, err)
+				failed[k] = err
+				continue
+			}
+			results[k] = res
+		}
+		size.Rounds = append(size.Rounds, results)
+	}
+	size.Rounds = withoutFailed(size.Rounds, failed)
+	for k, err := range failed {
+		if err != nil {
+			out.skipped = append(out.skipped, Skipped{Variant: variants[k],
+				Reason: fmt.Sprintf("failed with %s Widgets and %d workers: %v", thousands(n), workers, firstLine(err))})
+		}
+	}
+	size.Results = medianRuns(size.Rounds)
+	out.SizeReport = size
+	return out, nil
 }
 
 // withoutFailed drops, from every round, the variants that failed in any.
@@ -200,17 +226,17 @@ func (b *bench) stopControlPlane() {
 }
 
 // run is one run: one variant reconciling n Widgets.
-func (b *bench) run(ctx context.Context, v Variant, n int, memory bool) (*Result, error) {
+func (b *bench) run(ctx context.Context, v Variant, n, workers int, memory bool) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.runTimeout(n))
 	defer cancel()
 	if !b.opts.SharedControlPlane {
-		b.opts.Logf("%s, %d Widgets: starting a control plane", v.Name, n)
+		b.opts.Logf("%s, %d Widgets, %d workers: starting a control plane", v.Name, n, workers)
 		if err := b.startControlPlane(ctx); err != nil {
 			return nil, err
 		}
 		defer b.stopControlPlane()
 	}
-	r := &run{bench: b, variant: v, n: n, memory: memory, res: &Result{Variant: v, N: n}}
+	r := &run{bench: b, variant: v, n: n, workers: workers, memory: memory, res: &Result{Variant: v, N: n, Workers: workers}}
 	defer r.stop()
 	if err := r.do(ctx); err != nil {
 		return nil, errors.Join(err, r.diagnose())
@@ -223,6 +249,7 @@ type run struct {
 	*bench
 	variant Variant
 	n       int
+	workers int  // the controller's max concurrent reconciles
 	memory  bool // the memory run, which skips the no-op wave
 	ns      string
 	dir     string
@@ -236,6 +263,11 @@ type run struct {
 	profiles sync.WaitGroup
 }
 
+// String names the run in the harness's progress: variant, size, workers.
+func (r *run) String() string {
+	return fmt.Sprintf("%s, %d Widgets, %d workers", r.variant.Name, r.n, r.workers)
+}
+
 // snapshot is what the harness reads at one moment of a run.
 type snapshot struct {
 	at       time.Time
@@ -246,7 +278,7 @@ type snapshot struct {
 
 func (r *run) do(ctx context.Context) error {
 	log := r.opts.Logf
-	r.ns = fmt.Sprintf("bench-%s-%d-%s", r.variant.Name, r.n, rand.String(5))
+	r.ns = fmt.Sprintf("bench-%s-%d-%d-%s", r.variant.Name, r.n, r.workers, rand.String(5))
 	if err := r.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", r.ns, err)
 	}
@@ -263,12 +295,18 @@ func (r *run) do(ctx context.Context) error {
 	if err := r.operator.WaitForOutput(ctx, "Starting workers"); err != nil {
 		return err
 	}
-	log("%s, %d Widgets: started in namespace %s; creating the Widgets", r.variant.Name, r.n, r.ns)
+	log("%s: started in namespace %s; creating the Widgets", r, r.ns)
 
 	tracker := trackReady(ctx, r.k8s, r.ns, r.n)
 	before, err := r.snapshot(ctx)
 	if err != nil {
 		return err
+	}
+	// The host takes its workers from the sidecar's declaration: check that
+	// every variant runs the workers asked for.
+	r.res.Workers = int(before.metrics.sum(metricMaxConcurrent, labels{"controller": widget.ControllerName}))
+	if r.res.Workers != r.workers {
+		return fmt.Errorf("the %s controller runs %d workers (%s), want %d", widget.ControllerName, r.res.Workers, metricMaxConcurrent, r.workers)
 	}
 	r.startCPUProfiles(ctx)
 	if err := r.createWidgets(ctx); err != nil {
@@ -288,14 +326,14 @@ func (r *run) do(ctx context.Context) error {
 		return err
 	}
 	r.res.Convergence = doneAt.Sub(before.at)
-	log("%s, %d Widgets: created in %s, all ready after %s; waiting for the reconciles to stop",
-		r.variant.Name, r.n, r.res.Create.Round(time.Millisecond), r.res.Convergence.Round(time.Millisecond))
+	log("%s: created in %s, all ready after %s; waiting for the reconciles to stop",
+		r, r.res.Create.Round(time.Millisecond), r.res.Convergence.Round(time.Millisecond))
 
 	settled, err := r.settle(ctx)
 	if err != nil {
 		return err
 	}
-	log("%s, %d Widgets: settled; steady state for %s", r.variant.Name, r.n, r.opts.Steady)
+	log("%s: settled; steady state for %s", r, r.opts.Steady)
 	if err := r.sleep(ctx, r.opts.Steady); err != nil {
 		return err
 	}
@@ -306,7 +344,7 @@ func (r *run) do(ctx context.Context) error {
 	r.res.fill(before, atReady, settled, steady)
 
 	if !r.opts.SkipNoopWave && !r.memory {
-		log("%s, %d Widgets: touching every ConfigMap (a reconcile each, with nothing to change)", r.variant.Name, r.n)
+		log("%s: touching every ConfigMap (a reconcile each, with nothing to change)", r)
 		if err := r.noopWave(ctx, steady); err != nil {
 			return err
 		}
@@ -347,7 +385,7 @@ func (r *run) start(ctx context.Context) error {
 		if r.opts.LogDir == "" {
 			return ""
 		}
-		return filepath.Join(r.opts.LogDir, fmt.Sprintf("%s-%d-%s.log", r.variant.Name, r.n, name))
+		return filepath.Join(r.opts.LogDir, fmt.Sprintf("%s-%d-w%d-%s.log", r.variant.Name, r.n, r.workers, name))
 	}
 	if r.opts.LogDir != "" {
 		if err := os.MkdirAll(r.opts.LogDir, 0o755); err != nil {
@@ -360,7 +398,7 @@ func (r *run) start(ctx context.Context) error {
 			"--kubeconfig", r.env.Kubeconfig,
 			"--namespace", r.ns,
 			"--metrics-bind-address", metricsAddr,
-			"--max-concurrent-reconciles", fmt.Sprint(r.opts.MaxConcurrentReconciles),
+			"--max-concurrent-reconciles", fmt.Sprint(r.workers),
 		}
 		if r.pprof != "" {
 			args = append(args, "--pprof-bind-address", r.pprof)
@@ -382,8 +420,8 @@ func (r *run) start(ctx context.Context) error {
 	default:
 		return fmt.Errorf("variant %s: unknown transport %q", r.variant.Name, r.variant.Transport)
 	}
-	bin, args := r.variant.sidecar(r.bins, address, r.opts)
-	if r.scPprof != "" && bin == r.bins.goSidecar {
+	bin, args := r.variant.sidecar(r.bins, address, r.workers)
+	if r.scPprof != "" && (bin == r.bins.goSidecar || bin == r.bins.goImperative) {
 		args = append(args, "--pprof-bind-address", r.scPprof)
 	} else {
 		r.scPprof = ""
@@ -607,7 +645,9 @@ func (r *run) noopWave(ctx context.Context, before snapshot) error {
 		Requests:   requestsBetween(before, after),
 	}
 	r.res.NoopWave.Latency, r.res.NoopWave.Hop = latencies(before, after, r.variant)
-	r.opts.Logf("%s, %d Widgets: no-op wave: reconcile p50 %s p99 %s; sidecar call p50 %s p99 %s", r.variant.Name, r.n,
+	r.res.NoopWave.OperatorCPU = after.operator.CPU - before.operator.CPU
+	r.res.NoopWave.SidecarCPU = after.sidecar.CPU - before.sidecar.CPU
+	r.opts.Logf("%s: no-op wave: reconcile p50 %s p99 %s; sidecar call p50 %s p99 %s", r,
 		r.res.NoopWave.Latency.P50, r.res.NoopWave.Latency.P99, r.res.NoopWave.Hop.P50, r.res.NoopWave.Hop.P99)
 	return nil
 }
@@ -671,7 +711,7 @@ func (r *run) processName() string {
 }
 
 func (r *run) fetchProfile(ctx context.Context, url, name string) {
-	path := filepath.Join(r.opts.ProfileDir, fmt.Sprintf("%s-%d-%s.pprof", r.variant.Name, r.n, name))
+	path := filepath.Join(r.opts.ProfileDir, fmt.Sprintf("%s-%d-w%d-%s.pprof", r.variant.Name, r.n, r.workers, name))
 	r.profiles.Go(func() {
 		if err := download(ctx, url, path); err != nil {
 			r.opts.Logf("profile %s: %v", name, err)

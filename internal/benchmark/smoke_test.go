@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// TestSmoke runs the benchmark small, with every Go variant, so that the
-// harness cannot rot: every Widget converges in every variant, the idle
-// phase is flat, and a reconcile with nothing to change writes nothing.
+// TestSmoke runs the benchmark small, with every Go variant (the declarative
+// sidecar over both transports and the imperative one), at 2 workers, so that
+// the harness cannot rot: every Widget converges in every variant with the
+// workers asked for, the idle phase is flat, and a reconcile with nothing to
+// change writes nothing.
 // `make bench` runs it at full size.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
@@ -20,7 +22,8 @@ func TestSmoke(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Options{
 		Sizes:              []int{n},
-		Variants:           []string{"in-process", "go-unix", "go-tcp"},
+		Variants:           []string{"in-process", "go-unix", "go-tcp", "go-imperative-unix"},
+		Workers:            []int{2},
 		Steady:             2 * time.Second,
 		SharedControlPlane: true,
 		Logf:               t.Logf,
@@ -29,13 +32,19 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Sizes) != 1 || len(rep.Sizes[0].Results) != 3 {
-		t.Fatalf("want one size with 3 runs, got %+v", rep.Sizes)
+	if len(rep.Sizes) != 1 || len(rep.Sizes[0].Results) != 4 || rep.Sizes[0].Workers != 2 {
+		t.Fatalf("want one size at 2 workers with 4 runs, got %+v", rep.Sizes)
 	}
 	for _, r := range rep.Sizes[0].Results {
 		t.Run(r.Variant.Name, func(t *testing.T) {
 			if r.ReadyAtEnd != n || r.OwnedConfigMaps != n {
 				t.Errorf("%d Widgets ready and %d owned ConfigMaps at the end, want %d of each", r.ReadyAtEnd, r.OwnedConfigMaps, n)
+			}
+			if r.Workers != 2 {
+				t.Errorf("the controller ran %d workers, want 2", r.Workers)
+			}
+			if r.CPUPerReconcile() <= 0 {
+				t.Errorf("CPU per reconcile %s, want a positive figure", r.CPUPerReconcile())
 			}
 			if r.Reconciles < n {
 				t.Errorf("%.0f reconciles for %d Widgets", r.Reconciles, n)
@@ -62,7 +71,7 @@ func TestSmoke(t *testing.T) {
 		})
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"#### 50 Widgets", "in-process controller-runtime (baseline)", "host + Go sidecar, unix socket", "host + Go sidecar, TCP loopback", "#### Goals"} {
+	for _, want := range []string{"#### 50 Widgets, 2 workers", "in-process controller-runtime (baseline)", "host + Go sidecar, unix socket", "host + Go sidecar, TCP loopback", "host + imperative Go sidecar", "CPU per reconcile", "#### Goals"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

@@ -39,40 +39,47 @@ type Variant struct {
 	// prepare builds what the variant needs before its first run; nil for
 	// nothing.
 	prepare func() error
-	// sidecar returns the command line of the sidecar serving address.
-	sidecar func(bins binaries, address string, opts Options) (bin string, args []string)
+	// sidecar returns the command line of the sidecar serving address, its
+	// controller declaring workers max concurrent reconciles (the host's
+	// workers: the host takes the sidecar's declaration).
+	sidecar func(bins binaries, address string, workers int) (bin string, args []string)
 }
 
 // binaries are the Go programs a run needs, built once.
 type binaries struct {
-	host, inprocess, goSidecar string
+	host, inprocess, goSidecar, goImperative string
 }
 
 // Packages built for the runs, relative to the repository root.
 const (
-	hostPackage      = "./cmd/host"
-	inprocessPackage = "./internal/benchmark/inprocess"
-	goSidecarPackage = "./internal/benchmark/gosidecar"
+	hostPackage         = "./cmd/host"
+	inprocessPackage    = "./internal/benchmark/inprocess"
+	goSidecarPackage    = "./internal/benchmark/gosidecar"
+	goImperativePackage = "./internal/benchmark/goimperative"
 )
 
 // buildBinaries builds the programs into dir with one go build, which links
 // them in parallel.
 func buildBinaries(dir string) (binaries, error) {
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), hostPackage, inprocessPackage, goSidecarPackage)
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), hostPackage, inprocessPackage, goSidecarPackage, goImperativePackage)
 	cmd.Dir = testenv.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return binaries{}, fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return binaries{
-		host:      filepath.Join(dir, path.Base(hostPackage)),
-		inprocess: filepath.Join(dir, path.Base(inprocessPackage)),
-		goSidecar: filepath.Join(dir, path.Base(goSidecarPackage)),
+		host:         filepath.Join(dir, path.Base(hostPackage)),
+		inprocess:    filepath.Join(dir, path.Base(inprocessPackage)),
+		goSidecar:    filepath.Join(dir, path.Base(goSidecarPackage)),
+		goImperative: filepath.Join(dir, path.Base(goImperativePackage)),
 	}, nil
 }
 
-func goSidecar(bins binaries, address string, opts Options) (string, []string) {
-	args := []string{"--address", address, "--max-concurrent-reconciles", fmt.Sprint(opts.MaxConcurrentReconciles)}
-	return bins.goSidecar, args
+func goSidecar(bins binaries, address string, workers int) (string, []string) {
+	return bins.goSidecar, []string{"--address", address, "--max-concurrent-reconciles", fmt.Sprint(workers)}
+}
+
+func goImperativeSidecar(bins binaries, address string, workers int) (string, []string) {
+	return bins.goImperative, []string{"--address", address, "--max-concurrent-reconciles", fmt.Sprint(workers)}
 }
 
 // Variants lists every variant polyop knows, the baseline first. Those that
@@ -83,6 +90,8 @@ func Variants() []Variant {
 		{Name: "in-process", Title: "in-process controller-runtime (baseline)", Baseline: true, available: always},
 		{Name: "go-unix", Title: "host + Go sidecar, unix socket", Transport: Unix, available: always, sidecar: goSidecar},
 		{Name: "go-tcp", Title: "host + Go sidecar, TCP loopback", Transport: TCP, available: always, sidecar: goSidecar},
+		{Name: "go-imperative-unix", Title: "host + imperative Go sidecar, unix socket", Transport: Unix,
+			available: always, sidecar: goImperativeSidecar},
 		{Name: "python-unix", Title: "host + Python sidecar, unix socket", Transport: Unix,
 			available: pythonAvailable, sidecar: pythonSidecar},
 		{Name: "typescript-unix", Title: "host + TypeScript sidecar, unix socket", Transport: Unix,
@@ -152,14 +161,14 @@ func prepareTypeScript() error {
 	return nil
 }
 
-func pythonSidecar(_ binaries, address string, opts Options) (string, []string) {
+func pythonSidecar(_ binaries, address string, workers int) (string, []string) {
 	return pythonInterpreter, []string{pythonSidecarScript, "--address", address,
-		"--max-concurrent-reconciles", fmt.Sprint(opts.MaxConcurrentReconciles)}
+		"--max-concurrent-reconciles", fmt.Sprint(workers)}
 }
 
-func typescriptSidecar(_ binaries, address string, opts Options) (string, []string) {
+func typescriptSidecar(_ binaries, address string, workers int) (string, []string) {
 	return "node", []string{typescriptSidecarEntry, "--address", address,
-		"--max-concurrent-reconciles", fmt.Sprint(opts.MaxConcurrentReconciles)}
+		"--max-concurrent-reconciles", fmt.Sprint(workers)}
 }
 
 func fileExists(path, what string) error {
