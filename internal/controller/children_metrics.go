@@ -53,6 +53,9 @@ func initMetrics(c description.Controller, children []ChildKind) {
 		methods = append(methods, "Finalize")
 	}
 	sidecar.InitCallMetrics(c.Name, methods...)
+	if c.SkipUnchangedInputs {
+		callsSkipped.WithLabelValues(c.Name)
+	}
 	for _, k := range children {
 		for _, action := range []string{childApplied, childUnchanged, childPruned, childRefused} {
 			childrenTotal.WithLabelValues(c.Name, k.GVK.GroupKind().String(), action)

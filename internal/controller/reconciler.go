@@ -62,6 +62,9 @@ type Reconciler struct {
 	applied *appliedState
 	written *writtenVersions
 	tracer  trace.Tracer
+	// answered holds the inputs hash of each object's last successful
+	// answer, for a controller that declares SkipUnchangedInputs.
+	answered *answeredInputs
 
 	// keepManagedFields keeps managedFields in what a write returns.
 	keepManagedFields bool
@@ -135,6 +138,8 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 		written: newWrittenVersions(),
 		tracer:  newTracer(opts.TracerProvider),
 
+		answered: newAnsweredInputs(),
+
 		keepManagedFields: opts.KeepManagedFields,
 		progress:          opts.CacheProgress,
 	}
@@ -171,6 +176,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		exists = false
 		r.applied.forget(req.NamespacedName)
 		r.written.forget(req.NamespacedName)
+		r.answered.forget(req.NamespacedName)
 	} else if err := r.awaitOwnWrite(ctx, req, obj); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -192,6 +198,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 	}
 
+	// inputs is the hash of the call's inputs when the controller skips
+	// unchanged ones; recorded only when the answer is a success written
+	// whole.
+	var inputs uint64
+	var hashed bool
 	call := &polyopv1alpha1.ReconcileRequest{
 		Controller: r.Controller.Name,
 		Kind:       r.kind,
@@ -208,8 +219,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		if observed, err = r.observedChildren(ctx, obj); err != nil {
 			return reconcile.Result{}, err
 		}
-		if call.ObservedChildren, err = r.sentChildren(observed); err != nil {
+		sent := r.sent(observed)
+		if call.ObservedChildren, err = encodeChildren(sent); err != nil {
 			return reconcile.Result{}, err
+		}
+		if r.Controller.SkipUnchangedInputs && obj.GetDeletionTimestamp().IsZero() {
+			var skip bool
+			if inputs, hashed, skip = r.unchanged(ctx, req, call.Retries, obj, sent); skip {
+				return reconcile.Result{}, nil
+			}
 		}
 	}
 
@@ -292,7 +310,32 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if childErr != nil {
 		return reconcile.Result{}, errors.Join(childErr, resultErr)
 	}
+	if hashed && resultErr == nil && result.IsZero() {
+		r.answered.record(req.NamespacedName, inputs)
+	}
 	return result, resultErr
+}
+
+// unchanged tells whether a Reconcile call with the inputs obj and sent can
+// be skipped (skip): they hash as those of the object's last successful
+// answer and the call is no retry. It returns the inputs hash and whether it
+// has one, and otherwise forgets the last one, so that a reconcile which does
+// not end in success is never skipped after.
+func (r *Reconciler) unchanged(ctx context.Context, req reconcile.Request, retries int32, obj *object.Object, sent []*object.Object) (h uint64, hashed, skip bool) {
+	h, err := inputsHash(obj, sent)
+	if err != nil {
+		r.answered.forget(req.NamespacedName)
+		logf.FromContext(ctx).V(1).Info("could not hash the inputs; calling the sidecar", "error", err.Error())
+		return 0, false, false
+	}
+	if retries == 0 && r.answered.same(req.NamespacedName, h) {
+		callsSkipped.WithLabelValues(r.Controller.Name).Inc()
+		logf.FromContext(ctx).V(1).Info("skipping the Reconcile call: the object and its observed children are those of the last successful answer",
+			"kind", r.Controller.GVK.Kind, "namespace", req.Namespace, "name", req.Name)
+		return h, true, true
+	}
+	r.answered.forget(req.NamespacedName)
+	return h, true, false
 }
 
 // get reads the reconciled object key from the cache into obj.
@@ -304,18 +347,25 @@ func (r *Reconciler) get(ctx context.Context, key types.NamespacedName, obj *obj
 	return err
 }
 
-// sentChildren encodes the observed children of the kinds declared with
-// send_observed, for ReconcileRequest.observed_children.
-func (r *Reconciler) sentChildren(observed []*object.Object) ([][]byte, error) {
+// sent are the observed children of the kinds declared with send_observed.
+func (r *Reconciler) sent(observed []*object.Object) []*object.Object {
 	send := map[schema.GroupVersionKind]bool{}
 	for _, k := range r.Children {
 		send[k.GVK] = k.SendObserved
 	}
-	var out [][]byte
+	var out []*object.Object
 	for _, c := range observed {
-		if !send[c.GroupVersionKind()] {
-			continue
+		if send[c.GroupVersionKind()] {
+			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// encodeChildren encodes children for ReconcileRequest.observed_children.
+func encodeChildren(children []*object.Object) ([][]byte, error) {
+	var out [][]byte
+	for _, c := range children {
 		raw, err := c.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("encoding child %s: %w", idOf(c), err)

@@ -59,6 +59,10 @@ type Controller struct {
 	// Finalizer is the finalizer the host manages for the controller; empty
 	// for none.
 	Finalizer string
+	// SkipUnchangedInputs lets the host skip a Reconcile call whose inputs
+	// are those of the last successful answer (see
+	// ControllerDescription.skip_unchanged_inputs).
+	SkipUnchangedInputs bool
 }
 
 // Owned is one owned child kind.
@@ -146,6 +150,7 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 			MaxConcurrentReconciles: int(c.GetMaxConcurrentReconciles()),
 			LabelSelector:           labels.Everything(),
 			Namespaces:              c.GetNamespaces(),
+			SkipUnchangedInputs:     c.GetSkipUnchangedInputs(),
 		}
 		switch {
 		case ctrl.Name == "":

@@ -594,9 +594,34 @@ type ControllerDescription struct {
 	// reconcile (for example "example.com/cleanup"). When such an object is being
 	// deleted, the host calls Finalize instead of Reconcile and removes the
 	// finalizer only after Finalize reports success. Empty: no finalizer.
-	Finalizer     string `protobuf:"bytes,8,opt,name=finalizer,proto3" json:"finalizer,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Finalizer string `protobuf:"bytes,8,opt,name=finalizer,proto3" json:"finalizer,omitempty"`
+	// Declares that the controller's Reconcile answer is a function of its
+	// inputs alone, so that the host may skip a call whose inputs are those of
+	// the last successful answer for the same object. False (the default): every
+	// reconcile calls the sidecar.
+	//
+	// The inputs are exactly:
+	//   - the reconciled object without its status and without
+	//     metadata.resourceVersion and metadata.managedFields, which the API
+	//     server changes on every write. Everything else counts: labels,
+	//     annotations, finalizers, owner references, generation, deletion
+	//     timestamp, spec and any other top-level field;
+	//   - the observed children sent in ReconcileRequest.observed_children (the
+	//     kinds declared with send_observed), each whole, status included,
+	//     without metadata.resourceVersion and metadata.managedFields; children
+	//     of kinds not sent are not inputs.
+	//
+	// A call is skipped only if the last answer for the object succeeded with no
+	// error and no requeue_after, and the host wrote all of it (status and
+	// children) without error. The host never skips the first reconcile of an
+	// object after it starts, a retry after an error, a Finalize, or a reconcile
+	// of an object being deleted. Typically it skips the reconcile caused by its
+	// own status write or child apply. A controller that reads anything else
+	// (the clock, other objects, external systems) must leave this false, or
+	// return a requeue_after.
+	SkipUnchangedInputs bool `protobuf:"varint,9,opt,name=skip_unchanged_inputs,json=skipUnchangedInputs,proto3" json:"skip_unchanged_inputs,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ControllerDescription) Reset() {
@@ -683,6 +708,13 @@ func (x *ControllerDescription) GetFinalizer() string {
 		return x.Finalizer
 	}
 	return ""
+}
+
+func (x *ControllerDescription) GetSkipUnchangedInputs() bool {
+	if x != nil {
+		return x.SkipUnchangedInputs
+	}
+	return false
 }
 
 // OwnedKind declares a kind of child a controller owns.
@@ -1000,7 +1032,7 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"namespaces\x18\x02 \x03(\tR\n" +
 	"namespaces\x12%\n" +
 	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12%\n" +
-	"\x0efield_selector\x18\x04 \x01(\tR\rfieldSelector\"\x82\x03\n" +
+	"\x0efield_selector\x18\x04 \x01(\tR\rfieldSelector\"\xb6\x03\n" +
 	"\x15ControllerDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\bfor_kind\x18\x02 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\aforKind\x12;\n" +
@@ -1013,7 +1045,8 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\x19max_concurrent_reconciles\x18\x05 \x01(\x05R\x17maxConcurrentReconciles\x12.\n" +
 	"\x04owns\x18\x06 \x03(\v2\x1a.polyop.v1alpha1.OwnedKindR\x04owns\x120\n" +
 	"\awatches\x18\a \x03(\v2\x16.polyop.v1alpha1.WatchR\awatches\x12\x1c\n" +
-	"\tfinalizer\x18\b \x01(\tR\tfinalizer\"\xaf\x01\n" +
+	"\tfinalizer\x18\b \x01(\tR\tfinalizer\x122\n" +
+	"\x15skip_unchanged_inputs\x18\t \x01(\bR\x13skipUnchangedInputs\"\xaf\x01\n" +
 	"\tOwnedKind\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12#\n" +
 	"\rsend_observed\x18\x02 \x01(\bR\fsendObserved\x12\x14\n" +

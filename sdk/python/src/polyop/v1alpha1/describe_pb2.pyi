@@ -358,6 +358,7 @@ class ControllerDescription(_message.Message):
     OWNS_FIELD_NUMBER: _builtins.int
     WATCHES_FIELD_NUMBER: _builtins.int
     FINALIZER_FIELD_NUMBER: _builtins.int
+    SKIP_UNCHANGED_INPUTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The controller's name, unique within the sidecar: lower-case letters,
     digits, '-' and '.'. It names the controller in ReconcileRequest.controller,
@@ -372,6 +373,31 @@ class ControllerDescription(_message.Message):
     reconcile (for example "example.com/cleanup"). When such an object is being
     deleted, the host calls Finalize instead of Reconcile and removes the
     finalizer only after Finalize reports success. Empty: no finalizer.
+    """
+    skip_unchanged_inputs: _builtins.bool
+    """Declares that the controller's Reconcile answer is a function of its
+    inputs alone, so that the host may skip a call whose inputs are those of
+    the last successful answer for the same object. False (the default): every
+    reconcile calls the sidecar.
+
+    The inputs are exactly:
+      - the reconciled object without its status and without
+        metadata.resourceVersion and metadata.managedFields, which the API
+        server changes on every write. Everything else counts: labels,
+        annotations, finalizers, owner references, generation, deletion
+        timestamp, spec and any other top-level field;
+      - the observed children sent in ReconcileRequest.observed_children (the
+        kinds declared with send_observed), each whole, status included,
+        without metadata.resourceVersion and metadata.managedFields; children
+        of kinds not sent are not inputs.
+    A call is skipped only if the last answer for the object succeeded with no
+    error and no requeue_after, and the host wrote all of it (status and
+    children) without error. The host never skips the first reconcile of an
+    object after it starts, a retry after an error, a Finalize, or a reconcile
+    of an object being deleted. Typically it skips the reconcile caused by its
+    own status write or child apply. A controller that reads anything else
+    (the clock, other objects, external systems) must leave this false, or
+    return a requeue_after.
     """
     @_builtins.property
     def for_kind(self) -> _types_pb2.GroupVersionKind:
@@ -417,10 +443,11 @@ class ControllerDescription(_message.Message):
         owns: _abc.Iterable[Global___OwnedKind] | None = ...,
         watches: _abc.Iterable[Global___Watch] | None = ...,
         finalizer: _builtins.str = ...,
+        skip_unchanged_inputs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["for_kind", b"for_kind", "predicates", b"predicates"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finalizer", b"finalizer", "for_kind", b"for_kind", "max_concurrent_reconciles", b"max_concurrent_reconciles", "name", b"name", "namespaces", b"namespaces", "owns", b"owns", "predicates", b"predicates", "watches", b"watches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finalizer", b"finalizer", "for_kind", b"for_kind", "max_concurrent_reconciles", b"max_concurrent_reconciles", "name", b"name", "namespaces", b"namespaces", "owns", b"owns", "predicates", b"predicates", "skip_unchanged_inputs", b"skip_unchanged_inputs", "watches", b"watches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/rawjson"
+)
+
+// callsSkipped counts the Reconcile calls the host did not make because
+// their inputs were those of the last successful answer (see
+// description.Controller.SkipUnchangedInputs), in controller-runtime's
+// metrics registry.
+var callsSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "polyop_sidecar_calls_skipped_total",
+	Help: "Reconcile calls not made to the sidecar because the object and the observed children sent were those " +
+		"of the last successful answer, by controller (only for controllers declaring skip_unchanged_inputs).",
+}, []string{"controller"})
+
+func init() {
+	metrics.Registry.MustRegister(callsSkipped)
+}
+
+// answeredInputs holds, per reconciled object, the hash of the inputs of the
+// last successful Reconcile answer: one uint64 per object, dropped when the
+// object is gone or a reconcile of it does not end in success.
+type answeredInputs struct {
+	mu     sync.Mutex
+	hashes map[types.NamespacedName]uint64
+}
+
+func newAnsweredInputs() *answeredInputs {
+	return &answeredInputs{hashes: map[types.NamespacedName]uint64{}}
+}
+
+// same reports whether h is the hash of key's last successful answer.
+func (a *answeredInputs) same(key types.NamespacedName, h uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	last, ok := a.hashes[key]
+	return ok && last == h
+}
+
+func (a *answeredInputs) record(key types.NamespacedName, h uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hashes[key] = h
+}
+
+func (a *answeredInputs) forget(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.hashes, key)
+}
+
+// inputsHash hashes the inputs of a Reconcile call: obj without its status
+// and without metadata.resourceVersion and metadata.managedFields, then each
+// observed child sent (whole, without those two metadata fields), in the
+// order sent. Two calls whose inputs hash the same are, to a controller that
+// is a function of its inputs, the same call.
+func inputsHash(obj *object.Object, sent []*object.Object) (uint64, error) {
+	h := fnv.New64a()
+	if err := hashObject(h, obj, false); err != nil {
+		return 0, err
+	}
+	for _, c := range sent {
+		if err := hashObject(h, c, true); err != nil {
+			return 0, err
+		}
+	}
+	return h.Sum64(), nil
+}
+
+// hashObject writes o to h, leaving out its status unless withStatus,
+// metadata.resourceVersion and metadata.managedFields. Every part is
+// written with its length, so that no two different objects write the same
+// bytes.
+func hashObject(h hash.Hash64, o *object.Object, withStatus bool) error {
+	meta := o.ObjectMeta
+	meta.ResourceVersion = ""
+	meta.ManagedFields = nil
+	// encoding/json writes struct fields in order and map keys sorted.
+	raw, err := json.Marshal(&meta)
+	if err != nil {
+		return fmt.Errorf("encoding the metadata of %s %s/%s: %w", o.Kind, o.GetNamespace(), o.GetName(), err)
+	}
+	writePart(h, []byte(o.APIVersion))
+	writePart(h, []byte(o.Kind))
+	writePart(h, raw)
+	body, err := o.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return rawjson.Each(body, func(key string, value json.RawMessage) error {
+		switch {
+		case key == "apiVersion", key == "kind", key == "metadata", key == "status" && !withStatus:
+			return nil
+		}
+		writePart(h, []byte(key))
+		writePart(h, value)
+		return nil
+	})
+}
+
+func writePart(h hash.Hash64, b []byte) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+	_, _ = h.Write(n[:])
+	_, _ = h.Write(b)
+}
