@@ -330,8 +330,8 @@ func (r *Reconciler) unchanged(ctx context.Context, req reconcile.Request, retri
 	}
 	if retries == 0 && r.answered.same(req.NamespacedName, h) {
 		callsSkipped.WithLabelValues(r.Controller.Name).Inc()
-		logf.FromContext(ctx).V(1).Info("skipping the Reconcile call: the object and its observed children are those of the last successful answer",
-			"kind", r.Controller.GVK.Kind, "namespace", req.Namespace, "name", req.Name)
+		// The reconcile's logger names the controller and the object.
+		logf.FromContext(ctx).V(1).Info("skipping the Reconcile call: the object and its observed children are those of the last successful answer")
 		return h, true, true
 	}
 	r.answered.forget(req.NamespacedName)

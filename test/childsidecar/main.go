@@ -37,11 +37,13 @@ func main() {
 	adoptConfigMaps := flag.Bool("adopt-configmaps", false, "Declare adopt for the owned ConfigMaps.")
 	ownJobs := flag.Bool("own-jobs", false, "Own batch/v1 Jobs too (spec.jobs, spec.jobImage).")
 	replaceJobs := flag.Bool("replace-jobs", false, "Own batch/v1 Jobs and declare replace_on_immutable for them.")
+	skipUnchanged := flag.Bool("skip-unchanged-inputs", false, "Declare skip_unchanged_inputs for the controller.")
 	flag.Parse()
 
 	s := &server{
 		name: *name, controller: *controller, finalizer: *finalizer,
 		adoptConfigMaps: *adoptConfigMaps, ownJobs: *ownJobs || *replaceJobs, replaceJobs: *replaceJobs,
+		skipUnchanged: *skipUnchanged,
 	}
 	if *logFile != "" {
 		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -101,6 +103,8 @@ type server struct {
 	name, controller, finalizer string
 	// What the controller declares of its owned kinds.
 	adoptConfigMaps, ownJobs, replaceJobs bool
+	// Whether the controller declares skip_unchanged_inputs.
+	skipUnchanged bool
 
 	mu      sync.Mutex
 	log     *os.File
@@ -146,7 +150,8 @@ func (s *server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 				{Kind: configMapKind, Mapping: &polyopv1alpha1.Watch_Annotation{Annotation: "e2e.polyop.dev/widget"}},
 				{Kind: serviceAccount, Mapping: &polyopv1alpha1.Watch_Label{Label: "e2e.polyop.dev/widget"}},
 			},
-			Finalizer: s.finalizer,
+			Finalizer:           s.finalizer,
+			SkipUnchangedInputs: s.skipUnchanged,
 		}},
 	}, nil
 }

@@ -51,6 +51,7 @@ type Builder[T client.Object] struct {
 	labelSelector string
 	namespaces    []string
 	maxConcurrent int
+	skipUnchanged bool
 	children      builderChildren // owned and watched kinds, finalizer
 }
 
@@ -114,6 +115,20 @@ func (b *Builder[T]) InNamespaces(namespaces ...string) *Builder[T] {
 // once for this controller. Defaults to 1, as in controller-runtime.
 func (b *Builder[T]) WithMaxConcurrentReconciles(n int) *Builder[T] {
 	b.maxConcurrent = n
+	return b
+}
+
+// WithSkipUnchangedInputs declares that the reconciler's answer is a function
+// of its inputs alone: the object without its status (and without
+// metadata.resourceVersion and metadata.managedFields) and the observed
+// children of the kinds owned with SendObserved, status included. The host
+// then skips a Reconcile call whose inputs are those of the last answer for
+// the object that succeeded with no RequeueAfter, such as the call the
+// host's own status write or child apply would cause. Leave it off for a
+// reconciler that reads the clock, other objects through the client, or
+// anything outside the cluster. Defaults to false: every reconcile calls.
+func (b *Builder[T]) WithSkipUnchangedInputs(skip bool) *Builder[T] {
+	b.skipUnchanged = skip
 	return b
 }
 
@@ -189,6 +204,7 @@ func (b *Builder[T]) complete(r Reconciler[T]) error {
 		},
 		Namespaces:              namespaces,
 		MaxConcurrentReconciles: int32(b.maxConcurrent),
+		SkipUnchangedInputs:     b.skipUnchanged,
 	}
 	if len(filters) > 0 || b.labelSelector != "" {
 		desc.Predicates = &polyopv1alpha1.Predicates{

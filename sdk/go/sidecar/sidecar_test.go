@@ -171,6 +171,7 @@ func TestDescribeIsBuiltFromTheRegistrations(t *testing.T) {
 		WithLabelSelector("app=web").
 		InNamespaces("a", "b", "a").
 		WithMaxConcurrentReconciles(3).
+		WithSkipUnchangedInputs(true).
 		Complete(nopReconciler[*appsv1.Deployment]{}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +212,9 @@ func TestDescribeIsBuiltFromTheRegistrations(t *testing.T) {
 	}
 	if got := deploy.GetMaxConcurrentReconciles(); got != 3 {
 		t.Errorf("max concurrent reconciles = %d", got)
+	}
+	if !deploy.GetSkipUnchangedInputs() || configs.GetSkipUnchangedInputs() {
+		t.Errorf("skip unchanged inputs = %v and %v, want true as declared and false by default", deploy.GetSkipUnchangedInputs(), configs.GetSkipUnchangedInputs())
 	}
 	if configs.GetName() != "configs" || configs.GetForKind().GetKind() != "ConfigMap" || configs.GetPredicates() != nil {
 		t.Errorf("unstructured controller = %v", configs)
