@@ -33,6 +33,7 @@ def test_describe_is_built_from_the_registrations() -> None:
         namespaces=["a", "b", "a"],
         max_concurrent_reconciles=4,
         finalizer="example.com/cleanup",
+        skip_unchanged_inputs=True,
     )(nothing)
     sidecar.finalizer(WIDGET)(nothing)
     sidecar.reconciler(WIDGET, name="widget.audit")(nothing)
@@ -71,6 +72,7 @@ def test_describe_is_built_from_the_registrations() -> None:
                     describe_pb2.Watch(kind=gvk("", "v1", "Service"), field_path="spec.serviceName"),
                 ],
                 finalizer="example.com/cleanup",
+                skip_unchanged_inputs=True,
             ),
             describe_pb2.ControllerDescription(name="widget.audit", for_kind=gvk("example.com", "v1", "Widget")),
         ],

@@ -80,6 +80,7 @@ def test_the_arguments_the_table_names_exist() -> None:
         "desired_children": polyop.Result,
         "children_complete": polyop.Result,
         "retry_after": polyop.TemporaryError,
+        "skip_unchanged_inputs": polyop.Sidecar.reconciler,
         **dict.fromkeys(["operation", "old", "dry_run", "subresource", "user"], polyop.testing.Harness.validate),
         **dict.fromkeys(["tracer_provider", "reflection"], polyop.Sidecar.serve),
     }

@@ -60,6 +60,14 @@ export interface ControllerOptions<T> {
   finalize?: Finalizer<T>;
   /** Called when the object is gone (no finalizer held it). Defaults to doing nothing. */
   deleted?: (ctx: ReconcileContext) => MaybePromise<Result | void>;
+  /**
+   * Declares that the reconciler's answer depends on its inputs alone: the object without its status (and without
+   * metadata.resourceVersion and metadata.managedFields) and the observed children sent (sendObserved), status
+   * included. The host then skips a call whose inputs are those of the last answer that succeeded without
+   * requeueAfter, such as the call its own status write or child apply would cause. Leave it off for a reconciler
+   * that reads the clock, other objects or anything outside the cluster. Defaults to false: every reconcile calls.
+   */
+  skipUnchangedInputs?: boolean;
 }
 
 /** How an admission webhook is declared to the host. */
@@ -219,6 +227,7 @@ export class Registry {
           mapping: w.mapping,
         })),
         finalizer: options.finalizer ?? "",
+        skipUnchangedInputs: options.skipUnchangedInputs ?? false,
       },
       gvk,
       reconcile: fn as Reconciler<KubeResource>,

@@ -45,6 +45,7 @@ describe("Describe", () => {
           watches: [{ apiVersion: "v1", kind: "Secret", fieldPath: "spec.secretName" }],
           finalizer: "example.com/cleanup",
           finalize: () => {},
+          skipUnchangedInputs: true,
         },
         () => {},
       )
@@ -66,6 +67,7 @@ describe("Describe", () => {
     assert.equal(c.predicates?.labelSelector, "app=web");
     assert.deepEqual(c.namespaces, ["a", "b"]);
     assert.equal(c.maxConcurrentReconciles, 4);
+    assert.deepEqual([c.skipUnchangedInputs, d.controllers[1]?.skipUnchangedInputs], [true, false]);
     assert.equal(c.owns[0]?.kind?.kind, "ConfigMap");
     assert.equal(c.owns[0]?.sendObserved, true);
     assert.equal(c.owns[0]?.adopt, false);

@@ -225,6 +225,7 @@ class Sidecar:
         namespaces: Iterable[str] = (),
         max_concurrent_reconciles: int = 0,
         finalizer: str = "",
+        skip_unchanged_inputs: bool = False,
     ) -> Callable[[_R], _R]:
         """Register a reconcile function for a kind, as
         ``ctrl.NewControllerManagedBy(mgr).For(kind)`` does in controller-runtime.
@@ -240,7 +241,16 @@ class Sidecar:
         - ``namespaces``: only these namespaces (all by default);
         - ``max_concurrent_reconciles``: objects reconciled at once (1 by default);
         - ``finalizer``: a finalizer the host adds to every object; register the
-          clean-up with :meth:`finalizer`.
+          clean-up with :meth:`finalizer`;
+        - ``skip_unchanged_inputs``: declares that the function's answer depends
+          on its inputs alone — the object without its status (and without
+          ``metadata.resourceVersion`` and ``metadata.managedFields``) and the
+          observed children sent (``send_observed``), status included — so the
+          host skips a call whose inputs are those of the last answer that
+          succeeded without ``requeue_after``, such as the call its own status
+          write or child apply would cause. Leave it off (the default) for a
+          function that reads the clock, other objects or anything outside the
+          cluster.
 
         The function may be ``async def``; register what to do once an object
         is gone with :meth:`deleted`.
@@ -272,6 +282,7 @@ class Sidecar:
             owns=[o.to_proto() for o in owned],
             watches=[w.to_proto() for w in watches],
             finalizer=finalizer,
+            skip_unchanged_inputs=skip_unchanged_inputs,
         )
         if filters or label_selector:
             description.predicates.CopyFrom(
