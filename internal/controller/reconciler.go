@@ -225,7 +225,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 		if r.Controller.SkipUnchangedInputs && obj.GetDeletionTimestamp().IsZero() {
 			var skip bool
-			if inputs, hashed, skip = r.unchanged(ctx, req, call.Retries, obj, sent); skip {
+			if inputs, hashed, skip = r.unchanged(ctx, req, call.Retries, obj, sent, observed); skip {
 				return reconcile.Result{}, nil
 			}
 		}
@@ -318,17 +318,19 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 // unchanged tells whether a Reconcile call with the inputs obj and sent can
 // be skipped (skip): they hash as those of the object's last successful
-// answer and the call is no retry. It returns the inputs hash and whether it
+// answer, the call is no retry, and the observed children the sidecar is not
+// sent are exactly as the host last applied them (childrenAsLeft), so that a
+// call could neither answer differently nor make the host write anything. It returns the inputs hash and whether it
 // has one, and otherwise forgets the last one, so that a reconcile which does
 // not end in success is never skipped after.
-func (r *Reconciler) unchanged(ctx context.Context, req reconcile.Request, retries int32, obj *object.Object, sent []*object.Object) (h uint64, hashed, skip bool) {
+func (r *Reconciler) unchanged(ctx context.Context, req reconcile.Request, retries int32, obj *object.Object, sent, observed []*object.Object) (h uint64, hashed, skip bool) {
 	h, err := inputsHash(obj, sent)
 	if err != nil {
 		r.answered.forget(req.NamespacedName)
 		logf.FromContext(ctx).V(1).Info("could not hash the inputs; calling the sidecar", "error", err.Error())
 		return 0, false, false
 	}
-	if retries == 0 && r.answered.same(req.NamespacedName, h) {
+	if retries == 0 && r.answered.same(req.NamespacedName, h) && r.childrenAsLeft(req.NamespacedName, obj, observed) {
 		callsSkipped.WithLabelValues(r.Controller.Name).Inc()
 		// The reconcile's logger names the controller and the object.
 		logf.FromContext(ctx).V(1).Info("skipping the Reconcile call: the object and its observed children are those of the last successful answer")

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -60,6 +61,37 @@ func (a *answeredInputs) forget(key types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.hashes, key)
+}
+
+// childrenAsLeft reports whether the observed children of owner of the kinds
+// not sent to the sidecar are exactly those the host last applied, each at
+// the resourceVersion its apply returned: none deleted, changed or added
+// since. The sidecar's answer does not depend on them, but what the host
+// does with it does (it applies a child again that was deleted or changed).
+func (r *Reconciler) childrenAsLeft(key types.NamespacedName, owner *object.Object, observed []*object.Object) bool {
+	sent := map[schema.GroupVersionKind]bool{}
+	for _, k := range r.Children {
+		sent[k.GVK] = k.SendObserved
+	}
+	applied := r.applied.children(key, owner.GetUID())
+	seen := 0
+	for _, o := range observed {
+		if sent[o.GroupVersionKind()] {
+			continue
+		}
+		prev, ok := findApplied(applied, idOf(o))
+		if !ok || prev.resourceVersion == "" || prev.resourceVersion != o.GetResourceVersion() {
+			return false
+		}
+		seen++
+	}
+	want := 0
+	for _, c := range applied {
+		if !sent[c.id.gvk] {
+			want++
+		}
+	}
+	return seen == want
 }
 
 // inputsHash hashes the inputs of a Reconcile call: obj without its status

@@ -216,3 +216,54 @@ func TestSkipUnchangedInputsCallsAfterAnErrorOrARequeueAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestSkipUnchangedInputsCallsWhenAChildNotSentIsNoLongerAsApplied(t *testing.T) {
+	t.Parallel()
+	secret := func() *object.Object {
+		s := object.New(secretGVK)
+		s.SetNamespace("ns")
+		s.SetName("a")
+		return s
+	}
+	for what, change := range map[string]func(t *testing.T, c client.Client){
+		"deleted": func(t *testing.T, c client.Client) {
+			if err := c.Delete(context.Background(), secret()); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"changed": func(t *testing.T, c client.Client) {
+			update(t, c, client.ObjectKey{Namespace: "ns", Name: "a"}, secret(), func(u *unstructured.Unstructured) {
+				u.Object["data"] = map[string]any{"v": "dGFtcGVyZWQ="}
+			})
+		},
+	} {
+		t.Run(what, func(t *testing.T) {
+			t.Parallel()
+			resp := &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("a", "MQ==")}, ChildrenComplete: true}
+			r, c, sc := skipFlow(t, "skip-children-as-left", true, false, &resp, ownerMap())
+			ctx := context.Background()
+			for range 2 {
+				if _, err := r.Reconcile(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := len(sc.Reconciles()); n != 1 {
+				t.Fatalf("the sidecar was called %d times, want 1 (the second reconcile skipped)", n)
+			}
+			change(t, c)
+			if _, err := r.Reconcile(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(sc.Reconciles()); n != 2 {
+				t.Errorf("after the child was %s the sidecar was called %d times in all, want 2", what, n)
+			}
+			s := secret()
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, s); err != nil {
+				t.Fatalf("the child was not applied again: %v", err)
+			}
+			if v, _ := s.Field("data"); string(v) != `{"v":"MQ=="}` {
+				t.Errorf("the child's data is %s, want it applied again", v)
+			}
+		})
+	}
+}

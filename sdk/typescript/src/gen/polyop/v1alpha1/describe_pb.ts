@@ -376,8 +376,10 @@ export type ControllerDescription = Message<"polyop.v1alpha1.ControllerDescripti
    *     timestamp, spec and any other top-level field;
    *   - the observed children sent in ReconcileRequest.observed_children (the
    *     kinds declared with send_observed), each whole, status included,
-   *     without metadata.resourceVersion and metadata.managedFields; children
-   *     of kinds not sent are not inputs.
+   *     without metadata.resourceVersion and metadata.managedFields.
+   * Children of owned kinds not sent are not inputs of the answer, but the
+   * host still calls when one of them is not exactly as it last applied it
+   * (deleted, changed, or one it did not apply), so that it is applied again.
    * A call is skipped only if the last answer for the object succeeded with no
    * error and no requeue_after, and the host wrote all of it (status and
    * children) without error. The host never skips the first reconcile of an
