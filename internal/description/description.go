@@ -193,6 +193,12 @@ func NewDescription(resp *polyopv1alpha1.DescribeResponse) (*Description, error)
 			ctrl.MaxConcurrentReconciles = 1
 		}
 		ctrl.Owns, ctrl.Watches, ctrl.Finalizer = children(p, c, bad)
+		if ctrl.SkipUnchangedInputs && len(c.GetWatches()) > 0 {
+			// A watched object reaches the sidecar through the Cluster
+			// service, not the request: the host cannot tell it changed.
+			bad(p+".skip_unchanged_inputs", "a controller that declares watches reads objects other than its inputs; "+
+				"leave skip_unchanged_inputs false, or drop the watches")
+		}
 		d.Controllers = append(d.Controllers, ctrl)
 	}
 	d.Webhooks = webhooks(resp.GetWebhooks(), bad)

@@ -53,6 +53,14 @@ func TestNewDescription(t *testing.T) {
 	if c.LabelSelector.String() != "app=web" {
 		t.Errorf("LabelSelector = %q", c.LabelSelector)
 	}
+	if c.SkipUnchangedInputs {
+		t.Errorf("SkipUnchangedInputs = true, want the default false")
+	}
+	r := validResponse()
+	r.Controllers[0].SkipUnchangedInputs = true
+	if d, err := NewDescription(r); err != nil || !d.Controllers[0].SkipUnchangedInputs {
+		t.Errorf("a controller declaring skip_unchanged_inputs: %v, want it kept", err)
+	}
 }
 
 func TestNewDescriptionKeepsWhatEachOwnedKindDeclares(t *testing.T) {
@@ -192,6 +200,16 @@ func TestNewDescriptionRejects(t *testing.T) {
 		"if max_concurrent_reconciles is negative": {
 			change: func(r *polyopv1alpha1.DescribeResponse) { r.Controllers[0].MaxConcurrentReconciles = -1 },
 			want:   "controllers[0].max_concurrent_reconciles: must not be negative",
+		},
+		"if a controller that skips unchanged inputs declares watches": {
+			change: func(r *polyopv1alpha1.DescribeResponse) {
+				r.Controllers[0].SkipUnchangedInputs = true
+				r.Controllers[0].Watches = []*polyopv1alpha1.Watch{{
+					Kind:    &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Secret"},
+					Mapping: &polyopv1alpha1.Watch_Label{Label: "example.com/owner"},
+				}}
+			},
+			want: "controllers[0].skip_unchanged_inputs: a controller that declares watches reads objects other than its inputs",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -37,7 +37,7 @@ func main() {
 	adoptConfigMaps := flag.Bool("adopt-configmaps", false, "Declare adopt for the owned ConfigMaps.")
 	ownJobs := flag.Bool("own-jobs", false, "Own batch/v1 Jobs too (spec.jobs, spec.jobImage).")
 	replaceJobs := flag.Bool("replace-jobs", false, "Own batch/v1 Jobs and declare replace_on_immutable for them.")
-	skipUnchanged := flag.Bool("skip-unchanged-inputs", false, "Declare skip_unchanged_inputs for the controller.")
+	skipUnchanged := flag.Bool("skip-unchanged-inputs", false, "Declare skip_unchanged_inputs for the controller, and no watches.")
 	flag.Parse()
 
 	s := &server{
@@ -138,18 +138,23 @@ func (s *server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 	if s.ownJobs {
 		owns = append(owns, &polyopv1alpha1.OwnedKind{Kind: jobKind, ReplaceOnImmutable: s.replaceJobs})
 	}
+	watches := []*polyopv1alpha1.Watch{
+		{Kind: configMapKind, Mapping: &polyopv1alpha1.Watch_FieldPath{FieldPath: "spec.configMapName"}},
+		{Kind: configMapKind, Mapping: &polyopv1alpha1.Watch_Annotation{Annotation: "e2e.polyop.dev/widget"}},
+		{Kind: serviceAccount, Mapping: &polyopv1alpha1.Watch_Label{Label: "e2e.polyop.dev/widget"}},
+	}
+	if s.skipUnchanged {
+		// The host refuses watches beside skip_unchanged_inputs.
+		watches = nil
+	}
 	return &polyopv1alpha1.DescribeResponse{
 		ProtocolVersion: description.ProtocolVersion,
 		Name:            s.name,
 		Controllers: []*polyopv1alpha1.ControllerDescription{{
-			Name:    s.controller,
-			ForKind: widgetKind,
-			Owns:    owns,
-			Watches: []*polyopv1alpha1.Watch{
-				{Kind: configMapKind, Mapping: &polyopv1alpha1.Watch_FieldPath{FieldPath: "spec.configMapName"}},
-				{Kind: configMapKind, Mapping: &polyopv1alpha1.Watch_Annotation{Annotation: "e2e.polyop.dev/widget"}},
-				{Kind: serviceAccount, Mapping: &polyopv1alpha1.Watch_Label{Label: "e2e.polyop.dev/widget"}},
-			},
+			Name:                s.controller,
+			ForKind:             widgetKind,
+			Owns:                owns,
+			Watches:             watches,
 			Finalizer:           s.finalizer,
 			SkipUnchangedInputs: s.skipUnchanged,
 		}},

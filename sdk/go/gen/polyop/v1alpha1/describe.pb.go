@@ -620,7 +620,8 @@ type ControllerDescription struct {
 	// of an object being deleted. Typically it skips the reconcile caused by its
 	// own status write or child apply. A controller that reads anything else
 	// (the clock, other objects, external systems) must leave this false, or
-	// return a requeue_after.
+	// return a requeue_after. A controller that declares watches must leave it
+	// false: the host refuses the description otherwise.
 	SkipUnchangedInputs bool `protobuf:"varint,9,opt,name=skip_unchanged_inputs,json=skipUnchangedInputs,proto3" json:"skip_unchanged_inputs,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache

@@ -399,7 +399,8 @@ class ControllerDescription(_message.Message):
     of an object being deleted. Typically it skips the reconcile caused by its
     own status write or child apply. A controller that reads anything else
     (the clock, other objects, external systems) must leave this false, or
-    return a requeue_after.
+    return a requeue_after. A controller that declares watches must leave it
+    false: the host refuses the description otherwise.
     """
     @_builtins.property
     def for_kind(self) -> _types_pb2.GroupVersionKind:

@@ -387,7 +387,8 @@ export type ControllerDescription = Message<"polyop.v1alpha1.ControllerDescripti
    * of an object being deleted. Typically it skips the reconcile caused by its
    * own status write or child apply. A controller that reads anything else
    * (the clock, other objects, external systems) must leave this false, or
-   * return a requeue_after.
+   * return a requeue_after. A controller that declares watches must leave it
+   * false: the host refuses the description otherwise.
    *
    * @generated from field: bool skip_unchanged_inputs = 9;
    */
