@@ -3,10 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -39,7 +37,7 @@ func (r *Reconciler) awaitOwnWrite(ctx context.Context, req reconcile.Request, o
 	}
 	if !olderThan(obj.GetResourceVersion(), last) {
 		// The cache has seen the write: nothing to remember any more.
-		r.written.forgetVersion(req.NamespacedName, last)
+		r.written.forgetIf(req.NamespacedName, last)
 		return nil
 	}
 	start := time.Now()
@@ -51,7 +49,7 @@ func (r *Reconciler) awaitOwnWrite(ctx context.Context, req reconcile.Request, o
 	})
 	switch {
 	case err == nil:
-		r.written.forgetVersion(req.NamespacedName, last)
+		r.written.forgetIf(req.NamespacedName, last)
 		logf.FromContext(ctx).V(1).Info("waited for the cache to see the host's own write", "waited", time.Since(start).String())
 		return nil
 	case ctx.Err() != nil:
@@ -71,39 +69,6 @@ func olderThan(a, b string) bool {
 
 // writtenVersions remembers the resource version of the host's last write of
 // each reconciled object, until a reconcile finds the cache has seen it.
-type writtenVersions struct {
-	mu       sync.Mutex
-	versions map[types.NamespacedName]string
-}
+type writtenVersions = keyed[string]
 
-func newWrittenVersions() *writtenVersions {
-	return &writtenVersions{versions: map[types.NamespacedName]string{}}
-}
-
-func (w *writtenVersions) get(key types.NamespacedName) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.versions[key]
-}
-
-func (w *writtenVersions) record(key types.NamespacedName, rv string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.versions[key] = rv
-}
-
-func (w *writtenVersions) forget(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.versions, key)
-}
-
-// forgetVersion forgets key's last write if it is still rv (a newer write
-// may have been recorded meanwhile, by another worker).
-func (w *writtenVersions) forgetVersion(key types.NamespacedName, rv string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.versions[key] == rv {
-		delete(w.versions, key)
-	}
-}
+func newWrittenVersions() *writtenVersions { return newKeyed[string]() }

@@ -330,7 +330,7 @@ func (r *Reconciler) unchanged(ctx context.Context, req reconcile.Request, retri
 		logf.FromContext(ctx).V(1).Info("could not hash the inputs; calling the sidecar", "error", err.Error())
 		return 0, false, false
 	}
-	if retries == 0 && r.answered.same(req.NamespacedName, h) && r.childrenAsLeft(req.NamespacedName, obj, observed) {
+	if retries == 0 && r.answered.holds(req.NamespacedName, h) && r.childrenAsLeft(req.NamespacedName, obj, observed) {
 		callsSkipped.WithLabelValues(r.Controller.Name).Inc()
 		// The reconcile's logger names the controller and the object.
 		logf.FromContext(ctx).V(1).Info("skipping the Reconcile call: the object and its observed children are those of the last successful answer")

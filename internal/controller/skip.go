@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,34 +33,9 @@ func init() {
 // answeredInputs holds, per reconciled object, the hash of the inputs of the
 // last successful Reconcile answer: one uint64 per object, dropped when the
 // object is gone or a reconcile of it does not end in success.
-type answeredInputs struct {
-	mu     sync.Mutex
-	hashes map[types.NamespacedName]uint64
-}
+type answeredInputs = keyed[uint64]
 
-func newAnsweredInputs() *answeredInputs {
-	return &answeredInputs{hashes: map[types.NamespacedName]uint64{}}
-}
-
-// same reports whether h is the hash of key's last successful answer.
-func (a *answeredInputs) same(key types.NamespacedName, h uint64) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	last, ok := a.hashes[key]
-	return ok && last == h
-}
-
-func (a *answeredInputs) record(key types.NamespacedName, h uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.hashes[key] = h
-}
-
-func (a *answeredInputs) forget(key types.NamespacedName) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.hashes, key)
-}
+func newAnsweredInputs() *answeredInputs { return newKeyed[uint64]() }
 
 // childrenAsLeft reports whether the observed children of owner of the kinds
 // not sent to the sidecar are exactly those the host last applied, each at
