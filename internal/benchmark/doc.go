@@ -15,7 +15,7 @@
 //   - go-unix and go-tcp: the host (cmd/host) with the Go sidecar
 //     (gosidecar, declarative: the ConfigMap is its desired child) over a
 //     unix socket or TCP loopback;
-//   - go-imperative-unix: the host with goimperative, the baseline's own
+//   - go-imperative-unix: the host with gosidecar --imperative, the baseline's own
 //     reconciler (widget.Reconciler) run unchanged over the Go SDK's client;
 //   - python-unix and typescript-unix: the host with the sidecars of
 //     sidecars/python and sidecars/typescript, built on those SDKs, when

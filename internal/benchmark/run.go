@@ -421,7 +421,7 @@ func (r *run) start(ctx context.Context) error {
 		return fmt.Errorf("variant %s: unknown transport %q", r.variant.Name, r.variant.Transport)
 	}
 	bin, args := r.variant.sidecar(r.bins, address, r.workers)
-	if r.scPprof != "" && (bin == r.bins.goSidecar || bin == r.bins.goImperative) {
+	if r.scPprof != "" && bin == r.bins.goSidecar {
 		args = append(args, "--pprof-bind-address", r.scPprof)
 	} else {
 		r.scPprof = ""

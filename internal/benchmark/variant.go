@@ -47,30 +47,28 @@ type Variant struct {
 
 // binaries are the Go programs a run needs, built once.
 type binaries struct {
-	host, inprocess, goSidecar, goImperative string
+	host, inprocess, goSidecar string
 }
 
 // Packages built for the runs, relative to the repository root.
 const (
-	hostPackage         = "./cmd/host"
-	inprocessPackage    = "./internal/benchmark/inprocess"
-	goSidecarPackage    = "./internal/benchmark/gosidecar"
-	goImperativePackage = "./internal/benchmark/goimperative"
+	hostPackage      = "./cmd/host"
+	inprocessPackage = "./internal/benchmark/inprocess"
+	goSidecarPackage = "./internal/benchmark/gosidecar"
 )
 
 // buildBinaries builds the programs into dir with one go build, which links
 // them in parallel.
 func buildBinaries(dir string) (binaries, error) {
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), hostPackage, inprocessPackage, goSidecarPackage, goImperativePackage)
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), hostPackage, inprocessPackage, goSidecarPackage)
 	cmd.Dir = testenv.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return binaries{}, fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return binaries{
-		host:         filepath.Join(dir, path.Base(hostPackage)),
-		inprocess:    filepath.Join(dir, path.Base(inprocessPackage)),
-		goSidecar:    filepath.Join(dir, path.Base(goSidecarPackage)),
-		goImperative: filepath.Join(dir, path.Base(goImperativePackage)),
+		host:      filepath.Join(dir, path.Base(hostPackage)),
+		inprocess: filepath.Join(dir, path.Base(inprocessPackage)),
+		goSidecar: filepath.Join(dir, path.Base(goSidecarPackage)),
 	}, nil
 }
 
@@ -79,7 +77,7 @@ func goSidecar(bins binaries, address string, workers int) (string, []string) {
 }
 
 func goImperativeSidecar(bins binaries, address string, workers int) (string, []string) {
-	return bins.goImperative, []string{"--address", address, "--max-concurrent-reconciles", fmt.Sprint(workers)}
+	return bins.goSidecar, []string{"--address", address, "--imperative", "--max-concurrent-reconciles", fmt.Sprint(workers)}
 }
 
 // Variants lists every variant polyop knows, the baseline first. Those that

@@ -8,9 +8,16 @@
 // sets the Widget as its controller owner, and writes the status when it
 // changed. The logic is package widget's, the baseline's own.
 //
+// With --imperative it is the imperative Go sidecar instead: the baseline's
+// own controller-runtime reconciler (widget.Reconciler), unchanged,
+// registered with CompleteRequests and given the Server's client, so that its
+// Gets, its server-side apply of the ConfigMap and its status patch go
+// through the host's Cluster service, with no desired children: what porting
+// an existing operator to polyop without rewriting it costs.
+//
 // Usage:
 //
-//	gosidecar --address unix:///path/to.sock [--max-concurrent-reconciles N] [--pprof-bind-address ADDR]
+//	gosidecar --address unix:///path/to.sock [--imperative] [--max-concurrent-reconciles N] [--pprof-bind-address ADDR]
 package main
 
 import (
@@ -38,17 +45,21 @@ func main() {
 		"Where to serve the sidecar API: unix:///abs/path.sock, unix:rel/path.sock, tcp://host:port or host:port.")
 	concurrency := flag.Int("max-concurrent-reconciles", 1, "How many Widgets the host reconciles at once.")
 	pprofAddr := flag.String("pprof-bind-address", "", "Where the pprof endpoints listen; empty disables them.")
+	imperative := flag.Bool("imperative", false, "Run the baseline's reconciler over the SDK's client instead of desiring the ConfigMap.")
 	opts := sidecar.Options{Name: "bench-widget"}
 	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *imperative && opts.Name == "bench-widget" {
+		opts.Name = "bench-widget-imperative"
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	if *pprofAddr != "" {
 		go servePprof(*pprofAddr)
 	}
-	srv, err := newServer(opts, *concurrency)
+	srv, err := newServer(opts, *concurrency, *imperative)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gosidecar:", err)
 		os.Exit(1)
@@ -59,8 +70,15 @@ func main() {
 	}
 }
 
-// newServer returns the sidecar with the Widget controller registered.
-func newServer(opts sidecar.Options, concurrency int) (*sidecar.Server, error) {
+// imperativeFieldManager is the field manager of the ConfigMaps the
+// imperative reconciler applies.
+const imperativeFieldManager = "bench-go-imperative"
+
+// newServer returns the sidecar with the Widget controller registered, with
+// the baseline's watches (Widgets on generation changes, every event of the
+// ConfigMaps they control): declarative, or the baseline's reconciler when
+// imperative.
+func newServer(opts sidecar.Options, concurrency int, imperative bool) (*sidecar.Server, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -73,12 +91,16 @@ func newServer(opts sidecar.Options, concurrency int) (*sidecar.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = sidecar.NewControllerManagedBy[*benchv1alpha1.Widget](srv).
+	b := sidecar.NewControllerManagedBy[*benchv1alpha1.Widget](srv).
 		Named(widget.ControllerName).
 		WithUpdateFilters(sidecar.GenerationChanged).
 		Owns(&corev1.ConfigMap{}).
-		WithMaxConcurrentReconciles(concurrency).
-		Complete(sidecar.ReconcilerFunc[*benchv1alpha1.Widget](reconcile))
+		WithMaxConcurrentReconciles(concurrency)
+	if imperative {
+		err = b.CompleteRequests(&widget.Reconciler{Client: srv.GetClient(), FieldManager: imperativeFieldManager})
+	} else {
+		err = b.Complete(sidecar.ReconcilerFunc[*benchv1alpha1.Widget](reconcile))
+	}
 	if err != nil {
 		return nil, err
 	}
