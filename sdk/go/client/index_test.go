@@ -57,6 +57,13 @@ func newWatchServer(t *testing.T, objs ...*corev1.ConfigMap) (*watchServer, *cli
 		obj.ResourceVersion = strconv.Itoa(w.rv)
 		w.objects[obj.Name] = obj
 	}
+	return w, serveCluster(t, w)
+}
+
+// serveCluster serves cs on a unix socket and returns a Client dialing it,
+// closed before the server stops when the test ends.
+func serveCluster(t *testing.T, cs polyopv1alpha1.ClusterServiceServer) *client.Client {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "pc-")
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +75,7 @@ func newWatchServer(t *testing.T, objs ...*corev1.ConfigMap) (*watchServer, *cli
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	polyopv1alpha1.RegisterClusterServiceServer(gs, w)
+	polyopv1alpha1.RegisterClusterServiceServer(gs, cs)
 	go func() { _ = gs.Serve(lis) }()
 	c, err := client.New(client.Options{Address: "unix://" + socket})
 	if err != nil {
@@ -77,7 +84,7 @@ func newWatchServer(t *testing.T, objs ...*corev1.ConfigMap) (*watchServer, *cli
 	// The Client first, so that its Watches end before the server stops.
 	t.Cleanup(gs.Stop)
 	t.Cleanup(func() { _ = c.Close() })
-	return w, c
+	return c
 }
 
 func (w *watchServer) Watch(req *polyopv1alpha1.WatchRequest, stream polyopv1alpha1.ClusterService_WatchServer) error {

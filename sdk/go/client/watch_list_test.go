@@ -2,15 +2,11 @@ package client_test
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -57,26 +53,8 @@ func (s *brokenListServer) Watch(req *polyopv1alpha1.WatchRequest, stream polyop
 // off before INITIAL_LIST_DONE must list again, not resume from the last
 // object it received, or it never sees b.
 func TestAWatchBrokenOffInItsInitialListListsAgain(t *testing.T) {
-	dir, err := os.MkdirTemp("", "pc-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "cluster.sock")
-	lis, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &brokenListServer{}
-	gs := grpc.NewServer()
-	polyopv1alpha1.RegisterClusterServiceServer(gs, s)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	c, err := client.New(client.Options{Address: "unix://" + socket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := serveCluster(t, s)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
