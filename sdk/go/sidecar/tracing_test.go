@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,7 +84,10 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+	// A Send that fails with io.EOF means the server ended the stream (for
+	// instance, Unimplemented); as grpc-go documents, Recv then returns the
+	// stream's real status.
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	resp, err := stream.Recv()
