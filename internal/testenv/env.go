@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -55,9 +56,24 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
+// Options configure the control plane StartWith starts.
+type Options struct {
+	// CRDDirs are directories of CRD manifests to install.
+	CRDDirs []string
+	// FeatureGates are the API server's feature gates to turn on, by name,
+	// e.g. "ShardedListAndWatch". None by default.
+	FeatureGates []string
+}
+
 // Start starts a control plane with the CRDs found in crdDirs installed.
 // Stop it with Env.Stop.
 func Start(crdDirs ...string) (*Env, error) {
+	return StartWith(Options{CRDDirs: crdDirs})
+}
+
+// StartWith starts a control plane as opts say. Stop it with Env.Stop.
+func StartWith(opts Options) (*Env, error) {
+	crdDirs := opts.CRDDirs
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -72,6 +88,13 @@ func Start(crdDirs ...string) (*Env, error) {
 			CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: controlPlaneTimeout},
 		},
 		Kubectl: filepath.Join(assets, "kubectl"),
+	}
+	if len(opts.FeatureGates) > 0 {
+		gates := make([]string, len(opts.FeatureGates))
+		for i, g := range opts.FeatureGates {
+			gates[i] = g + "=true"
+		}
+		e.env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", strings.Join(gates, ","))
 	}
 	// So is its 20s for each component to start or stop, unless set through
 	// its own environment variables.
