@@ -68,22 +68,49 @@ func medianRuns(rounds [][]*Result) []*Result {
 // divided by the baseline's of the same round, for every round, and their
 // median: pairs of runs close in time share the machine's mood.
 func (s SizeReport) throughputRatios(i int) (ratios []float64, median float64) {
-	base := 0
-	for j, r := range s.Results {
-		if r.Variant.Baseline {
-			base = j
-		}
-	}
+	return s.roundRatios(i, s.baselineIndex(), (*Result).Throughput)
+}
+
+// roundRatios returns f of the variant at index i divided by f of the
+// variant at index j, for every round, and their median.
+func (s SizeReport) roundRatios(i, j int, f func(*Result) float64) (ratios []float64, median float64) {
 	for _, round := range s.Rounds {
-		ratios = append(ratios, round[i].Throughput()/round[base].Throughput())
+		ratios = append(ratios, f(round[i])/f(round[j]))
 	}
-	sorted := append([]float64(nil), ratios...)
+	return ratios, medianOf(ratios)
+}
+
+func medianOf(xs []float64) float64 {
+	sorted := append([]float64(nil), xs...)
 	sort.Float64s(sorted)
 	n := len(sorted)
-	if n%2 == 1 {
-		return ratios, sorted[n/2]
+	switch {
+	case n == 0:
+		return math.NaN()
+	case n%2 == 1:
+		return sorted[n/2]
 	}
-	return ratios, (sorted[n/2-1] + sorted[n/2]) / 2
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// baselineIndex is the index of the baseline among the results.
+func (s SizeReport) baselineIndex() int {
+	for j, r := range s.Results {
+		if r.Variant.Baseline {
+			return j
+		}
+	}
+	return 0
+}
+
+// variantIndex is the index of the variant named name, or -1.
+func (s SizeReport) variantIndex(name string) int {
+	for j, r := range s.Results {
+		if r.Variant.Name == name {
+			return j
+		}
+	}
+	return -1
 }
 
 // Baseline is the run of the in-process baseline.
@@ -275,11 +302,60 @@ type goal struct {
 	goal, variant, measured, verdict string
 }
 
-// goals checks the figures against the goals polyop sets itself.
+// The goals polyop sets itself (issue "Faster than in-process").
+const (
+	// throughputGoal is the least throughput of the declarative Go sidecar
+	// against the baseline's, and imperativeThroughputGoal of the imperative
+	// one, which runs the baseline's own reconciler over the Cluster service.
+	throughputGoal, imperativeThroughputGoal = 1.0, 0.95
+	// cpuGoal is the most CPU per reconcile, host and Go sidecar together,
+	// against the baseline's.
+	cpuGoal = 1.5
+	// foreignHopGoal is the most a Python or TypeScript sidecar's hop may
+	// take against the Go sidecar's.
+	foreignHopGoal = 2.0
+	// memoryGoal is the most peak RSS, host and sidecar together, against the
+	// baseline's with the memory run's Widgets cached.
+	memoryGoal = 1.3
+)
+
+// goVariants are the Go sidecar variants the throughput and CPU goals are
+// for, with their throughput goal; foreignVariants the sidecars whose hop is
+// held against the Go sidecar's over the same transport (goHopVariant).
+var (
+	goVariants      = map[string]float64{"go-unix": throughputGoal, "go-tcp": throughputGoal, "go-imperative-unix": imperativeThroughputGoal}
+	foreignVariants = []string{"python-unix", "typescript-unix"}
+)
+
+const goHopVariant = "go-unix"
+
+// roundsText renders a median ratio and, with several rounds, each round's.
+func roundsText(ratios []float64, median float64) string {
+	if len(ratios) <= 1 {
+		return fmt.Sprintf("%.2f×", median)
+	}
+	parts := make([]string, len(ratios))
+	for k, x := range ratios {
+		parts[k] = fmt.Sprintf("%.2f", x)
+	}
+	return fmt.Sprintf("%.2f× (median of the rounds: %s)", median, strings.Join(parts, ", "))
+}
+
+// noopHop is the p50 of a run's calls to the sidecar in the no-op wave, where
+// they are the hop alone, or over the whole run without a wave.
+func noopHop(r *Result) float64 {
+	if r.NoopWave != nil && r.NoopWave.Hop.P50 > 0 {
+		return float64(r.NoopWave.Hop.P50)
+	}
+	return float64(r.Hop.P50)
+}
+
+// goals checks the figures against the goals polyop sets itself, each ratio
+// the median of the rounds' ratios.
 func (rep *Report) goals() []goal {
 	var out []goal
-	// The throughput and latency goals are for 2,000 Widgets, or the largest
-	// size run, at every number of workers.
+	// The throughput, CPU and latency goals are for 2,000 Widgets, or the
+	// largest size run, at every number of workers.
 	goalN := 0
 	for _, s := range rep.Sizes {
 		if goalN == 0 || s.N == 2000 || goalN != 2000 && s.N > goalN {
@@ -291,27 +367,47 @@ func (rep *Report) goals() []goal {
 		if size.N != goalN {
 			continue
 		}
-		base := size.Baseline()
+		at := fmt.Sprintf("at %s Widgets, %s", thousands(size.N), workersText(size.Workers))
+		base, bi := size.Baseline(), size.baselineIndex()
 		for i, r := range size.Results {
 			if r == base {
 				continue
 			}
-			ratios, ratio := size.throughputRatios(i)
-			measured := fmt.Sprintf("%.2f×", ratio)
-			if len(ratios) > 1 {
-				parts := make([]string, len(ratios))
-				for k, x := range ratios {
-					parts[k] = fmt.Sprintf("%.2f", x)
-				}
-				measured = fmt.Sprintf("%.2f× (median of the rounds: %s)", ratio, strings.Join(parts, ", "))
+			if want, ok := goVariants[r.Variant.Name]; ok {
+				ratios, ratio := size.throughputRatios(i)
+				out = append(out, goal{
+					goal:     fmt.Sprintf("throughput ≥ %.2f× the baseline's %s", want, at),
+					variant:  r.Variant.Title,
+					measured: roundsText(ratios, ratio),
+					verdict:  verdict(ratio >= want, fmt.Sprintf("missed by %.2f", want-ratio)),
+				})
+				ratios, ratio = size.roundRatios(i, bi, func(r *Result) float64 { return float64(r.CPUPerReconcile()) })
+				out = append(out, goal{
+					goal:    fmt.Sprintf("CPU per reconcile, host + sidecar, ≤ %.1f× the baseline's %s", cpuGoal, at),
+					variant: r.Variant.Title,
+					measured: fmt.Sprintf("%s (%s = %s + %s against %s)", roundsText(ratios, ratio),
+						ms(r.CPUPerReconcile()), ms(perReconcile(r.Operator.CPU, r.Reconciles)), ms(perReconcile(r.Sidecar.CPU, r.Reconciles)), ms(base.CPUPerReconcile())),
+					verdict: verdict(ratio <= cpuGoal, fmt.Sprintf("missed by %.2f×", ratio-cpuGoal)),
+				})
 			}
-			out = append(out, goal{
-				goal:     fmt.Sprintf("sidecar throughput ≥ 0.9× the baseline's at %s Widgets, %s", thousands(size.N), workersText(size.Workers)),
-				variant:  r.Variant.Title,
-				measured: measured,
-				verdict:  verdict(ratio >= 0.9, fmt.Sprintf("missed by %.2f", 0.9-ratio)),
-			})
 			out = append(out, latencyGoal(r, base))
+		}
+		if gi := size.variantIndex(goHopVariant); gi >= 0 {
+			for _, name := range foreignVariants {
+				i := size.variantIndex(name)
+				if i < 0 {
+					continue
+				}
+				r, g := size.Results[i], size.Results[gi]
+				ratios, ratio := size.roundRatios(i, gi, noopHop)
+				out = append(out, goal{
+					goal:    fmt.Sprintf("hop ≤ %.0f× the Go sidecar's %s", foreignHopGoal, at),
+					variant: r.Variant.Title,
+					measured: fmt.Sprintf("%s (no-op sidecar call p50 %s against %s)", roundsText(ratios, ratio),
+						ms(time.Duration(noopHop(r))), ms(time.Duration(noopHop(g)))),
+					verdict: verdict(ratio <= foreignHopGoal, fmt.Sprintf("missed by %.2f×", ratio-foreignHopGoal)),
+				})
+			}
 		}
 	}
 	// Reads in steady state: every reconcile of the no-op wave finds
@@ -337,32 +433,33 @@ func (rep *Report) goals() []goal {
 			if r == base {
 				continue
 			}
-			ratio := float64(r.Operator.PeakRSS) / float64(base.Operator.PeakRSS)
+			both := r.Operator.PeakRSS + r.Sidecar.PeakRSS
+			ratio := float64(both) / float64(base.Operator.PeakRSS)
 			out = append(out, goal{
-				goal:     fmt.Sprintf("host peak RSS ≤ 1.2× the baseline's with %s Widgets cached", thousands(m.N)),
+				goal:     fmt.Sprintf("peak RSS, host + sidecar, ≤ %.1f× the baseline's with %s Widgets cached", memoryGoal, thousands(m.N)),
 				variant:  r.Variant.Title,
-				measured: fmt.Sprintf("%.2f× (%s against %s)", ratio, mib(r.Operator.PeakRSS), mib(base.Operator.PeakRSS)),
-				verdict:  verdict(ratio <= 1.2, fmt.Sprintf("missed by %.2f×", ratio-1.2)),
+				measured: fmt.Sprintf("%.2f× (%s = %s + %s against %s)", ratio, mib(both), mib(r.Operator.PeakRSS), mib(r.Sidecar.PeakRSS), mib(base.Operator.PeakRSS)),
+				verdict:  verdict(ratio <= memoryGoal, fmt.Sprintf("missed by %.2f×", ratio-memoryGoal)),
 			})
 		}
 	}
 	return out
 }
 
-// latencyGoal checks the latency the hop adds: the difference between the
-// no-op reconciles of r and of the baseline, where the hop is most of the
-// work, and the duration of the sidecar call itself over the whole run.
+// latencyGoal checks the latency the hop adds at p99: the difference between
+// the no-op reconciles of r and of the baseline, where the hop is most of the
+// work (or, without a no-op wave, the sidecar call's p99 over the whole run,
+// which the writes' contention for the API server inflates).
 func latencyGoal(r, base *Result) goal {
-	g := goal{goal: "p99 reconcile latency added by the hop < 1 ms", variant: r.Variant.Title}
-	worst := r.Hop.P99
-	g.measured = fmt.Sprintf("sidecar call p99 %s", ms(r.Hop.P99))
+	g := goal{goal: "no-op reconcile p99 added by the hop < 1 ms", variant: r.Variant.Title}
+	added := r.Hop.P99
+	g.measured = fmt.Sprintf("sidecar call p99 %s over the whole run", ms(r.Hop.P99))
 	if w, bw := r.NoopWave, base.NoopWave; w != nil && bw != nil {
-		added := w.Latency.P99 - bw.Latency.P99
-		worst = max(worst, added)
+		added = w.Latency.P99 - bw.Latency.P99
 		g.measured = fmt.Sprintf("no-op reconcile p99 %s (p50 %s); %s",
 			signedMs(added), signedMs(w.Latency.P50-bw.Latency.P50), g.measured)
 	}
-	g.verdict = verdict(worst < time.Millisecond, fmt.Sprintf("missed by %s", ms(worst-time.Millisecond)))
+	g.verdict = verdict(added < time.Millisecond, fmt.Sprintf("missed by %s", ms(added-time.Millisecond)))
 	return g
 }
 

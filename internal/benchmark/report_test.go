@@ -63,7 +63,7 @@ func TestGoals(t *testing.T) {
 		},
 		"if the sidecar is slower, then the throughput goal says by how much it is missed": {
 			sidecar: result(unixVariant, 2000, 20*time.Second),
-			want:    []string{"0.50×", "**missed by 0.40**"},
+			want:    []string{"0.50×", "**missed by 0.50**"},
 		},
 		"if a steady-state reconcile reads, then the reads goal is missed": {
 			sidecar: func() *Result {
@@ -72,6 +72,18 @@ func TestGoals(t *testing.T) {
 				return r
 			}(),
 			want: []string{"2000 GETs", "**missed: 1.00 reads per reconcile**"},
+		},
+		"if host and sidecar use more than 1.5× the baseline's CPU, then the CPU goal says by how much": {
+			sidecar: func() *Result {
+				r := result(unixVariant, 2000, 10*time.Second)
+				r.Sidecar.CPU = 800 * time.Millisecond // 1.8 s against 1 s
+				return r
+			}(),
+			want: []string{"CPU per reconcile, host + sidecar, ≤ 1.5×", "| 1.80× (0.45 ms = 0.25 ms + 0.20 ms against 0.25 ms) | **missed by 0.30×** |"},
+		},
+		"if the imperative sidecar reaches 0.96× the baseline, then its throughput goal (0.95×) is met": {
+			sidecar: result(Variant{Name: "go-imperative-unix", Title: "imperative", Transport: Unix}, 2000, 10416*time.Millisecond),
+			want:    []string{"throughput ≥ 0.95× the baseline's at 2,000 Widgets, 1 worker | imperative | 0.96× | met |"},
 		},
 		"if the hop adds milliseconds, then the latency goal is missed": {
 			sidecar: func() *Result {
@@ -87,7 +99,7 @@ func TestGoals(t *testing.T) {
 			t.Parallel()
 			rep := &Report{
 				Options: Options{}.withDefaults(),
-				Sizes:   []SizeReport{{N: 2000, Results: []*Result{base, tc.sidecar}, Rounds: [][]*Result{{base, tc.sidecar}}}},
+				Sizes:   []SizeReport{{N: 2000, Workers: 1, Results: []*Result{base, tc.sidecar}, Rounds: [][]*Result{{base, tc.sidecar}}}},
 			}
 			md := rep.Markdown()
 			i := strings.Index(md, "#### Goals")
@@ -164,5 +176,42 @@ func TestCPUPerReconcile(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestForeignHopAndMemoryGoals checks the goals a Python or TypeScript
+// sidecar is held to (its no-op hop against the Go sidecar's of the same
+// run) and the memory goal (host and sidecar together against the baseline).
+func TestForeignHopAndMemoryGoals(t *testing.T) {
+	t.Parallel()
+	base, goRun := result(baselineVariant, 2000, 10*time.Second), result(unixVariant, 2000, 10*time.Second)
+	py := result(Variant{Name: "python-unix", Title: "python", Transport: Unix}, 2000, 10*time.Second)
+	ts := result(Variant{Name: "typescript-unix", Title: "typescript", Transport: Unix}, 2000, 10*time.Second)
+	goRun.NoopWave.Hop.P50 = 400 * time.Microsecond
+	py.NoopWave.Hop.P50 = 700 * time.Microsecond
+	ts.NoopWave.Hop.P50 = 1200 * time.Microsecond
+	goMem, pyMem := result(unixVariant, 10000, time.Minute), result(Variant{Name: "python-unix", Title: "python", Transport: Unix}, 10000, time.Minute)
+	goMem.Sidecar.PeakRSS = 20 << 20 // 120 MiB against 100 MiB
+	pyMem.Sidecar.PeakRSS = 40 << 20 // 140 MiB
+	baseMem := result(baselineVariant, 10000, time.Minute)
+	rep := &Report{
+		Options: Options{}.withDefaults(),
+		Sizes: []SizeReport{{N: 2000, Workers: 1, Results: []*Result{base, goRun, py, ts},
+			Rounds: [][]*Result{{base, goRun, py, ts}}}},
+		Memory: &SizeReport{N: 10000, Results: []*Result{baseMem, goMem, pyMem}, Rounds: [][]*Result{{baseMem, goMem, pyMem}}},
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"| hop ≤ 2× the Go sidecar's at 2,000 Widgets, 1 worker | python | 1.75× (no-op sidecar call p50 0.70 ms against 0.40 ms) | met |",
+		"| hop ≤ 2× the Go sidecar's at 2,000 Widgets, 1 worker | typescript | 3.00× (no-op sidecar call p50 1.20 ms against 0.40 ms) | **missed by 1.00×** |",
+		"| peak RSS, host + sidecar, ≤ 1.3× the baseline's with 10,000 Widgets cached | go over unix | 1.20× (120 MiB = 100 MiB + 20 MiB against 100 MiB) | met |",
+		"| python | 1.40× (140 MiB = 100 MiB + 40 MiB against 100 MiB) | **missed by 0.10×** |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the goals lack %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "throughput ≥ 1.00× the baseline's at 2,000 Widgets, 1 worker | python") {
+		t.Errorf("a Python sidecar is held to the Go sidecar's throughput goal:\n%s", md)
 	}
 }
