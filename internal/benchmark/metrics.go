@@ -28,6 +28,7 @@ const (
 	metricWorkqueueDepth = "workqueue_depth"
 	metricMaxConcurrent  = "controller_runtime_max_concurrent_reconciles"
 	metricSidecarCall    = "polyop_sidecar_call_duration_seconds"
+	metricSidecarCalls   = "polyop_sidecar_calls_total"
 	metricHeapInuse      = "go_memstats_heap_inuse_bytes"
 )
 

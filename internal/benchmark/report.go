@@ -207,6 +207,9 @@ func speedTable(b *strings.Builder, s SizeReport) {
 		hop := "—"
 		if !r.Variant.Baseline {
 			hop = ms(r.Hop.P50) + " / " + ms(r.Hop.P99)
+			if r.Reconciles > 0 {
+				hop += fmt.Sprintf(", %.2f per reconcile", r.SidecarCalls/r.Reconciles)
+			}
 		}
 		noop := "—"
 		if w, bw := r.NoopWave, base.NoopWave; w != nil && bw != nil {
@@ -227,7 +230,8 @@ func speedTable(b *strings.Builder, s SizeReport) {
 	}
 	b.WriteString("\nA no-op reconcile is one of the no-op wave: its Widget and ConfigMap are as they should be, so it writes " +
 		"nothing, and for a sidecar variant it is mostly the hop; beside it, the difference from the baseline's. " +
-		"The sidecar call is the host's Reconcile call to the sidecar, from the first create until the reconciles stopped.\n")
+		"The sidecar call is the host's Reconcile call to the sidecar, from the first create until the reconciles stopped, " +
+		"and how many the host made per reconcile (fewer than one when it skips calls whose inputs are unchanged).\n")
 }
 
 func costTable(b *strings.Builder, s SizeReport) {
@@ -323,7 +327,7 @@ const (
 // for, with their throughput goal; foreignVariants the sidecars whose hop is
 // held against the Go sidecar's over the same transport (goHopVariant).
 var (
-	goVariants      = map[string]float64{"go-unix": throughputGoal, "go-tcp": throughputGoal, "go-imperative-unix": imperativeThroughputGoal}
+	goVariants      = map[string]float64{"go-unix": throughputGoal, "go-tcp": throughputGoal, "go-skip-unix": throughputGoal, "go-imperative-unix": imperativeThroughputGoal}
 	foreignVariants = []string{"python-unix", "typescript-unix"}
 )
 

@@ -47,6 +47,10 @@ type Result struct {
 	// Hop is the duration of the Reconcile call from the host to the sidecar,
 	// from polyop_sidecar_call_duration_seconds; zero for the baseline.
 	Hop Quantiles
+	// SidecarCalls counts the host's Reconcile calls to the sidecar until
+	// the reconciles stopped (polyop_sidecar_calls_total): one per reconcile,
+	// fewer when the host skips calls whose inputs are unchanged.
+	SidecarCalls float64
 
 	// Operator is the baseline's process, or the host's.
 	Operator ProcessResult
@@ -161,6 +165,8 @@ func (r *Result) fill(before, ready, settled, steady snapshot) {
 	r.Requests = requestsBetween(before, settled)
 
 	r.Latency, r.Hop = latencies(before, settled, r.Variant)
+	calls := labels{"method": "Reconcile"}
+	r.SidecarCalls = settled.metrics.sum(metricSidecarCalls, calls) - before.metrics.sum(metricSidecarCalls, calls)
 
 	r.Operator.CPU = settled.operator.CPU - before.operator.CPU
 	r.Sidecar.CPU = settled.sidecar.CPU - before.sidecar.CPU

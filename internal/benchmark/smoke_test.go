@@ -22,7 +22,7 @@ func TestSmoke(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Options{
 		Sizes:              []int{n},
-		Variants:           []string{"in-process", "go-unix", "go-tcp", "go-imperative-unix"},
+		Variants:           []string{"in-process", "go-unix", "go-tcp", "go-skip-unix", "go-imperative-unix"},
 		Workers:            []int{2},
 		Steady:             2 * time.Second,
 		SharedControlPlane: true,
@@ -32,8 +32,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Sizes) != 1 || len(rep.Sizes[0].Results) != 4 || rep.Sizes[0].Workers != 2 {
-		t.Fatalf("want one size at 2 workers with 4 runs, got %+v", rep.Sizes)
+	if len(rep.Sizes) != 1 || len(rep.Sizes[0].Results) != 5 || rep.Sizes[0].Workers != 2 {
+		t.Fatalf("want one size at 2 workers with 5 runs, got %+v", rep.Sizes)
 	}
 	for _, r := range rep.Sizes[0].Results {
 		t.Run(r.Variant.Name, func(t *testing.T) {
@@ -58,6 +58,17 @@ func TestSmoke(t *testing.T) {
 			if r.Latency.P99 == 0 || (!r.Variant.Baseline && r.Hop.P99 == 0) {
 				t.Errorf("no latency figures: reconcile %+v, sidecar call %+v", r.Latency, r.Hop)
 			}
+			switch {
+			case r.Variant.Baseline:
+			case r.Variant.Name == "go-skip-unix":
+				// The reconcile that the host's own apply of the ConfigMap
+				// causes has the inputs of the one before: no call.
+				if r.SidecarCalls >= r.Reconciles {
+					t.Errorf("%.0f sidecar calls for %.0f reconciles, want fewer: the host skips calls whose inputs are unchanged", r.SidecarCalls, r.Reconciles)
+				}
+			case r.SidecarCalls < r.Reconciles:
+				t.Errorf("%.0f sidecar calls for %.0f reconciles, want one per reconcile", r.SidecarCalls, r.Reconciles)
+			}
 			w := r.NoopWave
 			if w == nil {
 				t.Fatal("the no-op wave did not run")
@@ -71,7 +82,7 @@ func TestSmoke(t *testing.T) {
 		})
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"#### 50 Widgets, 2 workers", "in-process controller-runtime (baseline)", "host + Go sidecar, unix socket", "host + Go sidecar, TCP loopback", "host + imperative Go sidecar", "CPU per reconcile", "#### Goals"} {
+	for _, want := range []string{"#### 50 Widgets, 2 workers", "in-process controller-runtime (baseline)", "host + Go sidecar, unix socket", "host + Go sidecar, TCP loopback", "host + imperative Go sidecar", "host + Go sidecar skipping unchanged inputs", "CPU per reconcile", "#### Goals"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

@@ -76,6 +76,11 @@ func goSidecar(bins binaries, address string, workers int) (string, []string) {
 	return bins.goSidecar, []string{"--address", address, "--max-concurrent-reconciles", fmt.Sprint(workers)}
 }
 
+func goSkippingSidecar(bins binaries, address string, workers int) (string, []string) {
+	bin, args := goSidecar(bins, address, workers)
+	return bin, append(args, "--skip-unchanged-inputs")
+}
+
 func goImperativeSidecar(bins binaries, address string, workers int) (string, []string) {
 	return bins.goSidecar, []string{"--address", address, "--imperative", "--max-concurrent-reconciles", fmt.Sprint(workers)}
 }
@@ -88,6 +93,8 @@ func Variants() []Variant {
 		{Name: "in-process", Title: "in-process controller-runtime (baseline)", Baseline: true, available: always},
 		{Name: "go-unix", Title: "host + Go sidecar, unix socket", Transport: Unix, available: always, sidecar: goSidecar},
 		{Name: "go-tcp", Title: "host + Go sidecar, TCP loopback", Transport: TCP, available: always, sidecar: goSidecar},
+		{Name: "go-skip-unix", Title: "host + Go sidecar skipping unchanged inputs, unix socket", Transport: Unix,
+			available: always, sidecar: goSkippingSidecar},
 		{Name: "go-imperative-unix", Title: "host + imperative Go sidecar, unix socket", Transport: Unix,
 			available: always, sidecar: goImperativeSidecar},
 		{Name: "python-unix", Title: "host + Python sidecar, unix socket", Transport: Unix,

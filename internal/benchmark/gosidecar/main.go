@@ -46,6 +46,7 @@ func main() {
 	concurrency := flag.Int("max-concurrent-reconciles", 1, "How many Widgets the host reconciles at once.")
 	pprofAddr := flag.String("pprof-bind-address", "", "Where the pprof endpoints listen; empty disables them.")
 	imperative := flag.Bool("imperative", false, "Run the baseline's reconciler over the SDK's client instead of desiring the ConfigMap.")
+	skip := flag.Bool("skip-unchanged-inputs", false, "Declare the controller a function of its inputs, so the host skips calls whose inputs are unchanged.")
 	opts := sidecar.Options{Name: "bench-widget"}
 	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
@@ -59,7 +60,7 @@ func main() {
 	if *pprofAddr != "" {
 		go servePprof(*pprofAddr)
 	}
-	srv, err := newServer(opts, *concurrency, *imperative)
+	srv, err := newServer(opts, *concurrency, *imperative, *skip)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gosidecar:", err)
 		os.Exit(1)
@@ -77,8 +78,8 @@ const imperativeFieldManager = "bench-go-imperative"
 // newServer returns the sidecar with the Widget controller registered, with
 // the baseline's watches (Widgets on generation changes, every event of the
 // ConfigMaps they control): declarative, or the baseline's reconciler when
-// imperative.
-func newServer(opts sidecar.Options, concurrency int, imperative bool) (*sidecar.Server, error) {
+// imperative; skip declares the controller a function of its inputs.
+func newServer(opts sidecar.Options, concurrency int, imperative, skip bool) (*sidecar.Server, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -95,7 +96,8 @@ func newServer(opts sidecar.Options, concurrency int, imperative bool) (*sidecar
 		Named(widget.ControllerName).
 		WithUpdateFilters(sidecar.GenerationChanged).
 		Owns(&corev1.ConfigMap{}).
-		WithMaxConcurrentReconciles(concurrency)
+		WithMaxConcurrentReconciles(concurrency).
+		WithSkipUnchangedInputs(skip)
 	if imperative {
 		err = b.CompleteRequests(&widget.Reconciler{Client: srv.GetClient(), FieldManager: imperativeFieldManager})
 	} else {
