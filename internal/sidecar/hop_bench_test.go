@@ -30,13 +30,14 @@ import (
 // sidecar, for a MaintenanceWindow of about 4 KB reconciled by the example's
 // reconciler, against baselines measured in the same run.
 //
-// The goal (issue 16, part 5): a Reconcile round trip costs at most 1.3× a
-// bare gRPC unary call carrying the same bytes on the same socket plus the
-// SDK's JSON decode of the object. reconcile-vs-bare-unary/<transport>
-// reports that ratio: it makes a reconcile/<transport> call and a
-// bare-unary/<transport> call in turn (see runPaired) and reports the ratio of
-// their means as bare-unary-x (the goal's figure) and of their medians as
-// bare-unary-p50-x. The baseline:
+// The goal: a Reconcile round trip costs at most 1.3× a bare gRPC unary call
+// carrying the same bytes on the same socket plus the SDK's JSON decode of
+// the object. reconcile-vs-bare-unary/<transport> reports that ratio: it
+// makes a reconcile/<transport> call and a bare-unary/<transport> call in
+// turn (see runPaired) and reports the ratio of their means as bare-unary-x
+// (the goal's figure) and of their medians as bare-unary-p50-x. On
+// 2026-12-02 it measured 1.37× over a unix socket and 1.40× over TCP (see
+// BENCHMARKS.md). The baseline:
 //
 //   - bare-unary/<transport>: a plain gRPC unary call (no host client, no
 //     interceptor, no stats handler) of the same Reconcile method, with the

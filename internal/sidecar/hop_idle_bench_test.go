@@ -66,7 +66,7 @@ func serveHopSidecar(address string) error {
 // (idle-0) or with a pause between them (idle-2ms, untimed), as a host makes
 // them between reconciles that do other work. After a pause the sidecar's
 // threads are parked: every call wakes them, and the scheduler's latency to do
-// so, on a loaded machine, is the tail a user sees (issue 16 measured a no-op
+// so, on a loaded machine, is the tail a user sees (make bench measured a no-op
 // reconcile's p99 +2.8 ms end to end). Its sub-benchmarks, in one run:
 //
 //   - reconcile: the host's Client and the SDK, as in BenchmarkHop;
