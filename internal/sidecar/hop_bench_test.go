@@ -45,10 +45,11 @@ import (
 //     the same Go SDK server over the same socket, which decodes the object
 //     into the typed MaintenanceWindow as the SDK does and answers with the
 //     ReconcileResponse the SDK gave to the first such call (see
-//     bareUnary). What it leaves out is polyop's own work: the host's
-//     encoding of the object and decoding of the status and its client's
-//     interceptors, the SDK's dispatch, reconciler call, status encoding and
-//     logging.
+//     bareUnary; reconcile/<transport> passes through that interceptor
+//     too, and pays its look-up of the call's metadata). What it leaves out
+//     is polyop's own work: the host's encoding of the object and decoding of
+//     the status and its client's interceptor and stats handler, the SDK's
+//     dispatch, reconciler call, status encoding and logging.
 //
 // Two more baselines:
 //
