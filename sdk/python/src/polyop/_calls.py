@@ -139,11 +139,18 @@ async def run_async(
 class Calls:
     """The SidecarService's calls for a Sidecar's registrations, up to the
     user's function: each method decodes a request into an Invocation (or
-    answers itself when there is nothing to call)."""
+    answers itself when there is nothing to call).
 
-    def __init__(self, sidecar: Sidecar) -> None:
+    ``traced``: the calls run inside the server spans of :mod:`polyop._tracing`
+    (the server's tracing is on). When False, there is no span to set
+    attributes on and no baggage to read the reconcile ID from, and the calls
+    skip that work.
+    """
+
+    def __init__(self, sidecar: Sidecar, *, traced: bool = True) -> None:
         self.sidecar = sidecar
         self.log = sidecar.log
+        self.traced = traced
 
     def describe(self, req: describe_pb2.DescribeRequest) -> describe_pb2.DescribeResponse:
         if req.protocol_version != PROTOCOL_VERSION:
@@ -327,16 +334,17 @@ class Calls:
             raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"controller {name!r}: the request has no object name")
         gvk = GVK.from_proto(kind) if kind.kind else c.kind
         request = Request(controller=name, kind=gvk, namespace=namespace, name=obj_name, retries=retries)
-        reconcile_id = _tracing.reconcile_id()
         fields = {"controller": name, "kind": gvk.kind, "namespace": namespace, "name": obj_name}
-        if reconcile_id:
-            fields["reconcileID"] = reconcile_id
+        if self.traced:
+            reconcile_id = _tracing.reconcile_id()
+            if reconcile_id:
+                fields["reconcileID"] = reconcile_id
+            _tracing.set_attributes({
+                _tracing.CONTROLLER: name, _tracing.KIND: gvk.kind, _tracing.NAMESPACE: namespace, _tracing.NAME: obj_name,
+                _tracing.RECONCILE_ID: reconcile_id, _tracing.RETRIES: retries,
+            })
         if retries:
             fields["retries"] = str(retries)
-        _tracing.set_attributes({
-            _tracing.CONTROLLER: name, _tracing.KIND: gvk.kind, _tracing.NAMESPACE: namespace, _tracing.NAME: obj_name,
-            _tracing.RECONCILE_ID: reconcile_id, _tracing.RETRIES: retries,
-        })
         return c, request, ObjectLog(self.log, fields)
 
     def _object(self, c: _Controller, request: Request, data: bytes) -> Object:
@@ -365,7 +373,8 @@ class Calls:
         webhook = webhooks.get(gvk)
         if webhook is None or getattr(webhook, call) is None:
             raise RPCError(grpc.StatusCode.NOT_FOUND, f"sidecar {self.sidecar.name!r} declares no {call} webhook for {gvk}")
-        _tracing.set_attributes({_tracing.KIND: gvk.kind, _tracing.NAMESPACE: req.key.namespace, _tracing.NAME: req.key.name})
+        if self.traced:
+            _tracing.set_attributes({_tracing.KIND: gvk.kind, _tracing.NAMESPACE: req.key.namespace, _tracing.NAME: req.key.name})
         try:
             return webhook, AdmissionRequest.from_proto(req)
         except ValueError as err:
