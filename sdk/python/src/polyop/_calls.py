@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
 import logging
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from concurrent import futures
@@ -214,7 +213,9 @@ class Calls:
         if areq.object is None:
             raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"defaulting {areq.kind}: the request carries no object")
         assert webhook.default is not None
-        obj = copy.deepcopy(areq.object)
+        # The function's own copy, to compare with the request's object:
+        # decoding the bytes again costs a fifth of copy.deepcopy.
+        obj = Object.from_json(req.request.object)
 
         def finish(value: Any, err: Exception | None, _: _CallContext | None) -> admission_pb2.DefaultResponse:
             if isinstance(err, DeniedError):
