@@ -240,7 +240,7 @@ func TestThePythonWheelInstallsIntoAFreshVirtualenv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dep := range []string{"grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status", "protobuf", "opentelemetry-api"} {
+	for _, dep := range []string{"grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status", "protobuf", "opentelemetry-api", "orjson"} {
 		if !regexp.MustCompile(`(?m)^Requires-Dist: ` + regexp.QuoteMeta(dep) + `[<>=!~,. 0-9]*>=[0-9]`).Match(meta.Bytes()) {
 			t.Errorf("the wheel does not require %s with a lower bound:\n%s", dep, meta.String())
 		}

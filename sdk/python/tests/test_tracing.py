@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import polyop
+from polyop import _tracing as polyop_tracing
 from polyop.v1alpha1 import (
     admission_pb2,
     cluster_pb2_grpc,
@@ -284,6 +285,35 @@ def test_with_tracing_off_nothing_is_traced_or_sent(
     logged = [r for r in caplog.records if r.getMessage().startswith("Reconciling")]
     assert "trace_id" not in logged[0].__dict__["polyop"]
     assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Serving on")][0].endswith("tracing off")
+
+
+@pytest.mark.parametrize("how", ["threads", "asyncio"])
+def test_with_tracing_off_a_call_does_no_span_work(
+    how: str,
+    sock_dir: str,
+    cluster_service: tuple[MetadataRecordingService, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With tracing off there is no span to set attributes on and no baggage
+    to read a reconcile ID from: Reconcile and Validate skip that work, which
+    was a fixed cost of every call."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    touched: list[str] = []
+
+    def reconcile_id() -> str:
+        touched.append("reconcile_id")
+        return ""
+
+    monkeypatch.setattr(polyop_tracing, "set_attributes", lambda attributes: touched.append("set_attributes"))
+    monkeypatch.setattr(polyop_tracing, "reconcile_id", reconcile_id)
+    reconciled, validated = call_sidecar(
+        traced_sidecar(trace.get_tracer_provider(), Seen(), "plain"), how, sock_dir, cluster_service[1], (("traceparent", TRACEPARENT),)
+    )
+    assert reconciled.requeue_after.seconds == 60
+    assert validated.denied.message == "no widgets today"
+    assert touched == []
 
 
 def test_a_cluster_call_outside_a_traced_call_sends_no_trace_context(cluster_service: tuple[MetadataRecordingService, str]) -> None:

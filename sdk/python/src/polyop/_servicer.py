@@ -36,7 +36,7 @@ class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
     """polyop.v1alpha1.SidecarService on grpc's thread pool."""
 
     def __init__(self, sidecar: Sidecar, tracing: Tracing | None = None) -> None:
-        self.calls = Calls(sidecar)
+        self.calls = Calls(sidecar, traced=tracing is not None)
         self.sidecar = sidecar
         self.tracing = tracing
 
@@ -64,7 +64,7 @@ class AsyncServicer(sidecar_pb2_grpc.SidecarServiceServicer):
     awaited on the loop, plain ones run on ``executor``."""
 
     def __init__(self, sidecar: Sidecar, executor: futures.Executor | None, tracing: Tracing | None = None) -> None:
-        self.calls = Calls(sidecar)
+        self.calls = Calls(sidecar, traced=tracing is not None)
         self.sidecar = sidecar
         self.executor = executor
         self.tracing = tracing
