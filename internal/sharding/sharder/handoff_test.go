@@ -38,7 +38,6 @@ func TestEveryObjectIsLabelledWithItsOwnerAndMovesFromADeadOrToANewMemberWithout
 		f.startReplica(m)
 	}
 	r3 := f.setRing("a", "b", "c")
-	f.startSharder()
 	f.createObjects(objectCount(t))
 
 	f.awaitConverged(r3)
@@ -84,7 +83,6 @@ func TestScalingFromOneToThreeAndBackMovesEveryObjectWithoutTwoReconcilers(t *te
 	f := newFixture(t, "ring-b")
 	f.startReplica("a")
 	r1 := f.setRing("a")
-	f.startSharder()
 	f.createObjects(objectCount(t))
 	f.awaitConverged(r1)
 	f.awaitReconciledByOwners(r1, nil, nil)

@@ -14,9 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -45,6 +47,12 @@ type Options struct {
 	GVK schema.GroupVersionKind
 	// Source publishes the ring of live members. Required.
 	Source RingSource
+	// Cache is where the sharder reads and watches the kind's metadata. It
+	// must see every object of the kind, whatever its labels: a replica's
+	// manager cache selects the replica's share of the kind (for every
+	// informer of that GVK, metadata-only ones included), so give the
+	// sharder a cache of its own there (NewCache). Defaults to mgr's cache.
+	Cache cache.Cache
 	// MaxConcurrentLabels is how many objects the sharder patches at once.
 	// Defaults to DefaultMaxConcurrentLabels.
 	MaxConcurrentLabels int
@@ -52,9 +60,9 @@ type Options struct {
 
 // Add adds the sharder of opts.Ring to mgr. It runs only on the elected
 // leader (NeedLeaderElection, as every controller), reads opts.GVK's objects
-// as metadata (PartialObjectMetadata) from mgr's cache, in the namespaces and
-// with the selectors that cache is configured with, and labels them through
-// mgr's client. Its controller is named "sharder-<ring>".
+// as metadata (PartialObjectMetadata) from opts.Cache, in the namespaces that
+// cache covers, and labels them through mgr's client. Its controller is
+// named "sharder-<ring>".
 func Add(mgr manager.Manager, opts Options) error {
 	if err := validateNames(opts.Ring, ""); err != nil {
 		return err
@@ -68,23 +76,27 @@ func Add(mgr manager.Manager, opts Options) error {
 	if opts.MaxConcurrentLabels < 1 {
 		opts.MaxConcurrentLabels = DefaultMaxConcurrentLabels
 	}
+	if opts.Cache == nil {
+		opts.Cache = mgr.GetCache()
+	}
 	s := &sharder{
 		ringName: opts.Ring,
 		gvk:      opts.GVK,
 		source:   opts.Source,
 		client:   mgr.GetClient(),
-		reader:   mgr.GetCache(),
+		reader:   opts.Cache,
 		shard:    ShardLabel(opts.Ring),
 		drain:    DrainLabel(opts.Ring),
 	}
 	return builder.ControllerManagedBy(mgr).
 		Named("sharder-"+opts.Ring).
-		For(s.newObject(), builder.WithPredicates(predicate.Or[client.Object](
-			predicate.LabelChangedPredicate{},
-			// A deletion that began on an object with a dead member's label
-			// still needs a live owner to finalize it.
-			deletionStarted{},
-		))).
+		WatchesRawSource(source.Kind(opts.Cache, s.newObject(), &handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{},
+			predicate.Or[*metav1.PartialObjectMetadata](
+				predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{},
+				// A deletion that began on an object with a dead member's
+				// label still needs a live owner to finalize it.
+				deletionStarted{},
+			))).
 		WatchesRawSource(source.Func(s.enqueueAllOnRingChange)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentLabels}).
 		Complete(s)
@@ -217,8 +229,41 @@ func patchLabels(ctx context.Context, c client.Client, obj client.Object, labels
 func isMember(r *ring.Ring, member string) bool { return slices.Contains(r.Members(), member) }
 
 // deletionStarted passes the update in which an object's deletion began.
-type deletionStarted struct{ predicate.Funcs }
+type deletionStarted struct {
+	predicate.TypedFuncs[*metav1.PartialObjectMetadata]
+}
 
-func (deletionStarted) Update(e event.UpdateEvent) bool {
+func (deletionStarted) Update(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
 	return e.ObjectOld != nil && e.ObjectNew != nil && e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
 }
+
+// NewCache returns a cache for the sharder of a replica's manager, whose own
+// cache selects the replica's share of the primary kind: opts as given, with
+// mgr's scheme, REST mapper and HTTP client unless set. The cache is added to
+// mgr and runs on the elected leader only, as the sharder does.
+func NewCache(mgr manager.Manager, opts cache.Options) (cache.Cache, error) {
+	if opts.Scheme == nil {
+		opts.Scheme = mgr.GetScheme()
+	}
+	if opts.Mapper == nil {
+		opts.Mapper = mgr.GetRESTMapper()
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = mgr.GetHTTPClient()
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("sharding: the sharder's cache: %w", err)
+	}
+	if err := mgr.Add(onLeader{c}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// onLeader runs a cache on the elected leader only: a cache's own
+// NeedLeaderElection is false, and the sharder's cache of every object's
+// metadata is of no use to the other replicas.
+type onLeader struct{ cache.Cache }
+
+func (onLeader) NeedLeaderElection() bool { return true }

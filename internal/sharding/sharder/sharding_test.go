@@ -177,31 +177,10 @@ func (f *fixture) run(mgr manager.Manager) *replica {
 	return r
 }
 
-// startSharder starts the ring's sharder in a manager of its own, behind
-// leader election as in the host.
-func (f *fixture) startSharder() {
-	mgr, err := manager.New(f.cfg, manager.Options{
-		Scheme:                        f.scheme,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		LeaderElection:                true,
-		LeaderElectionID:              "sharder-" + f.ring,
-		LeaderElectionNamespace:       f.ns,
-		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := Add(mgr, Options{Ring: f.ring, GVK: configMapGVK, Source: f.source}); err != nil {
-		f.t.Fatal(err)
-	}
-	f.replicas["sharder"] = f.run(mgr)
-}
-
-// startReplica starts member's replica: a manager whose cache selects the
-// member's share, and a reconciler wrapped by its shard.
+// startReplica starts member's replica as the host runs it: a manager whose
+// cache selects the member's share, a reconciler wrapped by its shard that
+// runs whether or not the replica leads, and, behind leader election, the
+// sharder with a cache of its own.
 func (f *fixture) startReplica(member string) {
 	shard, err := NewShard(f.ring, member)
 	if err != nil {
@@ -215,7 +194,11 @@ func (f *fixture) startReplica(member string) {
 			DefaultNamespaces: map[string]cache.Config{f.ns: {}},
 			ByObject:          map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: shard.Selector()}},
 		},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
+		LeaderElection:                true,
+		LeaderElectionID:              "sharder-" + f.ring,
+		LeaderElectionNamespace:       f.ns,
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -229,7 +212,14 @@ func (f *fixture) startReplica(member string) {
 		f.t.Fatal(err)
 	}
 	if err := builder.ControllerManagedBy(mgr).Named("replica").For(&corev1.ConfigMap{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(rec); err != nil {
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, NeedLeaderElection: ptr.To(false)}).Complete(rec); err != nil {
+		f.t.Fatal(err)
+	}
+	sharderCache, err := NewCache(mgr, cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := Add(mgr, Options{Ring: f.ring, GVK: configMapGVK, Source: f.source, Cache: sharderCache}); err != nil {
 		f.t.Fatal(err)
 	}
 	f.replicas[member] = f.run(mgr)
