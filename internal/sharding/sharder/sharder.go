@@ -89,7 +89,7 @@ func Add(mgr manager.Manager, opts Options) error {
 		drain:    DrainLabel(opts.Ring),
 	}
 	return builder.ControllerManagedBy(mgr).
-		Named("sharder-"+opts.Ring).
+		Named("sharder-" + opts.Ring).
 		WatchesRawSource(source.Kind(opts.Cache, s.newObject(), &handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{},
 			predicate.Or[*metav1.PartialObjectMetadata](
 				predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{},
