@@ -56,7 +56,7 @@ func TestTheSharderLabelsEachObjectForItsOwner(t *testing.T) {
 		"if an object is labelled with a dead member, then it moves to its owner": {
 			labels: map[string]string{shard: "gone"}, want: map[string]string{shard: "a"}, counted: counts{moves: 1},
 		},
-		"if an object draining from a dead member, then it moves to its owner, drain dropped": {
+		"if an object is draining from a dead member, then it moves to its owner, the drain dropped": {
 			labels: map[string]string{shard: "gone", drain: "true"}, want: map[string]string{shard: "a"}, counted: counts{moves: 1},
 		},
 		"if an object is draining from its owner again, then the drain is withdrawn": {
