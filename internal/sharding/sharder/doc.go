@@ -4,8 +4,9 @@
 //
 // Two halves work together:
 //
-//   - The Sharder (Add) runs on the ring's elected leader only. It reads the
-//     primary kind's objects as metadata and gives each the shard label
+//   - The sharder (Add) runs on the ring's elected leader only. It reads the
+//     primary kind's objects as metadata, from a cache of its own that sees
+//     them all (NewCache), and gives each the shard label
 //     shard.sharding.polyop.dev/<ring>: <member>, the member being the ring's
 //     owner of the object's UID. When the ring changes, it re-evaluates every
 //     object: an object whose labelled member is still live but no longer the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -76,7 +77,8 @@ func (ss *sharders) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range list {
 		assigned, unassigned, err := s.count()
 		if err != nil {
-			ch <- prometheus.NewInvalidMetric(unassignedDesc, err)
+			// Left out of this scrape rather than failing it whole.
+			log.Log.WithName("sharder").Error(err, "Counting the objects of the ring for its metrics failed", "ring", s.ringName, "kind", s.gvk.Kind)
 			continue
 		}
 		for member, n := range assigned {

@@ -154,24 +154,24 @@ func (s *sharder) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		labels, what = map[string]any{s.shard: owner, s.drain: nil}, "assigning"
 		count = func() { assignmentsTotal.WithLabelValues(s.ringName).Inc() }
 	case !isMember(r, current):
-		labels, what = map[string]any{s.shard: owner, s.drain: nil}, "moving from dead member "+current
+		labels, what = map[string]any{s.shard: owner, s.drain: nil}, "moving from a dead member"
 		count = func() { deadMovesTotal.WithLabelValues(s.ringName).Inc() }
 	case draining || obj.GetDeletionTimestamp() != nil:
 		// Already asked; or being deleted, which its live owner finishes.
 		return reconcile.Result{}, nil
 	default:
-		labels, what = map[string]any{s.drain: drainValue}, "draining from "+current
+		labels, what = map[string]any{s.drain: drainValue}, "draining"
 		count = func() { handoffsTotal.WithLabelValues(s.ringName).Inc() }
 	}
 	if err := patchLabels(ctx, s.client, obj, labels); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// The cache is behind the object: look again once it caught up.
-			log.FromContext(ctx).V(1).Info("Object changed before its shard label did, looking again", "ring", s.ringName, "action", what)
+			log.FromContext(ctx).V(1).Info("Object changed before its shard label did, looking again", "ring", s.ringName, "action", what, "labelled", current, "owner", owner)
 			return reconcile.Result{RequeueAfter: conflictRetry}, nil
 		}
-		return reconcile.Result{}, fmt.Errorf("sharder of ring %s: %s %s %s to %s: %w", s.ringName, what, s.gvk.Kind, req.NamespacedName, owner, err)
+		return reconcile.Result{}, fmt.Errorf("sharder of ring %s: %s %s %s (labelled %q, owner %q): %w", s.ringName, what, s.gvk.Kind, req.NamespacedName, current, owner, err)
 	}
-	log.FromContext(ctx).V(1).Info("Shard label changed", "ring", s.ringName, "action", what, "owner", owner)
+	log.FromContext(ctx).V(1).Info("Shard label changed", "ring", s.ringName, "action", what, "labelled", current, "owner", owner)
 	if count != nil {
 		count()
 	}
