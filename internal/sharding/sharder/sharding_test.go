@@ -302,6 +302,7 @@ func (f *fixture) owners(r *ring.Ring) map[types.NamespacedName]string {
 // drained of no one, and each replica's cache holds exactly its share.
 func (f *fixture) awaitConverged(r *ring.Ring) {
 	f.t.Helper()
+	start := time.Now()
 	n := len(f.keys)
 	testenv.Eventually(f.t, convergeTimeout, fmt.Sprintf("the %d objects labelled with their owners in the ring %v", n, r.Members()), func(ctx context.Context) error {
 		objs, err := f.objects(ctx)
@@ -324,6 +325,7 @@ func (f *fixture) awaitConverged(r *ring.Ring) {
 		}
 		return nil
 	})
+	f.t.Logf("the %d objects carry their owners' labels in the ring %v after %s", n, r.Members(), time.Since(start).Round(time.Millisecond))
 	share := map[string]int{}
 	for _, owner := range f.owners(r) {
 		share[owner]++
