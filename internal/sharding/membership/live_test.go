@@ -185,7 +185,9 @@ func TestAMemberThatCannotRenewStopsHoldingBeforeItsLeaseExpires(t *testing.T) {
 	go func() { done <- m.Start(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("the Member ended with %v", err)
+		}
 	}()
 	<-changes
 	if !m.Holding() || m.Check(nil) != nil {
