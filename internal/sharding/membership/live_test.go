@@ -140,6 +140,17 @@ func startSource(t *testing.T, s *Source) {
 	})
 }
 
+// notified waits for a notification on ch, and fails t when none comes
+// within a generous limit.
+func notified(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no notification of %s within 30s", what)
+	}
+}
+
 func members(r *ring.Ring) string { return strings.Join(r.Members(), ",") }
 
 func TestASourceDropsAnExpiredMemberWithoutAnyEvent(t *testing.T) {
@@ -156,13 +167,13 @@ func TestASourceDropsAnExpiredMemberWithoutAnyEvent(t *testing.T) {
 		r := s.Current()
 		return r != nil && members(r) == "long,short", members(r)
 	})
-	<-changes
+	notified(t, changes, "the first ring")
 	// The Source waits for the first expiry on the fake clock: step past it.
 	testenv.Eventually(t, 30*time.Second, "the Source waiting for the first expiry", func() (bool, string) {
 		return clk.HasWaiters(), "no timer set"
 	})
 	clk.Step(10 * time.Second)
-	<-changes
+	notified(t, changes, "the ring without the expired member")
 	if got := members(s.Current()); got != "long" {
 		t.Errorf("10s after the renewal, the members are %q, want long only", got)
 	}
@@ -189,7 +200,7 @@ func TestAMemberThatCannotRenewStopsHoldingBeforeItsLeaseExpires(t *testing.T) {
 			t.Errorf("the Member ended with %v", err)
 		}
 	}()
-	<-changes
+	notified(t, changes, "the first renewal")
 	if !m.Holding() || m.Check(nil) != nil {
 		t.Fatalf("after its first renewal, the Member is not Holding: %v", m.Check(nil))
 	}
@@ -215,5 +226,5 @@ func TestAMemberThatCannotRenewStopsHoldingBeforeItsLeaseExpires(t *testing.T) {
 	if err := m.Check(nil); err == nil || !strings.Contains(err.Error(), "last renewed its Lease ns/polyop-shard-r-a in ring r 10s ago") {
 		t.Errorf("Check = %v", err)
 	}
-	<-changes // told at the failed renewal the ticker starts
+	notified(t, changes, "no longer Holding") // at the failed renewal of the ticker's next tick
 }

@@ -134,7 +134,11 @@ func (s *Source) Start(ctx context.Context) error {
 		var expiry <-chan time.Time
 		var timer clock.Timer
 		if !next.IsZero() {
-			timer = s.clock.NewTimer(next.Sub(s.clock.Now()))
+			wait := next.Sub(s.clock.Now())
+			if wait <= 0 {
+				continue // expired while the ring was computed
+			}
+			timer = s.clock.NewTimer(wait)
 			expiry = timer.C()
 		}
 		select {
