@@ -57,7 +57,7 @@ func TestHelpListsTheCommandsAndTheFlags(t *testing.T) {
 		if code != 0 {
 			t.Errorf("host %s exited %d:\n%s", args[0], code, out)
 		}
-		for _, want := range []string{"host describe", "host webhooks", "host rbac"} {
+		for _, want := range []string{"host describe", "host webhooks", "host rbac", "host ring"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("host %s does not list %q:\n%s", args[0], want, out)
 			}
@@ -74,7 +74,7 @@ func TestHelpListsTheCommandsAndTheFlags(t *testing.T) {
 func TestAnUnknownCommandIsAnErrorNamingTheKnownOnes(t *testing.T) {
 	t.Parallel()
 	code, out := run(t, nil, "frobnicate")
-	if code == 0 || !strings.Contains(out, `unknown command "frobnicate": the commands are describe, rbac, webhooks`) {
+	if code == 0 || !strings.Contains(out, `unknown command "frobnicate": the commands are describe, rbac, ring, webhooks`) {
 		t.Errorf("host frobnicate exited %d:\n%s", code, out)
 	}
 	code, out = run(t, nil, "--health-probe-bind-address", "0", "describe")

@@ -247,7 +247,7 @@ func TestPolyopHostIsTheHostsCommandLine(t *testing.T) {
 			args: []string{"host", "--help"}, want: "-sidecar-address",
 		},
 		"if given an unknown command, then it names the known ones and exits 2": {
-			args: []string{"host", "frobnicate"}, wantCode: 2, want: "the commands are describe, rbac, webhooks",
+			args: []string{"host", "frobnicate"}, wantCode: 2, want: "the commands are describe, rbac, ring, webhooks",
 		},
 		"if no cluster is configured, then it says so as the host does": {
 			args: []string{"host", "--sidecar-address", "unix:///nonexistent.sock"}, wantCode: 1, want: "polyop host: no kubeconfig",

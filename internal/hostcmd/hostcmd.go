@@ -28,6 +28,7 @@ var commands = map[string]command{
 	"describe": {summary: "print the sidecar's description as JSON", run: runDescribe},
 	"webhooks": {summary: "print the webhook configurations and CRD conversion stanzas as YAML", run: runWebhooks},
 	"rbac":     {summary: "print the RBAC the host needs for the sidecar's description as YAML", run: runRBAC},
+	"ring":     {summary: "print a sharded host's ring: its live members, their shares and objects", run: runRing},
 }
 
 // Main runs the host with args, the command line after the program's name,

@@ -1,0 +1,85 @@
+package membership
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/polyop/polyop/internal/sharding/ring"
+)
+
+// MemberLease is what a ring's Lease says about its member.
+type MemberLease struct {
+	// Holder is the member's replica ID: the Lease's holderIdentity.
+	Holder string
+	// Lease is the Lease's name.
+	Lease string
+	// RenewTime is when the holder last renewed the Lease, by its clock.
+	RenewTime time.Time
+	// Expires is RenewTime plus the Lease's duration: the member is live
+	// until then.
+	Expires time.Time
+}
+
+// Live reports whether the member is live at now.
+func (m MemberLease) Live(now time.Time) bool { return m.Expires.After(now) }
+
+// Leases reads the ring's Leases: those with a holder and a renew time, sorted
+// by holder, then by name. A Lease without a holder or a renew time (none a
+// Member writes) or without a duration is never live, and is left out.
+func Leases(leases []coordinationv1.Lease) []MemberLease {
+	out := make([]MemberLease, 0, len(leases))
+	for i := range leases {
+		spec := leases[i].Spec
+		if spec.HolderIdentity == nil || *spec.HolderIdentity == "" || spec.RenewTime == nil || spec.LeaseDurationSeconds == nil {
+			continue
+		}
+		renewed := spec.RenewTime.Time
+		out = append(out, MemberLease{
+			Holder:    *spec.HolderIdentity,
+			Lease:     leases[i].Name,
+			RenewTime: renewed,
+			Expires:   renewed.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second),
+		})
+	}
+	slices.SortFunc(out, func(a, b MemberLease) int {
+		if c := strings.Compare(a.Holder, b.Holder); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Lease, b.Lease)
+	})
+	return out
+}
+
+// LiveMembers returns the holders of the Leases live at now, sorted and
+// without duplicates, and when the first of those Leases expires (the zero
+// time when none is live): the live set can change without any event then.
+func LiveMembers(leases []MemberLease, now time.Time) (members []string, nextExpiry time.Time) {
+	for _, l := range leases {
+		if !l.Live(now) {
+			continue
+		}
+		members = append(members, l.Holder)
+		if nextExpiry.IsZero() || l.Expires.Before(nextExpiry) {
+			nextExpiry = l.Expires
+		}
+	}
+	slices.Sort(members)
+	return slices.Compact(members), nextExpiry
+}
+
+// Share is the fraction of the hash space r gives member, from 0 to 1.
+func Share(r *ring.Ring, member string) float64 {
+	var owned float64
+	for _, rg := range r.Ranges(member) {
+		end := float64(rg.End)
+		if rg.End == 0 {
+			end = math.Exp2(64)
+		}
+		owned += end - float64(rg.Start)
+	}
+	return owned / math.Exp2(64)
+}

@@ -1,0 +1,214 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/polyop/polyop/internal/sharding/ring"
+)
+
+// SourceOptions configure a Source.
+type SourceOptions struct {
+	// Ring is the ring's name: the sidecar's name. Required.
+	Ring string
+	// Namespace is where the ring's Leases live: the host's namespace.
+	// Required.
+	Namespace string
+	// ReplicaID is this replica's member name, for the
+	// polyop_shard_hash_space_share metric. Defaults to none: the metric is
+	// left alone.
+	ReplicaID string
+	// VirtualNodes is the number of points each member places on the ring.
+	// Every replica of a ring must use the same. Defaults to
+	// ring.DefaultVirtualNodes (100).
+	VirtualNodes int
+	// Clock tells the time. Defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+// Source watches a ring's Leases and publishes the ring of their live
+// holders. It is a manager.Runnable that runs on every replica, leader or
+// not, with an informer of its own on the Leases labelled RingLabel=<ring>
+// in one namespace.
+//
+// Current returns the ring; Subscribe tells when it changed. The ring is
+// computed again on every event of the ring's Leases and, without any event,
+// when the first live Lease expires, so a member that died drops out on time.
+// Replicas that see the same live Leases compute the same ring.
+type Source struct {
+	cs    kubernetes.Interface
+	opts  SourceOptions
+	clock clock.WithTicker
+	notes notifier
+
+	mu      sync.Mutex
+	current *ring.Ring
+	leases  []MemberLease
+}
+
+var _ manager.LeaderElectionRunnable = &Source{}
+
+// NewSource returns the Source opts describe, reading Leases through cs.
+func NewSource(cs kubernetes.Interface, opts SourceOptions) (*Source, error) {
+	if err := validateRing(opts.Ring); err != nil {
+		return nil, fmt.Errorf("sharding membership: %w", err)
+	}
+	if opts.Namespace == "" {
+		return nil, errors.New("sharding membership: no namespace for the Leases")
+	}
+	if opts.VirtualNodes < 1 {
+		opts.VirtualNodes = ring.DefaultVirtualNodes
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Source{cs: cs, opts: opts, clock: opts.Clock}, nil
+}
+
+// NeedLeaderElection is false: every replica computes the ring.
+func (s *Source) NeedLeaderElection() bool { return false }
+
+// Selector selects a ring's Leases.
+func Selector(ringName string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{RingLabel: ringName})
+}
+
+// Start watches the Leases and publishes the ring until ctx ends. The first
+// ring is published once the informer has listed the Leases.
+func (s *Source) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithValues("ring", s.opts.Ring, "namespace", s.opts.Namespace)
+	factory := informers.NewSharedInformerFactoryWithOptions(s.cs, 0,
+		informers.WithNamespace(s.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector(s.opts.Ring).String() }))
+	leases := factory.Coordination().V1().Leases()
+	informer, lister := leases.Informer(), leases.Lister()
+
+	// One pending wake-up is enough: each recomputes from the lister.
+	changed := make(chan struct{}, 1)
+	wake := func(any) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    wake,
+		UpdateFunc: func(_, obj any) { wake(obj) },
+		DeleteFunc: wake,
+	}); err != nil {
+		return fmt.Errorf("sharding membership: watching the Leases of ring %s: %w", s.opts.Ring, err)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return nil // ctx ended
+	}
+
+	for {
+		list, err := lister.Leases(s.opts.Namespace).List(Selector(s.opts.Ring))
+		if err != nil {
+			return fmt.Errorf("sharding membership: listing the Leases of ring %s: %w", s.opts.Ring, err)
+		}
+		items := make([]coordinationv1.Lease, len(list))
+		for i, l := range list {
+			items[i] = *l
+		}
+		next := s.update(Leases(items), log)
+
+		var expiry <-chan time.Time
+		var timer clock.Timer
+		if !next.IsZero() {
+			wait := next.Sub(s.clock.Now())
+			if wait <= 0 {
+				continue // expired while the ring was computed
+			}
+			timer = s.clock.NewTimer(wait)
+			expiry = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-expiry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// update publishes the ring of the live leases, when it differs from the
+// current one, and returns when the first live Lease expires.
+func (s *Source) update(leases []MemberLease, log logr.Logger) time.Time {
+	members, next := LiveMembers(leases, s.clock.Now())
+	s.mu.Lock()
+	s.leases = leases
+	first := s.current == nil
+	if !first && slices.Equal(members, s.current.Members()) {
+		s.mu.Unlock()
+		return next
+	}
+	r := ring.New(members, s.opts.VirtualNodes)
+	s.current = r
+	s.mu.Unlock()
+
+	membersGauge.WithLabelValues(s.opts.Ring).Set(float64(r.Len()))
+	if !first {
+		ringChanges.WithLabelValues(s.opts.Ring).Inc()
+	}
+	if s.opts.ReplicaID != "" {
+		shareGauge.WithLabelValues(s.opts.Ring).Set(Share(r, s.opts.ReplicaID))
+	}
+	log.Info("shard ring", "members", members)
+	s.notes.notify()
+	return next
+}
+
+// Current returns the ring of the live members, or nil until the Source has
+// listed the ring's Leases once. The ring returned never changes; a new one
+// replaces it.
+func (s *Source) Current() *ring.Ring {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
+}
+
+// Leases returns the ring's Leases as the Source last read them, live or not.
+func (s *Source) Leases() []MemberLease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.leases)
+}
+
+// Subscribe returns a channel that receives a value whenever Current
+// changes, the first ring included. Changes that come faster than the
+// channel is read are folded into one: read Current after each. The channel
+// is never closed.
+func (s *Source) Subscribe() <-chan struct{} { return s.notes.subscribe() }
+
+// Check is a healthz.Checker for readiness: it fails until the first ring is
+// published.
+func (s *Source) Check(_ *http.Request) error {
+	if s.Current() == nil {
+		return fmt.Errorf("the Leases of ring %s in namespace %s are not listed yet", s.opts.Ring, s.opts.Namespace)
+	}
+	return nil
+}
