@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +23,7 @@ import (
 // seconds, as a sharded host's Member writes it.
 func shardLease(ringName, holder string, renewed time.Time, seconds int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: membership.LeaseName(ringName, holder), Labels: map[string]string{membership.RingLabel: ringName}},
+		ObjectMeta: metav1.ObjectMeta{Name: membership.LeaseName(ringName, holder), Labels: map[string]string{sharding.RingLabel: ringName}},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(holder),
 			RenewTime:            &metav1.MicroTime{Time: renewed},
@@ -59,7 +61,7 @@ func TestRingPrintsTheLiveMembersAndHowObjectsAreAssigned(t *testing.T) {
 	// 40 ConfigMaps: 10 labelled with their owner, 5 with the other live
 	// member, 5 with the dead one, 20 not labelled.
 	r := ring.New([]string{"host-a", "host-b"}, 0)
-	label := membership.ShardLabel("frigate")
+	label := sharding.ShardLabel("frigate")
 	owned, labelled := map[string]int{}, map[string]int{}
 	for i := range 40 {
 		cm, err := cs.CoreV1().ConfigMaps(objectsNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{})

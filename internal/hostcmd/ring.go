@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -124,7 +126,7 @@ func printRing(ctx context.Context, w io.Writer, cfg *rest.Config, o ringOptions
 	}
 
 	fmt.Fprintf(w, "Ring %s: %d live members, from %d Leases labelled %s=%s in namespace %s, at %s.\n\n",
-		o.ring, len(live), len(leases), membership.RingLabel, o.ring, o.namespace, now.UTC().Format(time.RFC3339))
+		o.ring, len(live), len(leases), sharding.RingLabel, o.ring, o.namespace, now.UTC().Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := "MEMBER\tLEASE\tRENEWED\tEXPIRES IN\tSHARE"
 	if counts != nil {
@@ -156,7 +158,7 @@ func printRing(ctx context.Context, w io.Writer, cfg *rest.Config, o ringOptions
 			where = "namespace " + o.objectsNamespace
 		}
 		fmt.Fprintf(w, "\n%s in %s: %d objects; %d unassigned (without the label %s), %d misassigned (labelled with another replica than the ring's owner).\n",
-			counts.gvk.Kind, where, counts.total, counts.unassigned, membership.ShardLabel(o.ring), counts.misassigned)
+			counts.gvk.Kind, where, counts.total, counts.unassigned, sharding.ShardLabel(o.ring), counts.misassigned)
 	}
 	return nil
 }
@@ -187,7 +189,7 @@ func countObjects(ctx context.Context, cfg *rest.Config, o ringOptions, r *ring.
 	if err != nil {
 		return nil, err
 	}
-	label := membership.ShardLabel(o.ring)
+	label := sharding.ShardLabel(o.ring)
 	c := &objectCounts{gvk: gvk, owned: map[string]int{}, labelled: map[string]int{}}
 	opts := metav1.ListOptions{Limit: listPageSize}
 	for {

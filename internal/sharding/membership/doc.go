@@ -2,7 +2,7 @@
 // replicas are alive, and so how the hash space is shared among them.
 //
 // Every replica runs a Member, which holds a Lease of its own in the host's
-// namespace, named LeaseName(ring, replicaID) and labelled RingLabel=<ring>,
+// namespace, named LeaseName(ring, replicaID) and labelled sharding.RingLabel=<ring>,
 // and renews it; a Lease is live while its renewTime plus its
 // leaseDurationSeconds lies ahead. A Member that stops gracefully deletes its
 // Lease, so the others rebalance at once; one that dies stops renewing, and

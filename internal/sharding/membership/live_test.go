@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,7 +27,7 @@ var t0 = time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 // lease is a Lease of ring held by holder, renewed at renewed for seconds.
 func lease(ringName, holder string, renewed time.Time, seconds int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: LeaseName(ringName, holder), Namespace: "ns", Labels: map[string]string{RingLabel: ringName}},
+		ObjectMeta: metav1.ObjectMeta{Name: LeaseName(ringName, holder), Namespace: "ns", Labels: map[string]string{sharding.RingLabel: ringName}},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(holder),
 			RenewTime:            &metav1.MicroTime{Time: renewed},
@@ -208,7 +210,7 @@ func TestAMemberThatCannotRenewStopsHoldingBeforeItsLeaseExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *l.Spec.HolderIdentity != "a" || *l.Spec.LeaseDurationSeconds != 15 || !l.Spec.RenewTime.Equal(&metav1.MicroTime{Time: t0}) || l.Labels[RingLabel] != "r" {
+	if *l.Spec.HolderIdentity != "a" || *l.Spec.LeaseDurationSeconds != 15 || !l.Spec.RenewTime.Equal(&metav1.MicroTime{Time: t0}) || l.Labels[sharding.RingLabel] != "r" {
 		t.Errorf("the Lease is %+v, labels %v", l.Spec, l.Labels)
 	}
 

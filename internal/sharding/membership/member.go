@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +30,7 @@ const DefaultLeaseDuration = 15 * time.Second
 // MemberOptions configure a Member.
 type MemberOptions struct {
 	// Ring is the ring's name: the sidecar's name. Required; it must be
-	// valid as a label value and in the label key ShardLabel(Ring).
+	// valid as a label value and in the label key sharding.ShardLabel(Ring).
 	Ring string
 	// ReplicaID names this replica in the ring: its Lease's holderIdentity,
 	// and the member the ring assigns objects to. Required, and unique among
@@ -219,7 +221,7 @@ func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time) *coordinati
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
-	l.Labels[RingLabel] = m.opts.Ring
+	l.Labels[sharding.RingLabel] = m.opts.Ring
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.opts.ReplicaID {
 		l.Spec.HolderIdentity = ptr.To(m.opts.ReplicaID)
 		l.Spec.AcquireTime = &metav1.MicroTime{Time: now}

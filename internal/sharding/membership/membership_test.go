@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -221,7 +223,7 @@ func TestADeletedLeaseIsMadeAgain(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if l.UID == old.UID || *l.Spec.HolderIdentity != "host-a" || l.Labels[RingLabel] != ringName {
+		if l.UID == old.UID || *l.Spec.HolderIdentity != "host-a" || l.Labels[sharding.RingLabel] != ringName {
 			return fmt.Errorf("uid %s (was %s), holder %s, labels %v", l.UID, old.UID, *l.Spec.HolderIdentity, l.Labels)
 		}
 		return nil

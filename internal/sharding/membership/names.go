@@ -6,21 +6,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-const (
-	// RingLabel labels every Lease of a ring with the ring's name.
-	RingLabel = "sharding.polyop.dev/ring"
-	// leasePrefix starts every member Lease's name.
-	leasePrefix = "polyop-shard-"
-	// shardLabelPrefix starts the label that assigns an object to a member.
-	shardLabelPrefix = "shard.sharding.polyop.dev/"
-)
-
-// ShardLabel is the label key that assigns an object of ring to a member: its
-// value is the member's replica ID.
-func ShardLabel(ring string) string { return shardLabelPrefix + ring }
+// leasePrefix starts every member Lease's name.
+const leasePrefix = "polyop-shard-"
 
 // LeaseName is the name of replicaID's Lease in ring:
 // polyop-shard-<ring>-<replicaID>, made a valid name: lower case, characters
@@ -51,13 +43,13 @@ func LeaseName(ring, replicaID string) string {
 }
 
 // validateRing says why ring cannot name a ring: it is a label value (of
-// RingLabel) and part of a label key (ShardLabel).
+// sharding.RingLabel) and part of a label key (ShardLabel).
 func validateRing(ring string) error {
 	if ring == "" {
 		return fmt.Errorf("no ring name")
 	}
-	if errs := validation.IsQualifiedName(ShardLabel(ring)); len(errs) > 0 {
-		return fmt.Errorf("ring name %q does not make a label key %s: %s", ring, ShardLabel(ring), strings.Join(errs, "; "))
+	if errs := validation.IsQualifiedName(sharding.ShardLabel(ring)); len(errs) > 0 {
+		return fmt.Errorf("ring name %q does not make a label key %s: %s", ring, sharding.ShardLabel(ring), strings.Join(errs, "; "))
 	}
 	if errs := validation.IsValidLabelValue(ring); len(errs) > 0 {
 		return fmt.Errorf("ring name %q is not a label value: %s", ring, strings.Join(errs, "; "))

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +46,7 @@ type SourceOptions struct {
 
 // Source watches a ring's Leases and publishes the ring of their live
 // holders. It is a manager.Runnable that runs on every replica, leader or
-// not, with an informer of its own on the Leases labelled RingLabel=<ring>
+// not, with an informer of its own on the Leases labelled sharding.RingLabel=<ring>
 // in one namespace.
 //
 // Current returns the ring; Subscribe tells when it changed. The ring is
@@ -86,7 +88,7 @@ func (s *Source) NeedLeaderElection() bool { return false }
 
 // Selector selects a ring's Leases.
 func Selector(ringName string) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{RingLabel: ringName})
+	return labels.SelectorFromSet(labels.Set{sharding.RingLabel: ringName})
 }
 
 // Start watches the Leases and publishes the ring until ctx ends. The first

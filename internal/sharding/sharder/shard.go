@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,12 +40,12 @@ func NewShard(ringName, member string) (Shard, error) {
 // replica's informers for the primary kind and its children, so the API
 // server sends the replica only its share.
 func (s Shard) Selector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{ShardLabel(s.Ring): s.Member})
+	return labels.SelectorFromSet(labels.Set{sharding.ShardLabel(s.Ring): s.Member})
 }
 
 // Owns reports whether obj is labelled with the shard's member.
 func (s Shard) Owns(obj client.Object) bool {
-	return obj.GetLabels()[ShardLabel(s.Ring)] == s.Member
+	return obj.GetLabels()[sharding.ShardLabel(s.Ring)] == s.Member
 }
 
 // ReconcilerOptions configure the reconciler of a shard.
@@ -105,10 +107,10 @@ func (r *shardReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, nil
 	}
 	if !r.shard.Owns(obj) {
-		log.FromContext(ctx).V(1).Info("Not reconciling an object another member of the ring owns", "ring", r.shard.Ring, "member", r.shard.Member, "owner", obj.GetLabels()[ShardLabel(r.shard.Ring)])
+		log.FromContext(ctx).V(1).Info("Not reconciling an object another member of the ring owns", "ring", r.shard.Ring, "member", r.shard.Member, "owner", obj.GetLabels()[sharding.ShardLabel(r.shard.Ring)])
 		return reconcile.Result{}, nil
 	}
-	if _, drain := obj.GetLabels()[DrainLabel(r.shard.Ring)]; drain && obj.GetDeletionTimestamp() == nil {
+	if _, drain := obj.GetLabels()[sharding.DrainLabel(r.shard.Ring)]; drain && obj.GetDeletionTimestamp() == nil {
 		return reconcile.Result{}, r.release(ctx, obj)
 	}
 	if !r.opts.InFlight.Begin(req.NamespacedName) {
@@ -130,7 +132,7 @@ func (r *shardReconciler) release(ctx context.Context, obj client.Object) error 
 		return fmt.Errorf("shard %s of ring %s: waiting for the reconciles of %s to finish before handing it off: %w", r.shard.Member, r.shard.Ring, key, err)
 	}
 	defer done()
-	err = patchLabels(ctx, r.opts.Client, obj, map[string]any{ShardLabel(r.shard.Ring): nil, DrainLabel(r.shard.Ring): nil})
+	err = patchLabels(ctx, r.opts.Client, obj, map[string]any{sharding.ShardLabel(r.shard.Ring): nil, sharding.DrainLabel(r.shard.Ring): nil})
 	switch {
 	case err == nil:
 		log.FromContext(ctx).V(1).Info("Handed the object off", "ring", r.shard.Ring, "member", r.shard.Member)

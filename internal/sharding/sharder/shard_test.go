@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -60,7 +62,7 @@ func (f *shardFixture) labels(t *testing.T) map[string]string {
 }
 
 func TestTheShardReconcilesItsOwnObjectsAndHandsOffDrainedOnes(t *testing.T) {
-	shard, drain := ShardLabel("ring"), DrainLabel("ring")
+	shard, drain := sharding.ShardLabel("ring"), sharding.DrainLabel("ring")
 	for name, tc := range map[string]struct {
 		labels    map[string]string
 		deleting  bool
@@ -96,7 +98,7 @@ func TestTheShardReconcilesItsOwnObjectsAndHandsOffDrainedOnes(t *testing.T) {
 }
 
 func TestADrainedObjectIsHandedOffOnlyAfterTheReconcileInFlightEnds(t *testing.T) {
-	f := newShardFixture(t, map[string]string{ShardLabel("ring"): "me", DrainLabel("ring"): "true"}, false)
+	f := newShardFixture(t, map[string]string{sharding.ShardLabel("ring"): "me", sharding.DrainLabel("ring"): "true"}, false)
 	// Another controller of the replica has a reconcile of the object in flight.
 	f.inFlight.Begin(f.req.NamespacedName)
 	released := make(chan error, 1)
@@ -111,7 +113,7 @@ func TestADrainedObjectIsHandedOffOnlyAfterTheReconcileInFlightEnds(t *testing.T
 		}
 		return true, ""
 	})
-	if got := f.labels(t); got[ShardLabel("ring")] != "me" {
+	if got := f.labels(t); got[sharding.ShardLabel("ring")] != "me" {
 		t.Fatalf("the object was handed off with a reconcile in flight: labels %v", got)
 	}
 	f.inFlight.End(f.req.NamespacedName)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -85,8 +87,8 @@ func Add(mgr manager.Manager, opts Options) error {
 		source:   opts.Source,
 		client:   mgr.GetClient(),
 		reader:   opts.Cache,
-		shard:    ShardLabel(opts.Ring),
-		drain:    DrainLabel(opts.Ring),
+		shard:    sharding.ShardLabel(opts.Ring),
+		drain:    sharding.DrainLabel(opts.Ring),
 	}
 	return builder.ControllerManagedBy(mgr).
 		Named("sharder-" + opts.Ring).
@@ -160,7 +162,7 @@ func (s *sharder) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		// Already asked; or being deleted, which its live owner finishes.
 		return reconcile.Result{}, nil
 	default:
-		labels, what = map[string]any{s.drain: drainValue}, "draining"
+		labels, what = map[string]any{s.drain: sharding.DrainValue}, "draining"
 		count = func() { handoffsTotal.WithLabelValues(s.ringName).Inc() }
 	}
 	if err := patchLabels(ctx, s.client, obj, labels); err != nil {

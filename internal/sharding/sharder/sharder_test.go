@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,7 +35,7 @@ func uidOwnedBy(t *testing.T, r *ring.Ring, member string) types.UID {
 
 func TestTheSharderLabelsEachObjectForItsOwner(t *testing.T) {
 	const ringName = "unit"
-	shard, drain := ShardLabel(ringName), DrainLabel(ringName)
+	shard, drain := sharding.ShardLabel(ringName), sharding.DrainLabel(ringName)
 	r := ring.New([]string{"a", "b"}, 0)
 	for name, tc := range map[string]struct {
 		labels   map[string]string // before
@@ -115,7 +117,7 @@ func TestTheSharderLooksAgainWhenTheObjectChangedSinceItsCacheSawIt(t *testing.T
 		t.Fatal(err)
 	}
 	reader := staticReader{stale}
-	s := &sharder{ringName: "unit-stale", gvk: configMapGVK, source: NewStaticSource(r), client: c, reader: reader, shard: ShardLabel("unit-stale"), drain: DrainLabel("unit-stale")}
+	s := &sharder{ringName: "unit-stale", gvk: configMapGVK, source: NewStaticSource(r), client: c, reader: reader, shard: sharding.ShardLabel("unit-stale"), drain: sharding.DrainLabel("unit-stale")}
 	res, err := s.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cm)})
 	if err != nil || res.RequeueAfter == 0 {
 		t.Fatalf("Reconcile on a stale read returned %+v, %v; want a requeue after a moment and no error", res, err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -312,10 +314,10 @@ func (f *fixture) awaitConverged(r *ring.Ring) {
 		wrong, draining := 0, 0
 		var example string
 		for _, o := range objs {
-			if _, ok := o.Labels[DrainLabel(f.ring)]; ok {
+			if _, ok := o.Labels[sharding.DrainLabel(f.ring)]; ok {
 				draining++
 			}
-			if got, want := o.Labels[ShardLabel(f.ring)], r.OwnerOf(o.UID); got != want {
+			if got, want := o.Labels[sharding.ShardLabel(f.ring)], r.OwnerOf(o.UID); got != want {
 				wrong++
 				example = fmt.Sprintf("%s is labelled %q, its owner is %q", o.Name, got, want)
 			}
@@ -338,8 +340,8 @@ func (f *fixture) awaitConverged(r *ring.Ring) {
 				return err
 			}
 			for _, o := range list.Items {
-				if o.Labels[ShardLabel(f.ring)] != member {
-					return fmt.Errorf("the cache holds %s, labelled %q", o.Name, o.Labels[ShardLabel(f.ring)])
+				if o.Labels[sharding.ShardLabel(f.ring)] != member {
+					return fmt.Errorf("the cache holds %s, labelled %q", o.Name, o.Labels[sharding.ShardLabel(f.ring)])
 				}
 			}
 			if len(list.Items) != share[member] {
