@@ -293,7 +293,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if len(status) > 0 {
 		written, err := r.writeStatus(ctx, obj, status)
 		switch {
-		case apierrors.IsConflict(err):
+		case err != nil && apierrors.IsConflict(err):
 			log.V(1).Info("status write conflicted with a newer version of the object; requeueing", "error", err.Error())
 			if resultErr == nil && childErr == nil {
 				return reconcile.Result{RequeueAfter: staleRetryDelay}, nil
