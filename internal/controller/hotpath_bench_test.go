@@ -43,6 +43,8 @@ type hotPathClient struct {
 	client.Client
 	objects map[hotPathID]*object.Object
 	version int
+	// writes counts the applies and the status patches.
+	writes int
 }
 
 // hotPathID names an object of hotPathClient.
@@ -93,6 +95,7 @@ func (c *hotPathClient) Status() client.SubResourceWriter { return hotPathStatus
 
 func (c *hotPathClient) Apply(_ context.Context, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
 	c.version++
+	c.writes++
 	obj.(interface{ SetResourceVersion(string) }).SetResourceVersion(strconv.Itoa(c.version))
 	return nil
 }
@@ -113,6 +116,7 @@ func (s hotPathStatus) Patch(_ context.Context, obj client.Object, patch client.
 		return err
 	}
 	s.c.version++
+	s.c.writes++
 	// What the API server answers is decoded into obj, as a client does;
 	// the cache then holds it.
 	if err := json.Unmarshal(widgetJSON(strconv.Itoa(s.c.version), ops[1].Value), obj); err != nil {
@@ -179,6 +183,12 @@ func widgetJSON(resourceVersion string, status []byte) []byte {
 // that holds one Widget, and the sidecar that answers it, reconciled once so
 // that its ConfigMap exists and its status is the answer's.
 func hotPath(tb testing.TB) (*Reconciler, *hotPathSidecar, context.Context) {
+	r, sc, ctx, _ := hotPathClientOf(tb)
+	return r, sc, ctx
+}
+
+// hotPathClientOf is hotPath, with its client.
+func hotPathClientOf(tb testing.TB) (*Reconciler, *hotPathSidecar, context.Context, *hotPathClient) {
 	tb.Helper()
 	key := types.NamespacedName{Namespace: "bench", Name: "w-0001"}
 	w := object.New(benchWidgetGVK)
@@ -206,7 +216,7 @@ func hotPath(tb testing.TB) (*Reconciler, *hotPathSidecar, context.Context) {
 		tb.Fatal(err)
 	}
 	c.objects[hotPathID{configMapGVK, key}] = cm
-	return r, sc, ctx
+	return r, sc, ctx, c
 }
 
 var hotPathKey = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "bench", Name: "w-0001"}}
@@ -248,6 +258,56 @@ func BenchmarkReconcileHotPath(b *testing.B) {
 		for b.Loop() {
 			reconcileChanged(b, r, sc, ctx, answers, i)
 			i++
+		}
+	})
+}
+
+// The allocation budget of the hot path: the allocations of one reconcile
+// through the Reconciler (BenchmarkReconcileHotPath's, the fake client's
+// few included), just above what it makes today. A change that allocates
+// more per reconcile fails here; if the allocations buy something, measure
+// them (go test -run '^$' -bench ReconcileHotPath -benchmem
+// ./internal/controller, or this test's failure message) and raise the
+// budget deliberately, saying why in the commit. Lower it when a change
+// saves allocations.
+const (
+	// unchangedAllocBudget bounds a reconcile that writes nothing (90 when
+	// set; 158 before the hot path was trimmed).
+	unchangedAllocBudget = 96
+	// changedAllocBudget bounds a reconcile that applies the child and
+	// writes the status (238 when set; 306 before).
+	changedAllocBudget = 250
+)
+
+func TestReconcileHotPathAllocationBudget(t *testing.T) {
+	t.Run("unchanged", func(t *testing.T) {
+		r, _, ctx, c := hotPathClientOf(t)
+		writes := c.writes
+		allocs := testing.AllocsPerRun(200, func() { reconcileUnchanged(t, r, ctx) })
+		if c.writes != writes {
+			t.Fatalf("a reconcile that changes nothing wrote %d times", c.writes-writes)
+		}
+		t.Logf("%.0f allocations per reconcile (budget %d)", allocs, unchangedAllocBudget)
+		if allocs > unchangedAllocBudget {
+			t.Errorf("a reconcile that writes nothing allocates %.0f times, over its budget of %d", allocs, unchangedAllocBudget)
+		}
+	})
+	t.Run("changed", func(t *testing.T) {
+		r, sc, ctx, c := hotPathClientOf(t)
+		answers := [2]*polyopv1alpha1.ReconcileResponse{widgetAnswer("b"), widgetAnswer("a")}
+		i := 0
+		writes := c.writes
+		allocs := testing.AllocsPerRun(200, func() {
+			reconcileChanged(t, r, sc, ctx, answers, i)
+			i++
+		})
+		// AllocsPerRun runs the function once more than it is told, to warm up.
+		if c.writes-writes != 2*i {
+			t.Fatalf("%d reconciles that change the child and the status wrote %d times, want %d", i, c.writes-writes, 2*i)
+		}
+		t.Logf("%.0f allocations per reconcile (budget %d)", allocs, changedAllocBudget)
+		if allocs > changedAllocBudget {
+			t.Errorf("a reconcile that applies a child and writes the status allocates %.0f times, over its budget of %d", allocs, changedAllocBudget)
 		}
 	})
 }

@@ -20,7 +20,10 @@ import (
 // object's namespace unless the reconciled kind is cluster-scoped. The
 // reconciled kind's scope is resolved once, at setup, rather than asked of
 // the REST mapper on every event of every child, as EnqueueRequestForOwner
-// does (a lookup that allocates about a kilobyte each time).
+// does (a lookup that allocates about a kilobyte each time). The one
+// difference: an owner reference at a version of the kind the API server
+// does not serve enqueues its owner, where EnqueueRequestForOwner logs that
+// it finds no mapping and drops the event.
 type ownerHandler struct {
 	// owner is the reconciled kind.
 	owner schema.GroupKind
