@@ -18,13 +18,17 @@ type fixedMappings struct {
 	mappings map[schema.GroupVersionKind]*meta.RESTMapping
 }
 
-// withFixedMappings returns inner, answering RESTMapping for kinds from the
+// withFixedMappings returns inner, answering RESTMapping for kinds (and for
+// their lists' kinds, which the cache asks about on every List) from the
 // mappings inner gives now. A kind inner cannot map is left to it.
 func withFixedMappings(inner meta.RESTMapper, kinds []schema.GroupVersionKind) meta.RESTMapper {
 	m := &fixedMappings{RESTMapper: inner, mappings: make(map[schema.GroupVersionKind]*meta.RESTMapping, len(kinds))}
 	for _, gvk := range kinds {
-		if mapping, err := inner.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-			m.mappings[gvk] = mapping
+		// The cache asks for a List by the list's kind.
+		for _, k := range []schema.GroupVersionKind{gvk, gvk.GroupVersion().WithKind(gvk.Kind + "List")} {
+			if mapping, err := inner.RESTMapping(k.GroupKind(), k.Version); err == nil {
+				m.mappings[k] = mapping
+			}
 		}
 	}
 	return m
