@@ -137,6 +137,9 @@ func (r *Reconciler) recordFailure(obj *object.Object, reason string, f *polyopv
 // and the rate limiter answers retry_after for that requeue while it counts
 // the failure in req's backoff as any other (see rateLimiter.When).
 func (r *Reconciler) scheduleRetry(req reconcile.Request, err error) {
+	if err == nil {
+		return
+	}
 	var f *sidecarFailure
 	if r.limiter == nil || !errors.As(err, &f) || f.retryAfter <= 0 || errors.Is(err, reconcile.TerminalError(nil)) {
 		return

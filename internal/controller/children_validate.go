@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // desiredChild is one validated desired child, ready to apply.
@@ -52,15 +56,16 @@ func validateChildren(raws [][]byte, owner client.Object, controller string, kin
 	if len(raws) == 0 {
 		return nil, nil
 	}
-	byGVK := map[schema.GroupVersionKind]ChildKind{}
-	var owned []string
-	for _, k := range kinds {
-		byGVK[k.GVK] = k
-		owned = append(owned, description.GVKString(k.GVK))
-	}
-	ownedList := strings.Join(owned, ", ")
-	if ownedList == "" {
-		ownedList = "no kinds"
+	// The kinds owned, as a message names them.
+	ownedList := func() string {
+		owned := make([]string, 0, len(kinds))
+		for _, k := range kinds {
+			owned = append(owned, description.GVKString(k.GVK))
+		}
+		if len(owned) == 0 {
+			return "no kinds"
+		}
+		return strings.Join(owned, ", ")
 	}
 	ownerAPIVersion, ownerKind := owner.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
 	ref := metav1.OwnerReference{
@@ -97,10 +102,10 @@ func validateChildren(raws [][]byte, owner client.Object, controller string, kin
 		}
 		gvk := gv.WithKind(u.GetKind())
 		name := u.GetName()
-		label := fmt.Sprintf("%s %q", gvk.Kind, name)
-		kind, ok := byGVK[gvk]
+		label := childLabel{gvk.Kind, name}
+		kind, ok := ownedKind(kinds, gvk)
 		if !ok {
-			bad("%s: %s is not a kind the controller owns (it owns %s)", label, description.GVKString(gvk), ownedList)
+			bad("%s: %s is not a kind the controller owns (it owns %s)", label, description.GVKString(gvk), ownedList())
 			continue
 		}
 		if name == "" {
@@ -133,23 +138,23 @@ func validateChildren(raws [][]byte, owner client.Object, controller string, kin
 			delete(meta, f)
 		}
 		delete(u.Object, "status")
-		var refs []metav1.OwnerReference
-		for _, r := range u.GetOwnerReferences() {
-			if r.UID != owner.GetUID() {
-				refs = append(refs, r)
+		if _, set := meta["ownerReferences"]; !set && meta != nil {
+			// What SetOwnerReferences below would set, without its
+			// conversion through reflection: the usual case.
+			meta["ownerReferences"] = []any{ownerReferenceContent(ref)}
+		} else {
+			var refs []metav1.OwnerReference
+			for _, r := range u.GetOwnerReferences() {
+				if r.UID != owner.GetUID() {
+					refs = append(refs, r)
+				}
 			}
+			u.SetOwnerReferences(append(refs, ref))
 		}
-		u.SetOwnerReferences(append(refs, ref))
-		labels, _, err := unstructured.NestedStringMap(u.Object, "metadata", "labels")
-		if err != nil {
+		if err := setControllerLabel(u, controller); err != nil {
 			bad("%s: metadata.labels: %v", label, err)
 			continue
 		}
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[ControllerLabel] = controller
-		u.SetLabels(labels)
 		hash, err := hashChild(u)
 		if err != nil {
 			bad("%s cannot be encoded: %v", label, err)
@@ -163,16 +168,145 @@ func validateChildren(raws [][]byte, owner client.Object, controller string, kin
 	return out, nil
 }
 
+// childLabel names a desired child in a message, as its kind and quoted
+// name; formatted only when a message is.
+type childLabel struct{ kind, name string }
+
+func (l childLabel) String() string { return fmt.Sprintf("%s %q", l.kind, l.name) }
+
+// ownedKind returns the kind of kinds whose GVK is gvk, if any. A controller
+// owns few kinds: a walk costs less than a map.
+func ownedKind(kinds []ChildKind, gvk schema.GroupVersionKind) (ChildKind, bool) {
+	for _, k := range kinds {
+		if k.GVK == gvk {
+			return k, true
+		}
+	}
+	return ChildKind{}, false
+}
+
+// ownerReferenceContent is ref as unstructured content, as
+// runtime.DefaultUnstructuredConverter converts it (and so
+// Unstructured.SetOwnerReferences sets it) for a reference whose Controller
+// and BlockOwnerDeletion are set, as validateChildren's are.
+func ownerReferenceContent(ref metav1.OwnerReference) map[string]any {
+	return map[string]any{
+		"apiVersion":         ref.APIVersion,
+		"kind":               ref.Kind,
+		"name":               ref.Name,
+		"uid":                string(ref.UID),
+		"controller":         *ref.Controller,
+		"blockOwnerDeletion": *ref.BlockOwnerDeletion,
+	}
+}
+
+// setControllerLabel sets ControllerLabel to controller among u's labels,
+// which must all be strings, as NestedStringMap and SetLabels would set it.
+// The labels' map is set in place when u holds one of strings only (u is
+// the Reconciler's own, decoded from the answer), rather than copied out and
+// in again.
+func setControllerLabel(u *unstructured.Unstructured, controller string) error {
+	if labels, ok := u.Object["metadata"].(map[string]any)["labels"].(map[string]any); ok && stringsOnly(labels) {
+		labels[ControllerLabel] = controller
+		return nil
+	}
+	labels, _, err := unstructured.NestedStringMap(u.Object, "metadata", "labels")
+	if err != nil {
+		return err
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ControllerLabel] = controller
+	u.SetLabels(labels)
+	return nil
+}
+
+// stringsOnly reports whether every value of m is a string.
+func stringsOnly(m map[string]any) bool {
+	for _, v := range m {
+		if _, ok := v.(string); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // hashChild identifies the configuration to apply, u as validateChildren
 // made it (server-set metadata and status dropped, the owner reference and
 // the label set):
 // its canonical JSON's hash, so that a sidecar that sends a child with other
 // bytes (another key order, a new resourceVersion) but the same configuration
-// causes no apply.
+// causes no apply. The canonical JSON is json.Marshal's encoding of
+// u.Object (object keys sorted), written by appendJSON into a pooled buffer
+// without encoding/json's reflection: it runs for every desired child of
+// every reconcile.
 func hashChild(u *unstructured.Unstructured) (configHash, error) {
-	canonical, err := json.Marshal(u.Object)
+	buf := hashBuffers.Get().(*[]byte)
+	defer hashBuffers.Put(buf)
+	canonical, err := appendJSON((*buf)[:0], u.Object)
+	*buf = canonical[:0]
 	if err != nil {
 		return configHash{}, err
 	}
 	return sha256.Sum256(canonical), nil
+}
+
+// hashBuffers are the buffers of hashChild.
+var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// appendJSON appends json.Marshal's encoding of v to out, for the values of
+// unstructured content (maps of string keys, slices, strings, whole numbers
+// as int64, other numbers as float64, booleans and nil) without reflection;
+// other values go through json.Marshal.
+func appendJSON(out []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(out, "null"...), nil
+	case string:
+		return rawjson.AppendString(out, v), nil
+	case bool:
+		return strconv.AppendBool(out, v), nil
+	case int64:
+		return strconv.AppendInt(out, v, 10), nil
+	case map[string]any:
+		if v == nil {
+			return append(out, "null"...), nil
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out = append(out, '{')
+		for i, k := range keys {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = rawjson.AppendString(out, k)
+			out = append(out, ':')
+			var err error
+			if out, err = appendJSON(out, v[k]); err != nil {
+				return out, err
+			}
+		}
+		return append(out, '}'), nil
+	case []any:
+		if v == nil {
+			return append(out, "null"...), nil
+		}
+		out = append(out, '[')
+		for i, e := range v {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			var err error
+			if out, err = appendJSON(out, e); err != nil {
+				return out, err
+			}
+		}
+		return append(out, ']'), nil
+	}
+	raw, err := json.Marshal(v)
+	return append(out, raw...), err
 }

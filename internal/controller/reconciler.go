@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -59,9 +60,11 @@ type Reconciler struct {
 	limiter *rateLimiter
 	state   *sidecarState
 	kind    *polyopv1alpha1.GroupVersionKind
-	applied *appliedState
-	written *writtenVersions
-	tracer  trace.Tracer
+	// typeMeta is the reconciled kind's apiVersion and kind, formatted once.
+	typeMeta metav1.TypeMeta
+	applied  *appliedState
+	written  *writtenVersions
+	tracer   trace.Tracer
 	// answered holds the inputs hash of each object's last successful
 	// answer, for a controller that declares SkipUnchangedInputs.
 	answered *answeredInputs
@@ -134,6 +137,10 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 		limiter: newRateLimiter(opts.state, opts.SidecarDownMaxBackoff),
 		state:   opts.state,
 		kind:    &polyopv1alpha1.GroupVersionKind{Group: c.GVK.Group, Version: c.GVK.Version, Kind: c.GVK.Kind},
+		typeMeta: func() (tm metav1.TypeMeta) {
+			tm.SetGroupVersionKind(c.GVK)
+			return tm
+		}(),
 		applied: newAppliedState(),
 		written: newWrittenVersions(),
 		tracer:  newTracer(opts.TracerProvider),
@@ -167,7 +174,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 	defer func() { r.scheduleRetry(req, err) }()
 	log := logf.FromContext(ctx)
 
-	obj := object.New(r.Controller.GVK)
+	obj := &object.Object{TypeMeta: r.typeMeta}
 	exists := true
 	if err := r.get(ctx, req.NamespacedName, obj); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -293,7 +300,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if len(status) > 0 {
 		written, err := r.writeStatus(ctx, obj, status)
 		switch {
-		case apierrors.IsConflict(err):
+		case err != nil && apierrors.IsConflict(err):
 			log.V(1).Info("status write conflicted with a newer version of the object; requeueing", "error", err.Error())
 			if resultErr == nil && childErr == nil {
 				return reconcile.Result{RequeueAfter: staleRetryDelay}, nil
@@ -345,7 +352,7 @@ func (r *Reconciler) get(ctx context.Context, key types.NamespacedName, obj *obj
 	err := r.Client.Get(ctx, key, obj)
 	// A reader may leave the kind out (the cache sets it, the API machinery's
 	// decoders clear it); the rest of the reconcile needs it.
-	obj.SetGroupVersionKind(r.Controller.GVK)
+	obj.TypeMeta = r.typeMeta
 	return err
 }
 

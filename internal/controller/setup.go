@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,10 +85,11 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 				return fmt.Errorf("controller %q owns %s: %w", c.Name, description.GVKString(o.GVK), err)
 			}
 			// Owns, written out: EnqueueRequestForOwner looks the owner's
-			// kind up by Go type, which object.Object does not tell, so the
-			// owner is described by an unstructured object of its kind.
+			// kind up by Go type, which object.Object does not tell, and
+			// its scope up in the REST mapper on every event; ownerHandler
+			// knows both.
 			b = b.Watches(child, seeing(opts.CacheProgress, o.GVK,
-				handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), ownerType(c.GVK), handler.OnlyControllerOwner())))
+				ownerHandler{owner: c.GVK.GroupKind(), namespaced: t.namespaced}))
 		}
 
 		for _, w := range c.Watches {
@@ -159,12 +159,4 @@ func (s indexSet) once(obj *object.Object, name string, register func() error) e
 	}
 	s[gvk][name] = true
 	return nil
-}
-
-// ownerType is the owner type of handler.EnqueueRequestForOwner for
-// reconciled kind gvk.
-func ownerType(gvk schema.GroupVersionKind) client.Object {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u
 }

@@ -61,16 +61,23 @@ func (r *Reconciler) objectAttributes(key types.NamespacedName) []attribute.KeyV
 // as attributes. The context it returns carries the span, the reconcile ID
 // in its baggage (so the sidecar can log it) and a logger with the trace and
 // span IDs.
+//
+// The attributes are set once the span is started, and only on a span that
+// records: while tracing is off they cost nothing. (No sampler the OTEL_*
+// variables configure reads a span's attributes.)
 func (r *Reconciler) startReconcile(ctx context.Context, name string, req reconcile.Request) (context.Context, trace.Span) {
-	attrs := append(r.objectAttributes(req.NamespacedName), tracing.Retries.Int(r.limiter.NumRequeues(req)))
-	id := string(ctrlcontroller.ReconcileIDFromContext(ctx))
-	if id != "" {
-		attrs = append(attrs, tracing.ReconcileID.String(id))
-	}
-	ctx, span := r.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+	ctx, span := r.tracer.Start(ctx, name)
 	if !span.SpanContext().IsValid() {
 		// Tracing is off.
 		return ctx, span
+	}
+	id := string(ctrlcontroller.ReconcileIDFromContext(ctx))
+	if span.IsRecording() {
+		attrs := append(r.objectAttributes(req.NamespacedName), tracing.Retries.Int(r.limiter.NumRequeues(req)))
+		if id != "" {
+			attrs = append(attrs, tracing.ReconcileID.String(id))
+		}
+		span.SetAttributes(attrs...)
 	}
 	if id != "" {
 		ctx = tracing.ContextWithReconcileID(ctx, id)
@@ -81,24 +88,28 @@ func (r *Reconciler) startReconcile(ctx context.Context, name string, req reconc
 // endReconcile records how a reconcile (or finalize) ended on its span, and
 // ends it: polyop.result, and status Error with the message on failure.
 func endReconcile(span trace.Span, res reconcile.Result, err error) {
-	span.SetAttributes(tracing.Result.String(resultOf(res, err)))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Result.String(resultOf(res, err)))
+	}
 	endSpan(span, err)
 }
 
 // resultOf is the polyop.result of a reconcile that returned res and err.
 func resultOf(res reconcile.Result, err error) string {
+	if err == nil {
+		if res.RequeueAfter > 0 || res.Requeue { //nolint:staticcheck // a Requeue the host sets itself, for a stale write
+			return tracing.ResultRequeue
+		}
+		return tracing.ResultSuccess
+	}
 	var unreachable *unreachableError
 	switch {
 	case errors.As(err, &unreachable):
 		return tracing.ResultUnavailable
 	case errors.Is(err, reconcile.TerminalError(nil)):
 		return tracing.ResultTerminalError
-	case err != nil:
-		return tracing.ResultError
-	case res.RequeueAfter > 0 || res.Requeue: //nolint:staticcheck // a Requeue the host sets itself, for a stale write
-		return tracing.ResultRequeue
 	}
-	return tracing.ResultSuccess
+	return tracing.ResultError
 }
 
 // startWrite starts the span of one of the host's own writes, under the

@@ -80,6 +80,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	cacheOpts := cacheOptions(res, opts.KeepManagedFields)
+	mapper = withFixedMappings(mapper, cachedKindList(cacheOpts))
 
 	// The scheme maps every cached kind to object.Object, which the cache
 	// holds instead of map-based unstructured objects; every other kind the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,8 +50,16 @@ func New(gvk schema.GroupVersionKind) *Object {
 // metadata into ObjectMeta, and keeps a copy of the other members.
 func (o *Object) UnmarshalJSON(data []byte) error {
 	*o = Object{}
-	body := make([]byte, 0, len(data))
-	body = append(body, '{')
+	// The body is gathered in a pooled buffer the size of the whole object
+	// (metadata and its managedFields included), and only its own bytes
+	// are kept: every watch event and every write's answer is decoded here.
+	buf := bodyBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBody {
+			bodyBuffers.Put(buf)
+		}
+	}()
+	body := append((*buf)[:0], '{')
 	err := rawjson.Each(data, func(key string, value json.RawMessage) error {
 		switch key {
 		case "apiVersion":
@@ -70,10 +79,17 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("decoding an object: %w", err)
 	}
 	body = append(body, '}')
-	// The decode buffer is the size of the whole object; keep only the body.
+	*buf = body[:0]
 	o.body = bytes.Clone(body)
 	return nil
 }
+
+// bodyBuffers are the buffers UnmarshalJSON gathers a body in.
+var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooledBody bounds the buffers kept in bodyBuffers: one grown by a
+// rare large object is left to the garbage collector.
+const maxPooledBody = 64 << 10
 
 // MarshalJSON encodes the object: apiVersion and kind, metadata, then the
 // other members as decoded.

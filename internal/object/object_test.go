@@ -240,3 +240,26 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(raw)
 }
+
+// BenchmarkUnmarshalJSON decodes a Widget as a watch event carries it,
+// managedFields included.
+func BenchmarkUnmarshalJSON(b *testing.B) {
+	raw := []byte(`{"apiVersion":"bench.polyop.dev/v1alpha1","kind":"Widget","metadata":{"name":"w-0001","namespace":"bench",` +
+		`"uid":"6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b","resourceVersion":"12345","generation":1,"creationTimestamp":"2026-01-02T03:04:05Z",` +
+		`"managedFields":[{"manager":"bench","operation":"Update","apiVersion":"bench.polyop.dev/v1alpha1","time":"2026-01-02T03:04:05Z",` +
+		`"fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:data":{".":{},"f:a":{},"f:b":{},"f:c":{},"f:d":{}}}}},` +
+		`{"manager":"host","operation":"Update","apiVersion":"bench.polyop.dev/v1alpha1","time":"2026-01-02T03:04:06Z","fieldsType":"FieldsV1",` +
+		`"fieldsV1":{"f:status":{".":{},"f:conditions":{".":{},"k:{\"type\":\"Ready\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},` +
+		`"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:configMap":{},"f:observedGeneration":{}}},"subresource":"status"}]},` +
+		`"spec":{"data":{"a":"` + strings.Repeat("a", 128) + `","b":"` + strings.Repeat("b", 128) + `","c":"` + strings.Repeat("c", 128) + `","d":"` + strings.Repeat("d", 128) + `"}},` +
+		`"status":{"observedGeneration":1,"configMap":"w-0001","conditions":[{"type":"Ready","status":"True","observedGeneration":1,` +
+		`"lastTransitionTime":"2026-01-02T03:04:06Z","reason":"ConfigMapApplied","message":"the ConfigMap holds the data"}]}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		var o object.Object
+		if err := o.UnmarshalJSON(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
