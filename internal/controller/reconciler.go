@@ -68,6 +68,9 @@ type Reconciler struct {
 
 	// keepManagedFields keeps managedFields in what a write returns.
 	keepManagedFields bool
+	// maxConcurrentChildWrites bounds the child writes of one reconcile in
+	// flight at once.
+	maxConcurrentChildWrites int
 	// progress gives each call its cache versions; nil for none.
 	progress CacheProgress
 }
@@ -103,6 +106,10 @@ type ReconcilerOptions struct {
 	// cache versions it must read at or after (see CacheProgress). Defaults
 	// to nil: calls carry none.
 	CacheProgress CacheProgress
+	// MaxConcurrentChildWrites bounds how many child applies (or deletes of
+	// pruned children) of one reconcile are in flight at once; 1 writes them
+	// one after the other. Defaults to DefaultMaxConcurrentChildWrites (4).
+	MaxConcurrentChildWrites int
 
 	// state is whether the sidecar is down, shared by every controller of a
 	// host (Setup). Defaults to the Reconciler's own.
@@ -121,6 +128,9 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 	}
 	if opts.MaxObjectSize <= 0 {
 		opts.MaxObjectSize = sidecar.DefaultMaxObjectSize
+	}
+	if opts.MaxConcurrentChildWrites <= 0 {
+		opts.MaxConcurrentChildWrites = DefaultMaxConcurrentChildWrites
 	}
 	return &Reconciler{
 		Controller:    c,
@@ -142,6 +152,8 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 
 		keepManagedFields: opts.KeepManagedFields,
 		progress:          opts.CacheProgress,
+
+		maxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 	}
 }
 
