@@ -63,7 +63,7 @@ func TestChildrenAreAppliedConcurrentlyUpToTheLimit(t *testing.T) {
 		want     int32
 	}{
 		"if the limit is 4 and 8 children change, then 4 applies are in flight at once, never more": {limit: 4, children: 8, want: 4},
-		"if the limit is 1, then the children are applied one after the other":                       {limit: 1, children: 3, want: 1},
+		"if the limit is 1, then the children are applied one after the other":                      {limit: 1, children: 3, want: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
