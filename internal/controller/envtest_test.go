@@ -2,16 +2,18 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -165,6 +167,8 @@ func countingClient(tb testing.TB, scheme *runtime.Scheme, reader client.Reader)
 	}
 	counter := &requestCounter{counts: map[string]int{}}
 	cfg := rest.CopyConfig(e.Config)
+	// object.Object travels as JSON, as the host's client sends it.
+	cfg.ContentType = "application/json"
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -201,4 +205,11 @@ func testNamespace(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return ns
+}
+
+func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
+
+func sortedStrings(s []string) []string {
+	sort.Strings(s)
+	return s
 }
