@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -142,5 +144,44 @@ func TestStatusPatchIsAJSONPatch(t *testing.T) {
 	}
 	if len(ops) != 2 || ops[0]["value"] != `12"3` || ops[1]["path"] != "/status" || ops[1]["value"].(map[string]any)["a"] != 1.0 {
 		t.Errorf("patch = %v", ops)
+	}
+}
+
+func TestStatusAsWritten(t *testing.T) {
+	t.Parallel()
+	r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK}, nil, &sidecartest.Fake{}, ReconcilerOptions{})
+	at := func(rv, status string) *object.Object {
+		o := asObject(t, ownerMap())
+		o.SetResourceVersion(rv)
+		if status != "" {
+			u, err := o.Unstructured()
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Object["status"] = json.RawMessage(status)
+			o = asObject(t, u)
+		}
+		return o
+	}
+	// The host sent {"a":1,"b":2} and the API server stored {"a":1}, at 7.
+	r.rememberStatus(at("7", `{"a":1}`), []byte(`{"b":2,"a":1}`))
+	for name, tc := range map[string]struct {
+		obj    *object.Object
+		status string
+		want   bool
+	}{
+		"if the object holds what the write stored, then the same status is not written":       {at("9", `{"a":1}`), `{"a":1,"b":2}`, true},
+		"if the cache is older than the write, then the same status is not written":            {at("5", `{"a":0}`), `{"a":1,"b":2}`, true},
+		"if someone else changed the status since, then it is written":                         {at("9", `{"a":3}`), `{"a":1,"b":2}`, false},
+		"if the sidecar answers another status, then it is written, even over a stale cache":   {at("5", `{"a":1}`), `{"a":1,"b":3}`, false},
+		"if the sidecar answers another status, then it is written over what the write stored": {at("9", `{"a":1}`), `{"a":2}`, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			current, _ := tc.obj.Field("status")
+			if got := r.statusAsWritten(tc.obj, current, []byte(tc.status)); got != tc.want {
+				t.Errorf("statusAsWritten = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -50,56 +50,91 @@ func (res childResult) err() error {
 // whose apply the API server refuses on an immutable field is deleted and
 // applied again when its kind declares replacement, and refused otherwise.
 //
+// The applies run concurrently, at most maxConcurrentChildWrites at a time,
+// Namespaces and CustomResourceDefinitions before the others (see
+// writeTier). Each child's outcome is its own: every problem is reported, in
+// the order of desired, whatever order the applies end in.
+//
 // When prune is set, and every desired child was applied, the children no
 // longer desired are pruned (see pruneChildren).
 func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, desired []desiredChild, observed []*object.Object, prune bool) childResult {
-	var res childResult
 	observedByID := make(map[childID]*object.Object, len(observed))
 	for _, o := range observed {
 		observedByID[idOf(o)] = o
 	}
 	key := types.NamespacedName{Namespace: owner.GetNamespace(), Name: owner.GetName()}
 	last := r.applied.children(key, owner.GetUID())
-	now := make([]appliedChild, 0, len(desired))
-	for _, c := range desired {
-		var existing client.Object
+
+	// What happened to each desired child, at its index: decided from the
+	// cache first, then by the writes.
+	type outcome struct {
+		applied   appliedChild
+		unchanged bool
+		replaced  bool
+		problem   *childProblem
+		refused   bool
+	}
+	outcomes := make([]outcome, len(desired))
+	existing := make([]client.Object, len(desired))
+	var writes []int
+	for i, c := range desired {
 		if o := observedByID[c.id]; o != nil {
 			if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(o, c.obj, prev.resourceVersion) {
-				now = append(now, prev)
-				res.unchanged++
-				r.countChild(c.id.gvk, childUnchanged)
+				outcomes[i] = outcome{applied: prev, unchanged: true}
 				continue
 			}
-			existing = o
+			existing[i] = o
 		} else {
 			o, err := r.cachedChild(ctx, c.id)
 			if err != nil {
-				res.problems = append(res.problems, childProblem{reason: reasonChildrenNotApplied, err: err})
+				outcomes[i].problem = &childProblem{reason: reasonChildrenNotApplied, err: err}
 				continue
 			}
 			if o != nil {
-				existing = o
+				existing[i] = o
 			}
-			if p := claim(c.id, existing, owner, c.kind); p != nil {
-				res.problems = append(res.problems, *p)
-				r.countChild(c.id.gvk, childRefused)
+			if p := claim(c.id, existing[i], owner, c.kind); p != nil {
+				outcomes[i] = outcome{problem: p, refused: true}
 				continue
 			}
 		}
-		applied, replaced, p := r.applyChild(ctx, owner, c, existing)
-		if p != nil {
-			res.problems = append(res.problems, *p)
-			if p.reason == reasonChildFieldImmutable {
-				r.countChild(c.id.gvk, childRefused)
+		writes = append(writes, i)
+	}
+	byTier(writes, func(i int) int { return writeTier(desired[i].id.gvk) }, func(tier []int) {
+		inParallel(len(tier), r.maxConcurrentChildWrites, func(j int) {
+			i := tier[j]
+			c := desired[i]
+			rv, replaced, p := r.applyChild(ctx, owner, c, existing[i])
+			if p != nil {
+				outcomes[i] = outcome{problem: p, refused: p.reason == reasonChildFieldImmutable}
+				return
+			}
+			outcomes[i] = outcome{applied: appliedChild{id: c.id, hash: c.hash, resourceVersion: rv}, replaced: replaced}
+		})
+	})
+
+	var res childResult
+	now := make([]appliedChild, 0, len(desired))
+	for i, o := range outcomes {
+		gvk := desired[i].id.gvk
+		switch {
+		case o.problem != nil:
+			res.problems = append(res.problems, *o.problem)
+			if o.refused {
+				r.countChild(gvk, childRefused)
 			}
 			continue
+		case o.unchanged:
+			res.unchanged++
+			r.countChild(gvk, childUnchanged)
+		default:
+			res.applied++
+			r.countChild(gvk, childApplied)
+			if o.replaced {
+				res.replaced++
+			}
 		}
-		now = append(now, appliedChild{id: c.id, hash: c.hash, resourceVersion: applied})
-		res.applied++
-		r.countChild(c.id.gvk, childApplied)
-		if replaced {
-			res.replaced++
-		}
+		now = append(now, o.applied)
 	}
 	r.applied.record(key, owner.GetUID(), now)
 	if len(res.problems) > 0 || !prune {

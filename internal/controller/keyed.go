@@ -24,6 +24,14 @@ func (k *keyed[V]) get(key types.NamespacedName) V {
 	return k.values[key]
 }
 
+// lookup is key's value, and whether it has one.
+func (k *keyed[V]) lookup(key types.NamespacedName) (V, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v, ok := k.values[key]
+	return v, ok
+}
+
 // holds reports whether key's value is v.
 func (k *keyed[V]) holds(key types.NamespacedName, v V) bool {
 	k.mu.Lock()

@@ -68,9 +68,14 @@ type Reconciler struct {
 	// answered holds the inputs hash of each object's last successful
 	// answer, for a controller that declares SkipUnchangedInputs.
 	answered *answeredInputs
+	// statuses holds the host's last status write of each object.
+	statuses *writtenStatuses
 
 	// keepManagedFields keeps managedFields in what a write returns.
 	keepManagedFields bool
+	// maxConcurrentChildWrites bounds the child writes of one reconcile in
+	// flight at once.
+	maxConcurrentChildWrites int
 	// progress gives each call its cache versions; nil for none.
 	progress CacheProgress
 }
@@ -106,6 +111,10 @@ type ReconcilerOptions struct {
 	// cache versions it must read at or after (see CacheProgress). Defaults
 	// to nil: calls carry none.
 	CacheProgress CacheProgress
+	// MaxConcurrentChildWrites bounds how many child applies (or deletes of
+	// pruned children) of one reconcile are in flight at once; 1 writes them
+	// one after the other. Defaults to DefaultMaxConcurrentChildWrites (4).
+	MaxConcurrentChildWrites int
 
 	// state is whether the sidecar is down, shared by every controller of a
 	// host (Setup). Defaults to the Reconciler's own.
@@ -124,6 +133,9 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 	}
 	if opts.MaxObjectSize <= 0 {
 		opts.MaxObjectSize = sidecar.DefaultMaxObjectSize
+	}
+	if opts.MaxConcurrentChildWrites <= 0 {
+		opts.MaxConcurrentChildWrites = DefaultMaxConcurrentChildWrites
 	}
 	return &Reconciler{
 		Controller:    c,
@@ -146,9 +158,12 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 		tracer:  newTracer(opts.TracerProvider),
 
 		answered: newAnsweredInputs(),
+		statuses: newWrittenStatuses(),
 
 		keepManagedFields: opts.KeepManagedFields,
 		progress:          opts.CacheProgress,
+
+		maxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 	}
 }
 
@@ -184,6 +199,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		r.applied.forget(req.NamespacedName)
 		r.written.forget(req.NamespacedName)
 		r.answered.forget(req.NamespacedName)
+		r.statuses.forget(req.NamespacedName)
 	} else if err := r.awaitOwnWrite(ctx, req, obj); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -415,13 +431,19 @@ func decide(resp *polyopv1alpha1.ReconcileResponse) (reconcile.Result, error) {
 }
 
 // writeStatus replaces obj's status with status (its JSON, as the sidecar
-// sent it), through the status subresource, unless it is unchanged. The
+// sent it), through the status subresource, unless it is unchanged, or
+// writing it would only repeat the host's own last write (see
+// statusAsWritten). The
 // patch sets the whole status and carries obj's resourceVersion, so that a
 // status computed from a stale object is refused with a conflict. obj is
 // updated to what the API server stored.
 func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status []byte) (bool, error) {
 	current, _ := obj.Field("status")
 	if sameStatus(current, status) {
+		r.statusSettled(obj)
+		return false, nil
+	}
+	if r.statusAsWritten(obj, current, status) {
 		return false, nil
 	}
 	ctx, span := r.startWrite(ctx, spanWriteStatus)
@@ -434,6 +456,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status
 		}
 		return false, fmt.Errorf("writing the status of %s %s/%s: %w", obj.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
+	r.rememberStatus(obj, status)
 	return true, nil
 }
 

@@ -40,6 +40,10 @@ type Options struct {
 	// so that a sidecar keeping its own copy of a kind through Watch reads
 	// what triggered the call. Defaults to nil: calls carry none.
 	CacheProgress CacheProgress
+	// MaxConcurrentChildWrites bounds how many child applies (or deletes of
+	// pruned children) of one reconcile are in flight at once. Defaults to
+	// DefaultMaxConcurrentChildWrites (4).
+	MaxConcurrentChildWrites int
 }
 
 // Setup builds one controller per controller in res and registers it with
@@ -68,6 +72,8 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			KeepManagedFields:     opts.KeepManagedFields,
 			CacheProgress:         opts.CacheProgress,
 			state:                 state,
+
+			MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 		})
 
 		b := ctrl.NewControllerManagedBy(mgr).

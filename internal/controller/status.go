@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strconv"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/rawjson"
 )
 
@@ -152,4 +156,81 @@ func statusPatch(resourceVersion string, status []byte) []byte {
 	patch = append(patch, mid...)
 	patch = append(patch, status...)
 	return append(patch, tail...)
+}
+
+// writtenStatus is what the host remembers of its last status write of one
+// object: the write's resourceVersion, and hashes of the canonical encodings
+// (appendCanonical) of the status it sent and of the status the API server
+// stored, which differs when the server drops fields the schema does not
+// know, or fills in defaults.
+type writtenStatus struct {
+	resourceVersion string
+	sent, stored    uint64
+}
+
+// writtenStatuses holds each object's writtenStatus, from the write until a
+// reconcile finds the object holds exactly the status sent.
+type writtenStatuses = keyed[writtenStatus]
+
+func newWrittenStatuses() *writtenStatuses { return newKeyed[writtenStatus]() }
+
+// statusHash is the hash of raw's canonical encoding; an empty status (none,
+// null or {}) hashes as {}. ok is false for JSON appendCanonical refuses.
+func statusHash(raw []byte) (h uint64, ok bool) {
+	if emptyJSON(raw) {
+		raw = []byte("{}")
+	}
+	canonical, err := appendCanonical(nil, raw)
+	if err != nil {
+		return 0, false
+	}
+	f := fnv.New64a()
+	_, _ = f.Write(canonical)
+	return f.Sum64(), true
+}
+
+// statusAsWritten reports whether writing status over obj (whose status is
+// current, which differs from status) would only repeat the host's own last
+// write: the sidecar answers the status the host last sent, and obj either
+// is older than that write (the cache has not seen it yet) or still holds
+// what the API server stored then (the server changed what it was sent, by
+// pruning or defaulting). Any other writer's change of the status since, or
+// another status from the sidecar, is written.
+func (r *Reconciler) statusAsWritten(obj *object.Object, current, status []byte) bool {
+	last, ok := r.statuses.lookup(client.ObjectKeyFromObject(obj))
+	if !ok {
+		return false
+	}
+	if sent, ok := statusHash(status); !ok || sent != last.sent {
+		return false
+	}
+	if olderThan(obj.GetResourceVersion(), last.resourceVersion) {
+		return true
+	}
+	stored, ok := statusHash(current)
+	return ok && stored == last.stored
+}
+
+// rememberStatus records the host's status write of obj, as the API server
+// stored it (obj, read back from the write), from status as sent.
+func (r *Reconciler) rememberStatus(obj *object.Object, status []byte) {
+	key := client.ObjectKeyFromObject(obj)
+	sent, okSent := statusHash(status)
+	current, _ := obj.Field("status")
+	stored, okStored := statusHash(current)
+	if !okSent || !okStored {
+		r.statuses.forget(key)
+		return
+	}
+	r.statuses.record(key, writtenStatus{resourceVersion: obj.GetResourceVersion(), sent: sent, stored: stored})
+}
+
+// statusSettled forgets the host's last status write of obj once obj, as
+// the reconcile read it, holds the status the sidecar answered and is no
+// older than that write: comparing with obj alone then tells.
+func (r *Reconciler) statusSettled(obj *object.Object) {
+	key := client.ObjectKeyFromObject(obj)
+	if last, ok := r.statuses.lookup(key); ok && !olderThan(obj.GetResourceVersion(), last.resourceVersion) {
+		r.statuses.forgetIf(key, last)
+	}
 }

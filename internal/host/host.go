@@ -144,6 +144,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 		KeepManagedFields:     opts.KeepManagedFields,
 		MaxObjectSize:         opts.MaxObjectSize,
+
+		MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 	}); err != nil {
 		return err
 	}

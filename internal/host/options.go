@@ -53,6 +53,10 @@ type Options struct {
 	// decoded. Defaults to sidecar.DefaultMaxObjectSize (3 MiB, the API
 	// server's request body limit).
 	MaxObjectSize int
+	// MaxConcurrentChildWrites bounds how many child applies (or deletes of
+	// pruned children) of one reconcile are in flight at once; 1 writes them
+	// one after the other. Defaults to 4.
+	MaxConcurrentChildWrites int
 
 	// MetricsBindAddress is where the metrics endpoint listens; "0" turns it
 	// off. Defaults to "0".
@@ -122,6 +126,8 @@ func NewOptions() Options {
 		SecureMetrics:          true,
 		HealthProbeBindAddress: ":8081",
 		Webhook:                DefaultWebhookOptions(),
+
+		MaxConcurrentChildWrites: 4,
 	}
 }
 
@@ -151,6 +157,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxObjectSize, "max-object-size", o.MaxObjectSize,
 		"The largest status, and the largest desired child, accepted in a sidecar's Reconcile answer, in bytes; a larger one is refused "+
 			"with a Warning event on the object, before it is decoded. The default is the API server's request body limit (3 MiB), above which it refuses the write anyway.")
+	fs.IntVar(&o.MaxConcurrentChildWrites, "max-concurrent-child-writes", o.MaxConcurrentChildWrites,
+		"How many of one reconcile's child applies (or deletes of pruned children) are in flight at once; Namespaces and CustomResourceDefinitions "+
+			"are written before the other children. 1 writes them one after the other.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"The address the metrics endpoint binds to, e.g. :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
