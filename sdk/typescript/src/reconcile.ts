@@ -5,6 +5,7 @@ import { SpanStatusCode, type Span } from "@opentelemetry/api";
 
 import { decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
 import { TemporaryError, TerminalError } from "./errors.js";
+import type { Logger } from "./log.js";
 import {
   EventType,
   FinalizeResponseSchema,
@@ -79,18 +80,21 @@ function reconcileContext(
 ): { ctx: ReconcileContext; events: Event[] } {
   const kind = req.kind?.kind ? { group: req.kind.group, version: req.kind.version, kind: req.kind.kind } : entry.gvk;
   const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
-  const log = env.log.child({
-    controller: req.controller,
-    kind: kind.kind,
-    namespace: key.namespace,
-    name: key.name,
-    ...(req.retries ? { retries: req.retries } : {}),
-    ...server.logFields,
-  });
+  // Made on first use: most reconciles log nothing.
+  let log: Logger | undefined;
   const events: Event[] = [];
   const ctx: ReconcileContext = {
     signal,
-    log,
+    get log() {
+      return (log ??= env.log.child({
+        controller: req.controller,
+        kind: kind.kind,
+        namespace: key.namespace,
+        name: key.name,
+        ...(req.retries ? { retries: req.retries } : {}),
+        ...server.logFields,
+      }));
+    },
     span: server.span,
     get cluster() {
       return env.clusterFor(signal, server.context);
