@@ -103,7 +103,6 @@ export function formatKey(key: ObjectKey): string {
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 /**
  * Decodes an object from the API server's JSON bytes. JSON numbers are
@@ -112,7 +111,10 @@ const decoder = new TextDecoder();
  * strings.
  */
 export function decodeJSON<T>(data: Uint8Array): T {
-  return JSON.parse(decoder.decode(data)) as T;
+  // A Buffer over the same memory (no copy) decodes UTF-8 a little faster than
+  // a TextDecoder; like one, it skips a byte order mark.
+  const bom = data[0] === 0xef && data[1] === 0xbb && data[2] === 0xbf ? 3 : 0;
+  return JSON.parse(Buffer.from(data.buffer, data.byteOffset + bom, data.byteLength - bom).toString("utf8")) as T;
 }
 
 /** Encodes a value as JSON bytes. */

@@ -5,6 +5,7 @@ import { SpanStatusCode, type Span } from "@opentelemetry/api";
 
 import { decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
 import { TemporaryError, TerminalError } from "./errors.js";
+import type { Logger } from "./log.js";
 import {
   EventType,
   FinalizeResponseSchema,
@@ -16,7 +17,7 @@ import {
   type ReconcileRequest,
   type ReconcileResponse,
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
-import { decodeJSON, encodeJSON, gvkOf, type GroupVersionKind, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
+import { encodeJSON, gvkOf, type GroupVersionKind, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
 import { checkKind, kindKey, type ControllerEntry } from "./registry.js";
 import { inServerSpan, SpanAttributes, type CallResult, type ServerSpan } from "./tracing.js";
 
@@ -79,18 +80,21 @@ function reconcileContext(
 ): { ctx: ReconcileContext; events: Event[] } {
   const kind = req.kind?.kind ? { group: req.kind.group, version: req.kind.version, kind: req.kind.kind } : entry.gvk;
   const key = { namespace: req.key?.namespace ?? "", name: req.key?.name ?? "" };
-  const log = env.log.child({
-    controller: req.controller,
-    kind: kind.kind,
-    namespace: key.namespace,
-    name: key.name,
-    ...(req.retries ? { retries: req.retries } : {}),
-    ...server.logFields,
-  });
+  // Made on first use: most reconciles log nothing.
+  let log: Logger | undefined;
   const events: Event[] = [];
   const ctx: ReconcileContext = {
     signal,
-    log,
+    get log() {
+      return (log ??= env.log.child({
+        controller: req.controller,
+        kind: kind.kind,
+        namespace: key.namespace,
+        name: key.name,
+        ...(req.retries ? { retries: req.retries } : {}),
+        ...server.logFields,
+      }));
+    },
     span: server.span,
     get cluster() {
       return env.clusterFor(signal, server.context);
@@ -183,24 +187,12 @@ async function reconcileIn(env: SidecarEnv, req: ReconcileRequest, signal: Abort
   }
   const obj = decode<KubeResource>(req.object, `controller ${req.controller}: the object`);
   checkKey(obj, ctx.key, req.controller);
-  const resp = await outcome(ctx, () => entry.reconcile(obj, ctx));
+  const resp = await outcome(ctx, () => entry.reconcile(obj, ctx), entry.owned);
   const status = (obj as { status?: unknown }).status;
   if (status !== undefined && status !== null) {
     resp.status = encodeJSON(status);
   }
   resp.events = events;
-  for (const child of resp.desiredChildren) {
-    const { apiVersion, kind } = decodeJSON<TypeMeta>(child);
-    if (!entry.owned.has(kindKey(gvkOf({ apiVersion: apiVersion ?? "", kind: kind ?? "" })))) {
-      resp.error ??= failure(
-        `a desired child is a ${kind} (${apiVersion}), which controller ${JSON.stringify(req.controller)} does not declare in owns`,
-        { terminal: true },
-      );
-      resp.desiredChildren = [];
-      resp.childrenComplete = false;
-      break;
-    }
-  }
   return resp;
 }
 
@@ -235,8 +227,16 @@ function checkKey(obj: KubeResource, key: ObjectKey, controller: string) {
   }
 }
 
-/** Runs a reconciler, finalizer or deleted handler and turns its outcome into a response. */
-async function outcome(ctx: ReconcileContext, fn: () => MaybePromise<Result | FinalizeResult | void>): Promise<ReconcileResponse> {
+/**
+ * Runs a reconciler, finalizer or deleted handler and turns its outcome into a
+ * response. Desired children are checked against owned, the controller's
+ * owned kinds, when given, before they are encoded, once.
+ */
+async function outcome(
+  ctx: ReconcileContext,
+  fn: () => MaybePromise<Result | FinalizeResult | void>,
+  owned?: ReadonlySet<string>,
+): Promise<ReconcileResponse> {
   const resp = create(ReconcileResponseSchema);
   let result: Result;
   try {
@@ -255,7 +255,17 @@ async function outcome(ctx: ReconcileContext, fn: () => MaybePromise<Result | Fi
     return resp;
   }
   resp.requeueAfter = duration(after);
-  resp.desiredChildren = (result.desiredChildren ?? []).map((c) => encodeJSON(c));
+  const children = result.desiredChildren ?? [];
+  for (const { apiVersion, kind } of owned ? (children as Partial<TypeMeta>[]) : []) {
+    if (!owned!.has(kindKey(gvkOf({ apiVersion: apiVersion ?? "", kind: kind ?? "" })))) {
+      resp.error = failure(
+        `a desired child is a ${kind} (${apiVersion}), which controller ${JSON.stringify(ctx.controller)} does not declare in owns`,
+        { terminal: true },
+      );
+      return resp;
+    }
+  }
+  resp.desiredChildren = children.map((c) => encodeJSON(c));
   resp.childrenComplete = result.childrenComplete ?? false;
   return resp;
 }

@@ -141,6 +141,26 @@ describe("serving on a unix socket", () => {
     assert.ok(Date.now() - start < 2000, `10 calls of 300 ms took ${Date.now() - start} ms: not concurrent`);
   });
 
+  test("if a call has answered, then its signal stays unaborted once its stream closes", async (t) => {
+    // grpc-js reports every call as cancelled once its stream closes; a call
+    // that answered must not see that as the host giving up (nor pay for it).
+    const address = await socketAddress(t);
+    const signals: AbortSignal[] = [];
+    const sidecar = new Sidecar({ name: "widget-operator", logger: discardLogger }).reconciler<Widget>({ for: widgets }, (w, ctx) => {
+      signals.push(ctx.signal);
+      w.status = { seen: signals.filter((s) => s.aborted).length };
+    });
+    const server = await sidecar.listen(address);
+    t.after(() => server.stop());
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+    await client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1));
+    // The first call's stream closed before the second call was served on the same connection.
+    const second = await client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(2));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(second.status)), { seen: 0 }, "the first call's signal, seen from the second call");
+    assert.equal(signals[0]!.aborted, false);
+  });
+
   test("if the host's deadline passes, then the call fails with DEADLINE_EXCEEDED", async (t) => {
     const address = await socketAddress(t);
     const server = await newSidecar().listen(address);

@@ -9,11 +9,13 @@ import { parseAddress, prepareSocket } from "./address.js";
 
 type Endpoint = ReturnType<typeof parseAddress>;
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
+import { ReconcileRequestSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
 import { addReflection } from "./reflection.js";
 import type { Sidecar } from "./sidecar.js";
 import { extractContext, setUpTracing, type Tracing } from "./tracing.js";
+import { decodeReconcileRequest } from "./wire.js";
 
 /**
  * The mode of the unix socket a sidecar serves on: read and write for its
@@ -70,6 +72,9 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
   const server = new grpc.Server({
     "grpc.max_receive_message_length": sidecar.maxMessageSize,
     "grpc.max_send_message_length": sidecar.maxMessageSize,
+    // "grpc.enable_channelz": 0 would save channelz's per-call bookkeeping,
+    // but grpc-js 1.14 then no longer tracks sessions, and forceShutdown (the
+    // graceful shutdown's timeout) leaves their calls running.
   });
   addService(server, SidecarService, sidecar.service);
   addService(server, Health, health.service);
@@ -150,7 +155,7 @@ function addService(server: grpc.Server, service: DescService, handlers: Handler
       requestStream: false,
       responseStream: streaming,
       requestSerialize: serialize(method.input),
-      requestDeserialize: (b: Buffer) => fromBinary(method.input, b),
+      requestDeserialize: method.input === ReconcileRequestSchema ? decodeReconcileRequest : (b: Buffer) => fromBinary(method.input, b),
       responseSerialize: serialize(method.output),
       responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
       originalName: method.localName,
@@ -173,34 +178,67 @@ function addService(server: grpc.Server, service: DescService, handlers: Handler
         }
       : (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
           const { signal, done } = callSignal(call);
-          Promise.resolve()
-            .then(() => impl(call.request as never, { signal, traceContext: extractContext(call.metadata) }))
-            .then(
-              (resp) => callback(null, resp),
-              (err: unknown) => callback(serviceError(err)),
-            )
-            .finally(done);
+          let answer: unknown;
+          try {
+            answer = impl(call.request as never, { signal, traceContext: extractContext(call.metadata) });
+          } catch (err) {
+            done();
+            callback(serviceError(err));
+            return;
+          }
+          if (typeof (answer as PromiseLike<unknown> | undefined)?.then !== "function") {
+            done();
+            callback(null, answer);
+            return;
+          }
+          (answer as PromiseLike<unknown>).then(
+            (resp) => {
+              done();
+              callback(null, resp);
+            },
+            (err: unknown) => {
+              done();
+              callback(serviceError(err));
+            },
+          );
         };
   }
   server.addService(definition, implementation);
 }
 
-/** Encodes a message, or the plain object a handler answered with, as desc. */
+/**
+ * Encodes a message, or the plain object a handler answered with, as desc:
+ * a Buffer over toBinary's bytes, not a copy of them (grpc-js copies them once
+ * more, behind the message's length prefix).
+ */
 function serialize<D extends DescMessage>(desc: D) {
   return (value: unknown) => {
     const message = value as MessageShape<D>;
-    return Buffer.from(toBinary(desc, "$typeName" in message ? message : create(desc, message)));
+    const bytes = toBinary(desc, "$typeName" in message ? message : create(desc, message));
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };
 }
 
-/** An AbortSignal for a call: aborted when the client cancels or the deadline passes. */
-function callSignal(call: { on(event: "cancelled", fn: () => void): unknown; getDeadline(): grpc.Deadline }) {
+/**
+ * An AbortSignal for a call: aborted when the client cancels or the deadline
+ * passes while the call runs. done, once the handler has answered, lets the
+ * call go: grpc-js reports every call as cancelled once its stream closes,
+ * answered or not, and that must neither abort the signal nor cost an error.
+ */
+function callSignal(call: { on(event: "cancelled", fn: () => void): unknown; off(event: "cancelled", fn: () => void): unknown; getDeadline(): grpc.Deadline }) {
   const controller = new AbortController();
-  call.on("cancelled", () => controller.abort(new ConnectError("the host cancelled the call", 1)));
+  const cancelled = () => controller.abort(new ConnectError("the host cancelled the call", 1));
+  call.on("cancelled", cancelled);
   const deadline = call.getDeadline();
   const ms = deadline instanceof Date ? deadline.getTime() - Date.now() : deadline - Date.now();
   const timer = Number.isFinite(ms) ? setTimeout(() => controller.abort(new ConnectError("the host's deadline passed", 4)), Math.max(ms, 0)) : undefined;
-  return { signal: controller.signal, done: () => clearTimeout(timer) };
+  return {
+    signal: controller.signal,
+    done: () => {
+      clearTimeout(timer);
+      call.off("cancelled", cancelled);
+    },
+  };
 }
 
 /** The gRPC status of a handler's error: a ConnectError's code (gRPC's own) and message, otherwise UNKNOWN. */
