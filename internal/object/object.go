@@ -59,7 +59,8 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 			bodyBuffers.Put(buf)
 		}
 	}()
-	body := append((*buf)[:0], '{')
+	body := (*buf)[:0]
+	body = append(body, '{')
 	err := rawjson.Each(data, func(key string, value json.RawMessage) error {
 		switch key {
 		case "apiVersion":
