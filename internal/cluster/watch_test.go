@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,29 +32,14 @@ import (
 
 // The Watch tests run against a real API server, started the first time a
 // test needs it and stopped by TestMain.
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var shared testenv.Lazy
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared API server and a client for it.
 func controlPlane(t *testing.T) (*testenv.Env, client.Client) {
 	t.Helper()
-	envOnce.Do(func() { env, envErr = testenv.Start() })
-	if envErr != nil {
-		t.Fatal(envErr)
-	}
+	env := shared.Get(t)
 	c, err := client.New(env.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)

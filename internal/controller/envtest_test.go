@@ -29,21 +29,9 @@ import (
 // kube-apiserver and etcd, started once for the package when the first of
 // them needs it.
 
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var shared = testenv.Lazy{Setup: func(e *testenv.Env) error { return installGadgets(e.Config) }}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // gadgetGVK is the reconciled kind of the envtest tests: a CRD with a status
 // subresource whose schema knows only status.phase, so that the API server
@@ -53,16 +41,7 @@ var gadgetGVK = schema.GroupVersionKind{Group: "envtest.polyop.dev", Version: "v
 // controlPlane returns the shared API server, with the Gadget CRD served.
 func controlPlane(tb testing.TB) *testenv.Env {
 	tb.Helper()
-	envOnce.Do(func() {
-		if env, envErr = testenv.Start(); envErr != nil {
-			return
-		}
-		envErr = installGadgets(env.Config)
-	})
-	if envErr != nil {
-		tb.Fatal(envErr)
-	}
-	return env
+	return shared.Get(tb)
 }
 
 func installGadgets(cfg *rest.Config) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,21 +20,9 @@ import (
 
 // The integration tests run against a real API server, started the first
 // time a test needs it and stopped by TestMain.
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var shared testenv.Lazy
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // converge bounds every wait on the API server: generous, for a loaded
 // machine.
@@ -45,11 +32,7 @@ const converge = 60 * time.Second
 // of the test's own, so that tests share no Lease and no metric.
 func controlPlane(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
-	envOnce.Do(func() { env, envErr = testenv.Start() })
-	if envErr != nil {
-		t.Fatal(envErr)
-	}
-	cs, err := kubernetes.NewForConfig(env.Config)
+	cs, err := kubernetes.NewForConfig(shared.Get(t).Config)
 	if err != nil {
 		t.Fatal(err)
 	}
