@@ -383,7 +383,7 @@ func (rep *Report) goals() []goal {
 					goal:     fmt.Sprintf("throughput ≥ %.2f× the baseline's %s", want, at),
 					variant:  r.Variant.Title,
 					measured: roundsText(ratios, ratio),
-					verdict:  verdict(ratio >= want, fmt.Sprintf("missed by %.2f", want-ratio)),
+					verdict:  verdict(ratio >= want, "missed by "+margin(want-ratio, "")),
 				})
 				ratios, ratio = size.roundRatios(i, bi, func(r *Result) float64 { return float64(r.CPUPerReconcile()) })
 				out = append(out, goal{
@@ -391,7 +391,7 @@ func (rep *Report) goals() []goal {
 					variant: r.Variant.Title,
 					measured: fmt.Sprintf("%s (%s = %s + %s against %s)", roundsText(ratios, ratio),
 						ms(r.CPUPerReconcile()), ms(perReconcile(r.Operator.CPU, r.Reconciles)), ms(perReconcile(r.Sidecar.CPU, r.Reconciles)), ms(base.CPUPerReconcile())),
-					verdict: verdict(ratio <= cpuGoal, fmt.Sprintf("missed by %.2f×", ratio-cpuGoal)),
+					verdict: verdict(ratio <= cpuGoal, "missed by "+margin(ratio-cpuGoal, "×")),
 				})
 			}
 			out = append(out, latencyGoal(r, base))
@@ -409,7 +409,7 @@ func (rep *Report) goals() []goal {
 					variant: r.Variant.Title,
 					measured: fmt.Sprintf("%s (no-op sidecar call p50 %s against %s)", roundsText(ratios, ratio),
 						ms(time.Duration(noopHop(r))), ms(time.Duration(noopHop(g)))),
-					verdict: verdict(ratio <= foreignHopGoal, fmt.Sprintf("missed by %.2f×", ratio-foreignHopGoal)),
+					verdict: verdict(ratio <= foreignHopGoal, "missed by "+margin(ratio-foreignHopGoal, "×")),
 				})
 			}
 		}
@@ -443,7 +443,7 @@ func (rep *Report) goals() []goal {
 				goal:     fmt.Sprintf("peak RSS, host + sidecar, ≤ %.1f× the baseline's with %s Widgets cached", memoryGoal, thousands(m.N)),
 				variant:  r.Variant.Title,
 				measured: fmt.Sprintf("%.2f× (%s = %s + %s against %s)", ratio, mib(both), mib(r.Operator.PeakRSS), mib(r.Sidecar.PeakRSS), mib(base.Operator.PeakRSS)),
-				verdict:  verdict(ratio <= memoryGoal, fmt.Sprintf("missed by %.2f×", ratio-memoryGoal)),
+				verdict:  verdict(ratio <= memoryGoal, "missed by "+margin(ratio-memoryGoal, "×")),
 			})
 		}
 	}
@@ -465,6 +465,15 @@ func latencyGoal(r, base *Result) goal {
 	}
 	g.verdict = verdict(added < time.Millisecond, fmt.Sprintf("missed by %s", ms(added-time.Millisecond)))
 	return g
+}
+
+// margin renders by how much a ratio misses its goal: to two decimals, or
+// three when two would round it to 0.00.
+func margin(x float64, unit string) string {
+	if x < 0.005 {
+		return fmt.Sprintf("%.3f%s", x, unit)
+	}
+	return fmt.Sprintf("%.2f%s", x, unit)
 }
 
 func verdict(met bool, missed string) string {

@@ -81,6 +81,14 @@ func TestGoals(t *testing.T) {
 			}(),
 			want: []string{"CPU per reconcile, host + sidecar, ≤ 1.5×", "| 1.80× (0.45 ms = 0.25 ms + 0.20 ms against 0.25 ms) | **missed by 0.30×** |"},
 		},
+		"if host and sidecar use a hair more than 1.5× the baseline's CPU, then the miss shows in three decimals": {
+			sidecar: func() *Result {
+				r := result(unixVariant, 2000, 10*time.Second)
+				r.Sidecar.CPU = 502 * time.Millisecond // 1.502 s against 1 s
+				return r
+			}(),
+			want: []string{"**missed by 0.002×**"},
+		},
 		"if the imperative sidecar reaches 0.96× the baseline, then its throughput goal (0.95×) is met": {
 			sidecar: result(Variant{Name: "go-imperative-unix", Title: "imperative", Transport: Unix}, 2000, 10416*time.Millisecond),
 			want:    []string{"throughput ≥ 0.95× the baseline's at 2,000 Widgets, 1 worker | imperative | 0.96× | met |"},
