@@ -143,3 +143,87 @@ func TestShardedReplicasShareTheObjectsAndTakeOverADeadOnesShare(t *testing.T) {
 	converged(live, 2, fmt.Sprintf("every object reconciled again after %s died, by the two others", victim.id))
 	noOverlap()
 }
+
+// Each child a sharded replica applies carries its controller's shard label,
+// so the child informers of the owner select it: the Secrets (owned, and not
+// watched) are cached by the replica that owns their Widget only; the
+// ConfigMaps, which the sidecar also watches, are labelled too but cached
+// whole.
+func TestShardedReplicasLabelTheChildrenTheyApply(t *testing.T) {
+	t.Parallel()
+	const (
+		n        = 30
+		ringName = "shardchildren"
+	)
+	f := newFixture(t)
+	dir := filepath.Dir(f.socket)
+	shardLabel := sharding.ShardLabel(ringName)
+	replicas := make([]*shardReplica, 2)
+	for i := range replicas {
+		r := &shardReplica{id: fmt.Sprintf("child-host-%d", i), metrics: freePort(t)}
+		socket := "unix://" + filepath.Join(dir, r.id+".sock")
+		f.start("sidecar", childSidecarBin, "--address", socket, "--name", ringName, "--log-file", filepath.Join(dir, r.id+".jsonl"))
+		r.host = f.startHost(
+			"--sidecar-address", socket,
+			"--cluster-address", "unix://"+filepath.Join(dir, r.id+"-cluster.sock"),
+			"--metrics-bind-address", r.metrics, "--metrics-secure=false",
+			"--leader-elect", "--leader-election-namespace", f.ns,
+			"--leader-election-lease-duration", "6s", "--leader-election-renew-deadline", "4s", "--leader-election-retry-period", "1s",
+			"--sharding", "labels", "--shard-replica-id", r.id, "--shard-lease-duration", "6s",
+		)
+		replicas[i] = r
+	}
+	for i := range n {
+		f.createWidget(fmt.Sprintf("w%02d", i), map[string]any{
+			"configMaps": []any{fmt.Sprintf("cm%02d", i)}, "secrets": []any{fmt.Sprintf("s%02d", i)}, "value": "v",
+		})
+	}
+
+	testenv.Eventually(t, 3*time.Minute, "every Widget ready, its children labelled with its replica, each replica caching its share", func() (bool, string) {
+		owners := map[string]string{}
+		labelled := map[string]int{}
+		for i := range n {
+			w := f.getWidget(fmt.Sprintf("w%02d", i))
+			if w == nil || phase(w) != "Ready" {
+				return false, fmt.Sprintf("w%02d is not ready", i)
+			}
+			owner := w.GetLabels()[shardLabel]
+			owners[w.GetName()] = owner
+			labelled[owner]++
+		}
+		secrets := map[string]int{}
+		for i := range n {
+			for _, child := range []struct {
+				kind, name string
+			}{{"ConfigMap", fmt.Sprintf("cm%02d", i)}, {"Secret", fmt.Sprintf("s%02d", i)}} {
+				u := &unstructured.Unstructured{}
+				u.SetAPIVersion("v1")
+				u.SetKind(child.kind)
+				if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: child.name}, u); err != nil {
+					return false, fmt.Sprintf("%s %s: %v", child.kind, child.name, err)
+				}
+				if got, want := u.GetLabels()[shardLabel], owners[fmt.Sprintf("w%02d", i)]; got != want {
+					return false, fmt.Sprintf("%s %s is labelled %q, its Widget %q", child.kind, child.name, got, want)
+				}
+				if child.kind == "Secret" {
+					secrets[u.GetLabels()[shardLabel]]++
+				}
+			}
+		}
+		for _, r := range replicas {
+			scrape, err := f.scrapeMetrics(r.metrics)
+			if err != nil {
+				return false, err.Error()
+			}
+			widgets := metric(scrape, "polyop_shard_owned_objects", "ring", ringName, "kind", "Widget.e2e.polyop.dev/v1")
+			cached := metric(scrape, "polyop_shard_owned_objects", "ring", ringName, "kind", "Secret.v1")
+			if int(widgets) != labelled[r.id] || int(cached) != secrets[r.id] || labelled[r.id] == 0 {
+				return false, fmt.Sprintf("%s caches %v Widgets and %v Secrets; %d and %d are labelled with it", r.id, widgets, cached, labelled[r.id], secrets[r.id])
+			}
+			if strings.Contains(scrape, `polyop_shard_owned_objects{kind="ConfigMap.v1"`) {
+				return false, fmt.Sprintf("%s counts ConfigMaps as sharded, though the sidecar watches them", r.id)
+			}
+		}
+		return true, ""
+	})
+}
