@@ -193,6 +193,9 @@ type shardRuntime struct {
 	// client reads from the replica's cache and writes to the API server.
 	client   client.Client
 	inFlight *sharder.InFlight
+	// active counts the replica's reconciles, so that it gives its Lease up
+	// only once they have ended.
+	active *activeReconciles
 	// retry is how soon a replica that is not holding its Lease looks at an
 	// object again.
 	retry time.Duration
@@ -219,7 +222,13 @@ func setUpSharding(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, 
 		return nil, err
 	}
 	ringSource := newRingSource(source)
-	for _, r := range []manager.LeaderElectionRunnable{member, source, ringSource} {
+	active := &activeReconciles{}
+	releaseAfter := opts.ReconcileTimeout
+	if releaseAfter <= 0 {
+		releaseAfter = 30 * time.Second
+	}
+	held := &lastToLetGo{member: member, active: active, bound: releaseAfter}
+	for _, r := range []manager.LeaderElectionRunnable{held, source, ringSource} {
 		if err := mgr.Add(r.(manager.Runnable)); err != nil {
 			return nil, err
 		}
@@ -249,7 +258,7 @@ func setUpSharding(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, 
 	if retry <= 0 {
 		retry = membership.DefaultLeaseDuration / 3
 	}
-	return &shardRuntime{plan: plan, member: member, source: source, client: mgr.GetClient(), inFlight: sharder.NewInFlight(), retry: retry}, nil
+	return &shardRuntime{plan: plan, member: member, source: source, client: mgr.GetClient(), inFlight: sharder.NewInFlight(), active: active, retry: retry}, nil
 }
 
 func namespaceConfigs(namespaces []string) map[string]cache.Config {
@@ -284,7 +293,7 @@ func (s *shardRuntime) wrap(c description.Controller, r reconcile.Reconciler) (r
 	if err != nil {
 		return nil, err
 	}
-	return &holdingReconciler{inner: inner, member: s.member, retry: s.retry, ring: s.plan.shard.Ring, replica: s.plan.shard.Member}, nil
+	return &holdingReconciler{inner: inner, member: s.member, active: s.active, retry: s.retry, ring: s.plan.shard.Ring, replica: s.plan.shard.Member}, nil
 }
 
 // holdingReconciler reconciles only while the replica holds its Lease. A
@@ -297,6 +306,7 @@ func (s *shardRuntime) wrap(c description.Controller, r reconcile.Reconciler) (r
 type holdingReconciler struct {
 	inner         reconcile.Reconciler
 	member        interface{ Holding() bool }
+	active        *activeReconciles
 	retry         time.Duration
 	ring, replica string
 }
@@ -306,7 +316,101 @@ func (h *holdingReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		log.FromContext(ctx).V(1).Info("Not reconciling while the replica does not hold its Lease in the ring", "ring", h.ring, "replica", h.replica, "retryAfter", h.retry.String())
 		return reconcile.Result{RequeueAfter: h.retry}, nil
 	}
+	if h.active != nil {
+		if !h.active.begin() {
+			// Stopping: the replica's objects go to the others once its
+			// Lease is released, and they reconcile them.
+			return reconcile.Result{}, nil
+		}
+		defer h.active.end()
+	}
 	return h.inner.Reconcile(ctx, req)
+}
+
+// activeReconciles counts the reconciles running in a replica; once
+// stopping, it starts no more.
+type activeReconciles struct {
+	mu       sync.Mutex
+	running  int
+	stopping bool
+	idle     chan struct{} // closed when running falls to 0 while stopping
+}
+
+func (a *activeReconciles) begin() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopping {
+		return false
+	}
+	a.running++
+	return true
+}
+
+func (a *activeReconciles) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.running--
+	if a.running == 0 && a.idle != nil {
+		close(a.idle)
+		a.idle = nil
+	}
+}
+
+// stop starts no more reconciles and waits until the running ones have
+// ended, or ctx ends; it reports whether they ended.
+func (a *activeReconciles) stop(ctx context.Context) bool {
+	a.mu.Lock()
+	a.stopping = true
+	if a.running == 0 {
+		a.mu.Unlock()
+		return true
+	}
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// lastToLetGo runs the replica's Member so that, when the manager stops, it
+// releases the Lease only after the replica's reconciles have ended (or bound
+// has passed): the others take the replica's objects as soon as its Lease is
+// gone, and must not reconcile one that is still in flight here. The
+// manager stops the controllers and the Member at once.
+type lastToLetGo struct {
+	member interface {
+		Start(context.Context) error
+	}
+	active *activeReconciles
+	bound  time.Duration
+}
+
+// NeedLeaderElection is false: every replica holds its Lease.
+func (l *lastToLetGo) NeedLeaderElection() bool { return false }
+
+func (l *lastToLetGo) Start(ctx context.Context) error {
+	memberCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.member.Start(memberCtx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	wait, cancelWait := context.WithTimeout(context.Background(), l.bound)
+	if !l.active.stop(wait) {
+		log.FromContext(ctx).Info("Releasing the shard Lease with reconciles still running: the others take its objects now", "after", l.bound.String())
+	}
+	cancelWait()
+	cancel()
+	return <-done
 }
 
 // ringSource adapts membership.Source to sharder.RingSource.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
@@ -158,5 +159,59 @@ func TestAReplicaReconcilesOnlyWhileItHoldsItsLease(t *testing.T) {
 	h = true
 	if _, err := r.Reconcile(context.Background(), req); err != nil || inner.calls != 1 {
 		t.Errorf("holding: %v, %d calls; want one call", err, inner.calls)
+	}
+}
+
+// fakeMember records the context it runs with.
+type fakeMember struct{ started chan context.Context }
+
+func (m *fakeMember) Start(ctx context.Context) error {
+	m.started <- ctx
+	<-ctx.Done()
+	return nil
+}
+
+// A replica that stops gives its Lease up only once its reconciles have
+// ended, and starts none meanwhile.
+func TestAStoppingReplicaReleasesItsLeaseAfterItsReconciles(t *testing.T) {
+	active := &activeReconciles{}
+	m := &fakeMember{started: make(chan context.Context, 1)}
+	l := &lastToLetGo{member: m, active: active, bound: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- l.Start(ctx) }()
+	memberCtx := <-m.started
+
+	if !active.begin() {
+		t.Fatal("a reconcile could not begin in a running replica")
+	}
+	cancel()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		active.mu.Lock()
+		defer active.mu.Unlock()
+		return active.stopping, nil
+	}); err != nil {
+		t.Fatal("the replica did not start stopping:", err)
+	}
+	// stop is waiting for the reconcile, which has not ended.
+	if memberCtx.Err() != nil {
+		t.Fatal("the Lease was released with a reconcile still running")
+	}
+	if active.begin() {
+		t.Error("a reconcile began in a stopping replica")
+	}
+	active.end()
+	select {
+	case <-memberCtx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Lease was not released once the reconcile ended")
+	}
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not return")
 	}
 }

@@ -128,6 +128,7 @@ func TestShardedReplicasShareTheObjectsAndTakeOverADeadOnesShare(t *testing.T) {
 			break
 		}
 	}
+	killed := time.Now()
 	victim.host.Kill()
 	var live []*shardReplica
 	for _, r := range replicas {
@@ -141,6 +142,7 @@ func TestShardedReplicasShareTheObjectsAndTakeOverADeadOnesShare(t *testing.T) {
 		}, false)
 	}
 	converged(live, 2, fmt.Sprintf("every object reconciled again after %s died, by the two others", victim.id))
+	t.Logf("every object reconciled again %s after %s was killed (its Lease lasts %s)", time.Since(killed).Round(100*time.Millisecond), victim.id, leaseDuration)
 	noOverlap()
 }
 
