@@ -173,7 +173,13 @@ func listTarget(gvk schema.GroupVersionKind, source polyopv1alpha1.ReadSource) c
 // did not ask for the API server, and says which it picked. A kind the
 // sidecar declared for cached reads is read from the API server only when
 // asked (see Options.DeclaredKinds).
+//
+// A sharded kind (Options.ShardedKinds) is always read from the API server:
+// the cache holds only the replica's share of it.
 func (s *Server) reader(m *meta.RESTMapping, namespace string, uncached bool) (client.Reader, polyopv1alpha1.ReadSource, error) {
+	if s.opts.ShardedKinds[m.GroupVersionKind] {
+		return s.clients.APIReader, polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER, nil
+	}
 	if !uncached && s.cached(m.GroupVersionKind, namespace) {
 		return s.clients.Cache, polyopv1alpha1.ReadSource_READ_SOURCE_CACHE, nil
 	}

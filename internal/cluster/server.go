@@ -73,6 +73,12 @@ type Options struct {
 	// even allow the read. Defaults to none: such reads go to the API
 	// server.
 	DeclaredKinds map[schema.GroupVersionKind]bool
+	// ShardedKinds are the cached kinds the cache holds only this replica's
+	// share of (sharding): Get and List of them read from the API server,
+	// with READ_SOURCE_API_SERVER, so that an object another replica owns is
+	// not "not found"; Watch streams the replica's share from the cache.
+	// Defaults to none.
+	ShardedKinds map[schema.GroupVersionKind]bool
 	// Indexes are the names of the cache indexes of each kind, which a List
 	// from the cache may select by with a field selector "<name>=<value>",
 	// for the errors of a List that selects by another field. Defaults to

@@ -537,3 +537,26 @@ func TestListByAFieldTheCacheDoesNotIndexNamesARemedyThatWorks(t *testing.T) {
 		})
 	}
 }
+
+// A kind the cache holds only the replica's share of is read from the API
+// server, so that an object another replica owns is found.
+func TestShardedKindsAreReadFromTheAPIServer(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestServer(t)
+	s.opts.ShardedKinds = map[schema.GroupVersionKind]bool{configMapGVK: true}
+	ctx := context.Background()
+	got, err := s.Get(ctx, &polyopv1alpha1.GetRequest{Kind: configMap, Key: cachedKey("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetSource() != polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER || !strings.Contains(string(got.GetObject()), `"from":"api"`) {
+		t.Errorf("Get read %s from %s, want the API server's", got.GetObject(), got.GetSource())
+	}
+	list, err := s.List(ctx, &polyopv1alpha1.ListRequest{Kind: configMap, Namespace: "cached"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.GetSource() != polyopv1alpha1.ReadSource_READ_SOURCE_API_SERVER || len(list.GetItems()) != 1 || !strings.Contains(string(list.GetItems()[0]), `"from":"api"`) {
+		t.Errorf("List read %d items from %s, want the API server's", len(list.GetItems()), list.GetSource())
+	}
+}

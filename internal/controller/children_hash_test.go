@@ -95,7 +95,7 @@ func TestSetControllerLabel(t *testing.T) {
 			return &unstructured.Unstructured{Object: m}
 		}
 		got, want := decode(), decode()
-		gotErr := setControllerLabel(got, "ctl")
+		gotErr := setControllerLabel(got, "ctl", nil)
 		labels, _, wantErr := unstructured.NestedStringMap(want.Object, "metadata", "labels")
 		if wantErr == nil {
 			if labels == nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecartest"
@@ -301,5 +302,47 @@ func TestReconcileReportsOrReplacesAChildRefusedOnAnImmutableField(t *testing.T)
 				t.Errorf("the child has data %v after the replacement", data)
 			}
 		})
+	}
+}
+
+// With sharding on, each child carries its controller's shard label, whatever
+// the sidecar set, and a child whose owner moved hashes differently, so that
+// it is applied again with its new label.
+func TestValidateLabelledChildrenSetsTheExtraLabelsBeforeHashing(t *testing.T) {
+	t.Parallel()
+	raw := [][]byte{[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"mine":"x","shard.sharding.polyop.dev/w":"forged"}}}`)}
+	kinds := []ChildKind{{GVK: configMapGVK, Namespaced: true}}
+	a, err := validateLabelledChildren(raw, owner(), "widget", kinds, map[string]string{"shard.sharding.polyop.dev/w": "host-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := a[0].obj.GetLabels(); l["mine"] != "x" || l[ControllerLabel] != "widget" || l["shard.sharding.polyop.dev/w"] != "host-a" {
+		t.Errorf("labels %v, want the child's own, %s=widget and the shard label host-a", l, ControllerLabel)
+	}
+	b, err := validateLabelledChildren(raw, owner(), "widget", kinds, map[string]string{"shard.sharding.polyop.dev/w": "host-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a[0].hash == b[0].hash {
+		t.Error("a child of an owner that moved to another replica hashes as before: it would not be applied with its new shard label")
+	}
+}
+
+func TestLabelUpdatesPassTheUpdateFilters(t *testing.T) {
+	t.Parallel()
+	preds := withLabelUpdates(updateFilterPredicates([]polyopv1alpha1.UpdateFilter{polyopv1alpha1.UpdateFilter_UPDATE_FILTER_GENERATION_CHANGED}), []string{"drain"})
+	old := owner()
+	drained := owner()
+	drained.SetLabels(map[string]string{"drain": "true"})
+	other := owner()
+	other.SetLabels(map[string]string{"unrelated": "x"})
+	if !preds[0].Update(event.UpdateEvent{ObjectOld: old, ObjectNew: drained}) {
+		t.Error("a drain label added did not pass a generation filter")
+	}
+	if preds[0].Update(event.UpdateEvent{ObjectOld: old, ObjectNew: other}) {
+		t.Error("another label's change passed a generation filter")
+	}
+	if got := withLabelUpdates(nil, []string{"drain"}); got != nil {
+		t.Errorf("without update filters: %v, want none", got)
 	}
 }

@@ -53,6 +53,14 @@ var serverSetMetadata = []string{
 // controller owner and ControllerLabel set to controller, the controller's
 // name.
 func validateChildren(raws [][]byte, owner client.Object, controller string, kinds []ChildKind) ([]desiredChild, error) {
+	return validateLabelledChildren(raws, owner, controller, kinds, nil)
+}
+
+// validateLabelledChildren is validateChildren that also sets extra, the
+// labels the host adds to every child (its controller's shard label, when
+// sharding is on), before each child is hashed: a child whose owner moved to
+// another replica is applied again with its new label.
+func validateLabelledChildren(raws [][]byte, owner client.Object, controller string, kinds []ChildKind, extra map[string]string) ([]desiredChild, error) {
 	if len(raws) == 0 {
 		return nil, nil
 	}
@@ -151,7 +159,7 @@ func validateChildren(raws [][]byte, owner client.Object, controller string, kin
 			}
 			u.SetOwnerReferences(append(refs, ref))
 		}
-		if err := setControllerLabel(u, controller); err != nil {
+		if err := setControllerLabel(u, controller, extra); err != nil {
 			bad("%s: metadata.labels: %v", label, err)
 			continue
 		}
@@ -200,14 +208,17 @@ func ownerReferenceContent(ref metav1.OwnerReference) map[string]any {
 	}
 }
 
-// setControllerLabel sets ControllerLabel to controller among u's labels,
+// setControllerLabel sets ControllerLabel to controller, and extra, among u's labels,
 // which must all be strings, as NestedStringMap and SetLabels would set it.
 // The labels' map is set in place when u holds one of strings only (u is
 // the Reconciler's own, decoded from the answer), rather than copied out and
 // in again.
-func setControllerLabel(u *unstructured.Unstructured, controller string) error {
+func setControllerLabel(u *unstructured.Unstructured, controller string, extra map[string]string) error {
 	if labels, ok := u.Object["metadata"].(map[string]any)["labels"].(map[string]any); ok && stringsOnly(labels) {
 		labels[ControllerLabel] = controller
+		for k, v := range extra {
+			labels[k] = v
+		}
 		return nil
 	}
 	labels, _, err := unstructured.NestedStringMap(u.Object, "metadata", "labels")
@@ -218,6 +229,9 @@ func setControllerLabel(u *unstructured.Unstructured, controller string) error {
 		labels = map[string]string{}
 	}
 	labels[ControllerLabel] = controller
+	for k, v := range extra {
+		labels[k] = v
+	}
 	u.SetLabels(labels)
 	return nil
 }

@@ -32,6 +32,36 @@ func updateFilterPredicates(filters []polyopv1alpha1.UpdateFilter) []predicate.P
 	return []predicate.Predicate{predicate.Or(or...)}
 }
 
+// withLabelUpdates lets an update that changes any of keys' labels through
+// the update filters preds (as updateFilterPredicates returns them): preds
+// when there are no filters or no keys.
+func withLabelUpdates(preds []predicate.Predicate, keys []string) []predicate.Predicate {
+	if len(preds) == 0 || len(keys) == 0 {
+		return preds
+	}
+	return []predicate.Predicate{predicate.Or(append(slices.Clone(preds), labelsChanged(keys))...)}
+}
+
+// labelsChanged lets an update through when one of keys' labels changed.
+func labelsChanged(keys []string) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return false
+			}
+			oldLabels, newLabels := e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()
+			for _, k := range keys {
+				o, had := oldLabels[k]
+				n, has := newLabels[k]
+				if had != has || o != n {
+					return true
+				}
+			}
+			return false
+		},
+	}
+}
+
 // deletionChanged lets an update through when the object started being
 // deleted or its finalizers changed.
 var deletionChanged = predicate.Funcs{

@@ -76,6 +76,9 @@ type Reconciler struct {
 	// maxConcurrentChildWrites bounds the child writes of one reconcile in
 	// flight at once.
 	maxConcurrentChildWrites int
+	// childLabels are the extra labels of an owner's children (see
+	// ReconcilerOptions.ChildLabels); nil for none.
+	childLabels func(owner client.Object) map[string]string
 	// progress gives each call its cache versions; nil for none.
 	progress CacheProgress
 }
@@ -115,6 +118,11 @@ type ReconcilerOptions struct {
 	// pruned children) of one reconcile are in flight at once; 1 writes them
 	// one after the other. Defaults to DefaultMaxConcurrentChildWrites (4).
 	MaxConcurrentChildWrites int
+	// ChildLabels returns the labels the host sets on every child of owner
+	// it applies, beside ControllerLabel: with sharding on, the owner's shard
+	// label, so that the child informers of the replica that owns the owner
+	// see its children. Defaults to nil: none.
+	ChildLabels func(owner client.Object) map[string]string
 
 	// state is whether the sidecar is down, shared by every controller of a
 	// host (Setup). Defaults to the Reconciler's own.
@@ -164,6 +172,7 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 		progress:          opts.CacheProgress,
 
 		maxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
+		childLabels:              opts.ChildLabels,
 	}
 }
 
@@ -288,7 +297,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{}, errors.Join(r.refuseAnswer(obj, ReasonInvalidStatus, err), resultErr)
 		}
 	}
-	desired, err := validateChildren(resp.GetDesiredChildren(), obj, r.Controller.Name, r.Children)
+	var extraLabels map[string]string
+	if r.childLabels != nil {
+		extraLabels = r.childLabels(obj)
+	}
+	desired, err := validateLabelledChildren(resp.GetDesiredChildren(), obj, r.Controller.Name, r.Children, extraLabels)
 	if err != nil {
 		return reconcile.Result{}, errors.Join(r.refuseAnswer(obj, ReasonInvalidDesiredChildren, err), resultErr)
 	}

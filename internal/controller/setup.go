@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
@@ -44,6 +45,23 @@ type Options struct {
 	// pruned children) of one reconcile are in flight at once. Defaults to
 	// DefaultMaxConcurrentChildWrites (4).
 	MaxConcurrentChildWrites int
+	// ChildLabels returns the labels the host sets on every child of owner it
+	// applies (see ReconcilerOptions.ChildLabels). Defaults to nil: none.
+	ChildLabels func(owner client.Object) map[string]string
+	// WrapReconciler, when set, wraps each controller's reconciler before it
+	// is registered: with sharding on, in the replica's shard reconciler,
+	// which reconciles only the replica's own objects and hands off those it
+	// is asked to drain. Defaults to nil: the reconciler as it is.
+	WrapReconciler func(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error)
+	// EveryReplica runs the controllers on every replica rather than on the
+	// elected leader only: with sharding on, each replica reconciles its
+	// share. Defaults to false.
+	EveryReplica bool
+	// UpdateLabels are labels whose change lets an update of a reconciled
+	// object through whatever the controller's update filters: with
+	// sharding on, the shard and drain labels, so that a replica asked to
+	// hand an object off sees it. Defaults to none.
+	UpdateLabels []string
 }
 
 // Setup builds one controller per controller in res and registers it with
@@ -74,15 +92,24 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			state:                 state,
 
 			MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
+			ChildLabels:              opts.ChildLabels,
 		})
+		var rec reconcile.Reconciler = r
+		if opts.WrapReconciler != nil {
+			var err error
+			if rec, err = opts.WrapReconciler(c, r); err != nil {
+				return fmt.Errorf("controller %q for %s: %w", c.Name, description.GVKString(c.GVK), err)
+			}
+		}
 
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(c.Name).
-			For(obj, builder.WithPredicates(append(seenPredicates(opts.CacheProgress, c.GVK), updateFilterPredicates(filters(c))...)...)).
+			For(obj, builder.WithPredicates(append(seenPredicates(opts.CacheProgress, c.GVK), withLabelUpdates(updateFilterPredicates(filters(c)), opts.UpdateLabels)...)...)).
 			WithOptions(controller.Options{
 				MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 				RateLimiter:             r.limiter,
 				LogConstructor:          logConstructor(mgr.GetLogger(), c.Name, c.GVK),
+				NeedLeaderElection:      needLeaderElection(opts.EveryReplica),
 			})
 
 		for _, o := range c.Owns {
@@ -111,9 +138,19 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 			b = b.Watches(object.New(w.GVK), seeing(opts.CacheProgress, w.GVK, handler.EnqueueRequestsFromMapFunc(mapper)))
 		}
 
-		if err := b.Complete(r); err != nil {
+		if err := b.Complete(rec); err != nil {
 			return fmt.Errorf("building controller %q for %s: %w", c.Name, c.GVK, err)
 		}
+	}
+	return nil
+}
+
+// needLeaderElection is a controller's NeedLeaderElection: nil (the
+// manager's default, the leader only) unless every replica runs it.
+func needLeaderElection(everyReplica bool) *bool {
+	if everyReplica {
+		f := false
+		return &f
 	}
 	return nil
 }

@@ -94,9 +94,10 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
-// server, and writing through a dynamic client.
+// server (the sharded kinds too: the cache holds only the replica's share),
+// and writing through a dynamic client.
 func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config,
-	tp trace.TracerProvider, progress *clusterservice.CacheProgress, opts Options) error {
+	tp trace.TracerProvider, progress *clusterservice.CacheProgress, sharded map[schema.GroupVersionKind]bool, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil
@@ -116,6 +117,7 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 	}, clusterservice.Options{
 		CachedKinds:     cachedKinds(res),
 		DeclaredKinds:   res.Declared,
+		ShardedKinds:    sharded,
 		Indexes:         indexNames(res),
 		WriteNamespaces: res.WatchedNamespaces(),
 		TLS:             tlsConfig,

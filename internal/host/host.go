@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,6 +23,7 @@ import (
 	"github.com/polyop/polyop/internal/controller"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/sharding"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -79,7 +81,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	plan, err := planSharding(res, opts)
+	if err != nil {
+		return err
+	}
 	cacheOpts := cacheOptions(res, opts.KeepManagedFields)
+	if plan != nil {
+		plan.shardCacheOptions(cacheOpts)
+	}
 	mapper = withFixedMappings(mapper, cachedKindList(cacheOpts))
 
 	// The scheme maps every cached kind to object.Object, which the cache
@@ -139,14 +148,31 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		progress.Log = ctrl.Log.WithName("cluster")
 		cacheProgress = progress
 	}
-	if err := controller.Setup(mgr, sc, res, controller.Options{
+	ctrlOpts := controller.Options{
 		CacheProgress:         cacheProgress,
 		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
 		KeepManagedFields:     opts.KeepManagedFields,
 		MaxObjectSize:         opts.MaxObjectSize,
 
 		MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
-	}); err != nil {
+	}
+	var sharded map[schema.GroupVersionKind]bool
+	if plan != nil {
+		shards, err := setUpSharding(mgr, cfg, httpClient, res, plan, opts)
+		if err != nil {
+			return err
+		}
+		probes.addReadyz("shard-lease", shards.member.Check, true)
+		probes.addReadyz("shard-ring", shards.source.Check, true)
+		ctrlOpts.ChildLabels = shards.childLabels
+		ctrlOpts.WrapReconciler = shards.wrap
+		ctrlOpts.EveryReplica = true
+		ctrlOpts.UpdateLabels = []string{sharding.ShardLabel(plan.shard.Ring), sharding.DrainLabel(plan.shard.Ring)}
+		sharded = plan.sharded
+		log.Info("sharding by label", "ring", plan.shard.Ring, "replica", plan.shard.Member, "leaseNamespace", plan.namespace,
+			"kind", description.GVKString(plan.primary), "shardedKinds", len(plan.sharded))
+	}
+	if err := controller.Setup(mgr, sc, res, ctrlOpts); err != nil {
 		return err
 	}
 	if err := addIndexes(mgr, res); err != nil {
@@ -157,7 +183,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	probes.addReadyz("informers", informers.Check, true)
-	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, progress, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, progress, sharded, opts); err != nil {
 		return err
 	}
 	if err := setupWebhooks(ctx, cfg, mgr, probes, sc, res, opts.Webhook); err != nil {

@@ -104,6 +104,24 @@ type Options struct {
 	// saves 20–30% of the memory of each cached object.
 	KeepManagedFields bool
 
+	// Sharding shards the objects among the host's replicas: "off", or
+	// "labels" (the elected replica labels each object of the reconciled
+	// kind with the replica that owns it, and each replica caches and
+	// reconciles the objects labelled with it; needs LeaderElection).
+	// Defaults to "off".
+	Sharding string
+	// ShardReplicaID names this replica in the ring: its Lease's holder and
+	// the value of the shard label on the objects it owns. Defaults to "":
+	// $POD_NAME, else the hostname and a random suffix.
+	ShardReplicaID string
+	// ShardLeaseDuration is how long a replica's Lease in the ring stays
+	// live after each renewal: how long a replica that died keeps its share.
+	// Defaults to 15s.
+	ShardLeaseDuration time.Duration
+	// ShardRenewInterval is how often a replica renews its Lease in the
+	// ring. Defaults to 0: a third of ShardLeaseDuration.
+	ShardRenewInterval time.Duration
+
 	// Webhook configures the webhook server that serves the sidecar's
 	// admission webhooks and conversions. Defaults to DefaultWebhookOptions().
 	Webhook WebhookOptions
@@ -126,6 +144,8 @@ func NewOptions() Options {
 		SecureMetrics:          true,
 		HealthProbeBindAddress: ":8081",
 		Webhook:                DefaultWebhookOptions(),
+		Sharding:               ShardingOff,
+		ShardLeaseDuration:     15 * time.Second,
 
 		MaxConcurrentChildWrites: 4,
 	}
@@ -186,6 +206,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"A label selector every watched object must also match, added to what the sidecar declares.")
 	fs.BoolVar(&o.KeepManagedFields, "keep-managed-fields", o.KeepManagedFields,
 		"Keep metadata.managedFields in the cache and in the objects sent to the sidecar.")
+	fs.StringVar(&o.Sharding, "sharding", o.Sharding,
+		"Share the objects among the host's replicas: off, or labels (the elected replica labels each object of the reconciled kind with the replica "+
+			"that owns it, each replica caches and reconciles only the objects labelled with it; needs --leader-elect). See docs/sharding.md.")
+	fs.StringVar(&o.ShardReplicaID, "shard-replica-id", o.ShardReplicaID,
+		"This replica's name in the ring, unique among the replicas: its Lease's holder and the shard label's value on the objects it owns (default: $POD_NAME, else the hostname and a random suffix).")
+	fs.DurationVar(&o.ShardLeaseDuration, "shard-lease-duration", o.ShardLeaseDuration,
+		"How long a replica's Lease in the ring stays live after each renewal: a replica that dies keeps its share this long.")
+	fs.DurationVar(&o.ShardRenewInterval, "shard-renew-interval", o.ShardRenewInterval,
+		"How often a replica renews its Lease in the ring (default: a third of --shard-lease-duration).")
 	o.Webhook.BindFlags(fs)
 }
 

@@ -33,7 +33,10 @@ written; events recorded), bound to the host's ServiceAccount:
   - for a controller that watches every namespace, and for cluster-scoped
     kinds, a ClusterRole and ClusterRoleBinding;
   - with --leader-election, a Role and RoleBinding for the leader election
-    lease in --service-account-namespace.
+    lease in --service-account-namespace;
+  - with --sharding, patch on each reconciled kind (the shard labels) and that
+    Role on leases (each replica's Lease in the ring), for the host's
+    --sharding=labels.
 
 Pass the host's --namespace flags here too, so that a host scoped to a
 namespace is granted nothing outside it.
@@ -65,6 +68,7 @@ Flags:`)
 		`(default: the one --namespace, when there is one, else "default").`)
 	fs.StringVar(&opts.ServiceAccount, "service-account", "", "The host's ServiceAccount (default: --name).")
 	fs.BoolVar(&opts.LeaderElection, "leader-election", true, "Add a Role for the leader election lease (the host's --leader-elect).")
+	fs.BoolVar(&opts.Sharding, "sharding", false, "Add what the host's --sharding=labels needs: patch on each reconciled kind, and the Role on leases.")
 	fs.BoolVar(&opts.MetricsAuth, "metrics-auth", false, "Add the rules the secure metrics endpoint needs (the host's --metrics-secure with metrics served).")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Resolve resources through the discovery of the API server this kubeconfig names (default: guess them from the kinds).")
 	if err := fs.Parse(args); err != nil {

@@ -33,6 +33,12 @@ type RBACOptions struct {
 	// (--metrics-secure): creating TokenReviews and SubjectAccessReviews.
 	// Defaults to false.
 	MetricsAuth bool
+	// Sharding adds what the host's --sharding=labels needs: patch on each
+	// reconciled kind (the elected replica labels each object with its
+	// replica, and a replica removes its labels to hand an object off), and
+	// the Role on leases in Namespace that LeaderElection adds, where each
+	// replica holds its Lease in the ring. Defaults to false.
+	Sharding bool
 }
 
 func (o RBACOptions) withDefaults(desc *description.Resolved) RBACOptions {
@@ -81,6 +87,8 @@ var (
 // SubjectAccessReviews; it is left out, with its binding, when it would hold
 // nothing. With LeaderElection, a Role in the host's namespace on leases, and
 // on the core events leader election records, and its RoleBinding, are added.
+// With Sharding, that Role too (each replica holds a Lease in the ring), and
+// patch on each reconciled kind (its objects' shard labels).
 //
 // The kinds the sidecar declares for cached reads (cached_kinds) or indexes
 // need get, list and watch where the host caches them.
@@ -116,6 +124,9 @@ func RBAC(res *description.Resolved, opts RBACOptions) ([]runtime.Object, error)
 		add(c.GVK.Group, reconciled, "/status", statusVerbs...)
 		if c.Finalizer != "" {
 			add(c.GVK.Group, reconciled, "", "update", "patch")
+		}
+		if opts.Sharding {
+			add(c.GVK.Group, reconciled, "", "patch")
 		}
 		if len(c.Owns) > 0 {
 			add(c.GVK.Group, reconciled, "/finalizers", "update")
@@ -188,7 +199,7 @@ func RBAC(res *description.Resolved, opts RBACOptions) ([]runtime.Object, error)
 			objs = append(objs, role(opts.Name, ns, rules)...)
 		}
 	}
-	if opts.LeaderElection {
+	if opts.LeaderElection || opts.Sharding {
 		le := ruleSet{}
 		le.add("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "patch", "delete")
 		le.add("", "events", "create", "patch")

@@ -127,7 +127,7 @@ func grantedTo(t *testing.T, objs []*unstructured.Unstructured, namespace, name 
 // TestRBACIsWhatTheHostPrints checks, for every overlay, that the
 // Deployment's ServiceAccount may do exactly what `host rbac` prints for the
 // sidecar's description, asked of the running sidecar, with the leader
-// election and metrics rules the Deployment's flags need — plus, with
+// election, metrics and sharding rules the Deployment's flags need — plus, with
 // --webhook-self-signed, what keeping the certificate takes: the Secret, and
 // get and patch on the overlay's own webhook configurations and converted
 // CRDs, each by name — and what the example's sidecar does through the Cluster
@@ -153,12 +153,14 @@ func TestRBACIsWhatTheHostPrints(t *testing.T) {
 			leaderElect, _ := flagValue(args, "leader-elect")
 			metrics, _ := flagValue(args, "metrics-bind-address")
 			secure, _ := flagValue(args, "metrics-secure")
+			sharding, _ := flagValue(args, "sharding")
 			hostRBAC := []string{"rbac",
 				"--sidecar-address", dirs.local(sidecarAddress(ex, sc)),
 				"--sidecar-wait-timeout", "60s",
 				"--name", "expected", "--service-account-namespace", ns, "--service-account", sa,
 				"--leader-election=" + boolString(leaderElect == "true"),
 				"--metrics-auth=" + boolString(metrics != "" && metrics != "0" && secure != "false"),
+				"--sharding=" + boolString(sharding != "" && sharding != "off"),
 			}
 			if watched, ok := flagValue(args, "namespace"); ok {
 				hostRBAC = append(hostRBAC, "--namespace", watched)

@@ -53,6 +53,7 @@ type config struct {
 	maxConcurrentReconciles int
 	delay                   time.Duration
 	logFile                 string
+	overlapDir              string
 	webhooks                webhookConfig
 	sidecar                 sidecar.Options
 	zap                     zap.Options
@@ -79,6 +80,9 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.IntVar(&cfg.maxConcurrentReconciles, "max-concurrent-reconciles", 0, "The controller's concurrency. 0: the host's default.")
 	fs.DurationVar(&cfg.delay, "delay", 0, "How long each reconcile sleeps first.")
 	fs.StringVar(&cfg.logFile, "log-file", "", "Append one JSON line per reconcile call to this file.")
+	fs.StringVar(&cfg.overlapDir, "overlap-dir", "",
+		"A directory shared by several sidecars: each reconcile holds a lock file per object in it while it runs, and one that finds the object's "+
+			"lock held (another reconcile of the object in flight, in any sidecar) appends a line to overlaps.log there.")
 	fs.BoolVar(&cfg.webhooks.enabled, "webhooks", false, "Also declare and serve a defaulter and a validator of MaintenanceWindow.")
 	fs.StringVar(&cfg.webhooks.failurePolicy, "webhook-failure-policy", "", "The webhooks' failure policy: fail or ignore.")
 	fs.IntVar(&cfg.webhooks.timeoutSeconds, "webhook-timeout-seconds", 0, "The webhooks' timeout in seconds (0: the default, 10).")
@@ -188,7 +192,7 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 		WithLabelSelector(cfg.labelSelector).
 		InNamespaces(cfg.namespaces...).
 		WithMaxConcurrentReconciles(cfg.maxConcurrentReconciles).
-		Complete(&reconciler{delay: cfg.delay, calls: calls})
+		Complete(&reconciler{delay: cfg.delay, calls: calls, overlaps: overlapDetector(cfg.overlapDir)})
 	if err == nil && cfg.webhooks.enabled {
 		var admissions *admissionLog
 		if admissions, err = openAdmissionLog(cfg.webhooks.logFile); err == nil {

@@ -188,3 +188,33 @@ func TestDelayStopsWithTheCall(t *testing.T) {
 		t.Errorf("error = %+v, want the call's deadline", res.Err)
 	}
 }
+
+func TestOverlapDetectorRecordsAReconcileOfAnObjectInFlight(t *testing.T) {
+	d := overlapDetector(t.TempDir())
+	release, err := d.begin("ns", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.begin("ns", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(string(d), "overlaps.log")); !os.IsNotExist(err) {
+		t.Fatalf("two objects in flight recorded an overlap (%v)", err)
+	}
+	if _, err := d.begin("ns", "a"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(string(d), "overlaps.log"))
+	if err != nil || !strings.Contains(string(got), "ns/a: reconciled by") {
+		t.Fatalf("overlaps.log = %q, %v; want the overlap of ns/a", got, err)
+	}
+	release()
+	other()
+	if _, err := d.begin("ns", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got2, _ := os.ReadFile(filepath.Join(string(d), "overlaps.log")); string(got2) != string(got) {
+		t.Errorf("a reconcile after the last one ended recorded an overlap: %q", got2)
+	}
+}

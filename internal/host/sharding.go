@@ -1,0 +1,486 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/sharding/membership"
+	"github.com/polyop/polyop/internal/sharding/ring"
+	"github.com/polyop/polyop/internal/sharding/sharder"
+)
+
+// The values of --sharding.
+const (
+	// ShardingOff runs the host unsharded: the leader reconciles every object.
+	ShardingOff = "off"
+	// ShardingLabels shards by label: the leader's sharder labels each object
+	// of the primary kind with its replica, and each replica caches and
+	// reconciles the objects labelled with it.
+	ShardingLabels = "labels"
+)
+
+// serviceAccountNamespace is where a pod finds its namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// shardPlan is what label-mode sharding changes in a host: the ring, the
+// replica's shard, the primary kind, and the kinds its cache holds only the
+// replica's share of.
+type shardPlan struct {
+	shard     sharder.Shard
+	namespace string // the Leases'
+	primary   schema.GroupVersionKind
+	// sharded are the primary kind and the owned kinds whose cache selects
+	// the shard label.
+	sharded map[schema.GroupVersionKind]bool
+}
+
+// planSharding checks the sharding options against the resolved description
+// and returns the plan, or nil when sharding is off.
+func planSharding(res *description.Resolved, opts Options) (*shardPlan, error) {
+	switch opts.Sharding {
+	case "", ShardingOff:
+		return nil, nil
+	case ShardingLabels:
+	default:
+		return nil, fmt.Errorf("--sharding=%s: the modes are %s and %s", opts.Sharding, ShardingOff, ShardingLabels)
+	}
+	if !opts.LeaderElection {
+		return nil, fmt.Errorf("--sharding=%s needs --leader-elect: the elected replica labels the objects with their replicas", opts.Sharding)
+	}
+	var primaries []schema.GroupVersionKind
+	for _, c := range res.Controllers {
+		if !slices.Contains(primaries, c.GVK) {
+			primaries = append(primaries, c.GVK)
+		}
+	}
+	switch len(primaries) {
+	case 0:
+		return nil, fmt.Errorf("--sharding=%s: sidecar %s declares no controller, so there is nothing to shard", opts.Sharding, res.Name)
+	case 1:
+	default:
+		names := make([]string, len(primaries))
+		for i, gvk := range primaries {
+			names[i] = description.GVKString(gvk)
+		}
+		return nil, fmt.Errorf("--sharding=%s shards the objects of one reconciled kind, and sidecar %s reconciles %s: run a host per kind, or run this one unsharded",
+			opts.Sharding, res.Name, strings.Join(names, ", "))
+	}
+	replicaID, err := shardReplicaID(opts.ShardReplicaID)
+	if err != nil {
+		return nil, err
+	}
+	shard, err := sharder.NewShard(res.Name, replicaID)
+	if err != nil {
+		return nil, fmt.Errorf("--sharding=%s (the ring is named after the sidecar, the member after --shard-replica-id): %w", opts.Sharding, err)
+	}
+	namespace, err := shardNamespace(opts.LeaderElectionNamespace)
+	if err != nil {
+		return nil, err
+	}
+	return &shardPlan{shard: shard, namespace: namespace, primary: primaries[0], sharded: shardedKinds(res, primaries[0])}, nil
+}
+
+// shardedKinds are the kinds whose cache holds only the replica's share:
+// the primary kind, and each kind its controllers own (a child carries its
+// controller's shard label), unless the kind is also watched or declared for
+// cached reads, which must see every object of it.
+func shardedKinds(res *description.Resolved, primary schema.GroupVersionKind) map[schema.GroupVersionKind]bool {
+	everything := map[schema.GroupVersionKind]bool{}
+	for gvk := range res.Declared {
+		everything[gvk] = true
+	}
+	for _, c := range res.Controllers {
+		for _, w := range c.Watches {
+			everything[w.GVK] = true
+		}
+	}
+	out := map[schema.GroupVersionKind]bool{primary: true}
+	for _, c := range res.Controllers {
+		for _, o := range c.Owns {
+			if !everything[o.GVK] && o.GVK != primary {
+				out[o.GVK] = true
+			}
+		}
+	}
+	return out
+}
+
+// shardReplicaID is the replica's name in the ring: the flag's value, else
+// $POD_NAME, else the hostname and a random suffix (two processes on one
+// machine must not share a name).
+func shardReplicaID(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		return pod, nil
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "", fmt.Errorf("--sharding needs a replica name: set --shard-replica-id or $POD_NAME (the hostname is unknown: %v)", err)
+	}
+	suffix := make([]byte, 3)
+	if _, err := rand.Read(suffix); err != nil {
+		return "", err
+	}
+	id := strings.ToLower(host)
+	if len(id) > 56 {
+		id = id[:56]
+	}
+	return strings.Trim(id, "-.") + "-" + hex.EncodeToString(suffix), nil
+}
+
+// shardNamespace is where the ring's Leases live: the leader election's
+// namespace, else $POD_NAMESPACE, else the pod's own.
+func shardNamespace(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns, nil
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", fmt.Errorf("--sharding needs the namespace of the ring's Leases: set --leader-election-namespace or $POD_NAMESPACE (outside a pod)")
+}
+
+// shardCacheOptions makes the cache of each sharded kind select the shard
+// label, beside the selector it already has.
+func (p *shardPlan) shardCacheOptions(o cache.Options) {
+	reqs, _ := p.shard.Selector().Requirements()
+	for obj, by := range o.ByObject {
+		if !p.sharded[obj.GetObjectKind().GroupVersionKind()] {
+			continue
+		}
+		if by.Label == nil {
+			by.Label = p.shard.Selector()
+		} else {
+			by.Label = by.Label.Add(reqs...)
+		}
+		o.ByObject[obj] = by
+	}
+}
+
+// shardRuntime is the label-mode sharding of a running host.
+type shardRuntime struct {
+	plan   *shardPlan
+	member *membership.Member
+	source *membership.Source
+	// client reads from the replica's cache and writes to the API server.
+	client   client.Client
+	inFlight *sharder.InFlight
+	// active counts the replica's reconciles, so that it gives its Lease up
+	// only once they have ended.
+	active *activeReconciles
+	// retry is how soon a replica that is not holding its Lease looks at an
+	// object again.
+	retry time.Duration
+}
+
+// setUpSharding adds the replica's membership (its Lease and the ring) to
+// mgr, the sharder (on the leader) from a metadata cache of its own, and the
+// count of the objects the replica caches.
+func setUpSharding(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, plan *shardPlan, opts Options) (*shardRuntime, error) {
+	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("sharding: building the client of the ring's Leases: %w", err)
+	}
+	ringName, replicaID := plan.shard.Ring, plan.shard.Member
+	member, err := membership.NewMember(cs, membership.MemberOptions{
+		Ring: ringName, ReplicaID: replicaID, Namespace: plan.namespace,
+		LeaseDuration: opts.ShardLeaseDuration, RenewInterval: opts.ShardRenewInterval,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w (see --shard-lease-duration and --shard-renew-interval)", err)
+	}
+	source, err := membership.NewSource(cs, membership.SourceOptions{Ring: ringName, Namespace: plan.namespace, ReplicaID: replicaID})
+	if err != nil {
+		return nil, err
+	}
+	ringSource := newRingSource(source)
+	active := &activeReconciles{}
+	releaseAfter := opts.ReconcileTimeout
+	if releaseAfter <= 0 {
+		releaseAfter = 30 * time.Second
+	}
+	held := &lastToLetGo{member: member, active: active, bound: releaseAfter}
+	for _, r := range []manager.LeaderElectionRunnable{held, source, ringSource} {
+		if err := mgr.Add(r.(manager.Runnable)); err != nil {
+			return nil, err
+		}
+	}
+
+	view := res.Views[plan.primary]
+	sc, err := sharder.NewCache(mgr, cache.Options{
+		DefaultNamespaces:    namespaceConfigs(view.Namespaces),
+		DefaultLabelSelector: view.Labels,
+		DefaultTransform:     cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := sharder.Add(mgr, sharder.Options{Ring: ringName, GVK: plan.primary, Source: ringSource, Cache: sc}); err != nil {
+		return nil, err
+	}
+	for gvk := range plan.sharded {
+		if err := countCached(mgr, ringName, gvk); err != nil {
+			return nil, err
+		}
+	}
+	retry := opts.ShardRenewInterval
+	if retry <= 0 {
+		retry = opts.ShardLeaseDuration / 3
+	}
+	if retry <= 0 {
+		retry = membership.DefaultLeaseDuration / 3
+	}
+	return &shardRuntime{plan: plan, member: member, source: source, client: mgr.GetClient(), inFlight: sharder.NewInFlight(), active: active, retry: retry}, nil
+}
+
+func namespaceConfigs(namespaces []string) map[string]cache.Config {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	out := make(map[string]cache.Config, len(namespaces))
+	for _, ns := range namespaces {
+		out[ns] = cache.Config{}
+	}
+	return out
+}
+
+// childLabels are the labels the host sets on each child of owner: its shard
+// label.
+func (s *shardRuntime) childLabels(owner client.Object) map[string]string {
+	return sharder.ChildLabels(s.plan.shard.Ring, owner)
+}
+
+// wrap wraps a controller's reconciler of the primary kind: it reconciles
+// only while the replica holds its Lease, and only the objects labelled with
+// the replica (handing off those the sharder asks it to drain), tracked in
+// one InFlight shared by every controller of the replica.
+func (s *shardRuntime) wrap(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error) {
+	gvk := c.GVK
+	inner, err := s.plan.shard.Reconciler(r, sharder.ReconcilerOptions{
+		Reader:    s.client,
+		Client:    s.client,
+		NewObject: func() client.Object { return object.New(gvk) },
+		InFlight:  s.inFlight,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &holdingReconciler{inner: inner, member: s.member, active: s.active, retry: s.retry, ring: s.plan.shard.Ring, replica: s.plan.shard.Member}, nil
+}
+
+// holdingReconciler reconciles only while the replica holds its Lease. A
+// replica that cannot renew its Lease stops holding it at the renew
+// deadline, before the others drop it from the ring at the lease duration;
+// until it holds it again, each object it is asked to reconcile is looked at
+// again a renew interval later, and nothing is written. If its Lease expires
+// meanwhile, the sharder gives its objects to the other replicas, its cache
+// drops them, and those requeues find nothing.
+type holdingReconciler struct {
+	inner         reconcile.Reconciler
+	member        interface{ Holding() bool }
+	active        *activeReconciles
+	retry         time.Duration
+	ring, replica string
+}
+
+func (h *holdingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !h.member.Holding() {
+		log.FromContext(ctx).V(1).Info("Not reconciling while the replica does not hold its Lease in the ring", "ring", h.ring, "replica", h.replica, "retryAfter", h.retry.String())
+		return reconcile.Result{RequeueAfter: h.retry}, nil
+	}
+	if h.active != nil {
+		if !h.active.begin() {
+			// Stopping: the replica's objects go to the others once its
+			// Lease is released, and they reconcile them.
+			return reconcile.Result{}, nil
+		}
+		defer h.active.end()
+	}
+	return h.inner.Reconcile(ctx, req)
+}
+
+// activeReconciles counts the reconciles running in a replica; once
+// stopping, it starts no more.
+type activeReconciles struct {
+	mu       sync.Mutex
+	running  int
+	stopping bool
+	idle     chan struct{} // closed when running falls to 0 while stopping
+}
+
+func (a *activeReconciles) begin() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopping {
+		return false
+	}
+	a.running++
+	return true
+}
+
+func (a *activeReconciles) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.running--
+	if a.running == 0 && a.idle != nil {
+		close(a.idle)
+		a.idle = nil
+	}
+}
+
+// stop starts no more reconciles and waits until the running ones have
+// ended, or ctx ends; it reports whether they ended.
+func (a *activeReconciles) stop(ctx context.Context) bool {
+	a.mu.Lock()
+	a.stopping = true
+	if a.running == 0 {
+		a.mu.Unlock()
+		return true
+	}
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// lastToLetGo runs the replica's Member so that, when the manager stops, it
+// releases the Lease only after the replica's reconciles have ended (or bound
+// has passed): the others take the replica's objects as soon as its Lease is
+// gone, and must not reconcile one that is still in flight here. The
+// manager stops the controllers and the Member at once.
+type lastToLetGo struct {
+	member interface {
+		Start(context.Context) error
+	}
+	active *activeReconciles
+	bound  time.Duration
+}
+
+// NeedLeaderElection is false: every replica holds its Lease.
+func (l *lastToLetGo) NeedLeaderElection() bool { return false }
+
+func (l *lastToLetGo) Start(ctx context.Context) error {
+	memberCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.member.Start(memberCtx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	wait, cancelWait := context.WithTimeout(context.Background(), l.bound)
+	if !l.active.stop(wait) {
+		log.FromContext(ctx).Info("Releasing the shard Lease with reconciles still running: the others take its objects now", "after", l.bound.String())
+	}
+	cancelWait()
+	cancel()
+	return <-done
+}
+
+// ringSource adapts membership.Source to sharder.RingSource.
+type ringSource struct {
+	src  *membership.Source
+	subs <-chan struct{}
+
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+func newRingSource(src *membership.Source) *ringSource {
+	return &ringSource{src: src, subs: src.Subscribe(), changed: make(chan struct{})}
+}
+
+// Current implements sharder.RingSource: an empty ring until the Leases are
+// listed.
+func (r *ringSource) Current() *ring.Ring {
+	if c := r.src.Current(); c != nil {
+		return c
+	}
+	return ring.New(nil, 0)
+}
+
+// Changes implements sharder.RingSource.
+func (r *ringSource) Changes() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// NeedLeaderElection is false: it follows the Source, which runs everywhere.
+func (r *ringSource) NeedLeaderElection() bool { return false }
+
+// Start passes on the Source's changes until ctx ends.
+func (r *ringSource) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.subs:
+			r.mu.Lock()
+			close(r.changed)
+			r.changed = make(chan struct{})
+			r.mu.Unlock()
+		}
+	}
+}
+
+// ownedObjects counts, per ring and kind, the objects the replica's cache
+// holds of each sharded kind.
+var ownedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "polyop_shard_owned_objects",
+	Help: "The objects of each sharded kind (the reconciled kind and its children) this replica's cache holds: its share.",
+}, []string{"ring", "kind"})
+
+func init() { metrics.Registry.MustRegister(ownedObjects) }
+
+// countCached keeps polyop_shard_owned_objects of gvk: the informer's adds
+// and deletes, which add up to what its store holds.
+func countCached(mgr ctrl.Manager, ringName string, gvk schema.GroupVersionKind) error {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), object.New(gvk))
+	if err != nil {
+		return fmt.Errorf("sharding: the informer of %s: %w", description.GVKString(gvk), err)
+	}
+	g := ownedObjects.WithLabelValues(ringName, description.GVKString(gvk))
+	g.Set(0)
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { g.Inc() },
+		DeleteFunc: func(any) { g.Dec() },
+	})
+	return err
+}

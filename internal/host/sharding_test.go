@@ -1,0 +1,217 @@
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/polyop/polyop/internal/description"
+)
+
+var (
+	frigateGVK   = schema.GroupVersionKind{Group: "example.polyop.dev", Version: "v1", Kind: "Frigate"}
+	configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secretGVK    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+)
+
+// shardingResolved is a sidecar "frigate" reconciling Frigates, owning
+// ConfigMaps and Secrets, and watching Secrets by name.
+func shardingResolved(controllers ...description.Controller) *description.Resolved {
+	if len(controllers) == 0 {
+		controllers = []description.Controller{{
+			Name: "frigate", GVK: frigateGVK,
+			Owns:    []description.Owned{{GVK: configMapGVK}, {GVK: secretGVK}},
+			Watches: []description.Watch{{GVK: secretGVK}},
+		}}
+	}
+	return &description.Resolved{
+		Description: &description.Description{Name: "frigate", Controllers: controllers},
+		Views: map[schema.GroupVersionKind]description.CacheView{
+			frigateGVK:   {Labels: labels.SelectorFromSet(labels.Set{"tier": "gold"})},
+			configMapGVK: {},
+			secretGVK:    {},
+		},
+	}
+}
+
+func shardingOptions() Options {
+	o := NewOptions()
+	o.Sharding = ShardingLabels
+	o.LeaderElection = true
+	o.LeaderElectionNamespace = "operators"
+	o.ShardReplicaID = "host-a"
+	return o
+}
+
+func TestPlanShardingIsOffByDefault(t *testing.T) {
+	plan, err := planSharding(shardingResolved(), NewOptions())
+	if err != nil || plan != nil {
+		t.Fatalf("planSharding with the defaults = %v, %v; want no plan", plan, err)
+	}
+}
+
+func TestPlanShardingShardsThePrimaryKindAndItsChildrenNotWatchedKinds(t *testing.T) {
+	plan, err := planSharding(shardingResolved(), shardingOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.shard.Ring != "frigate" || plan.shard.Member != "host-a" || plan.namespace != "operators" || plan.primary != frigateGVK {
+		t.Errorf("plan %+v", plan)
+	}
+	if !plan.sharded[frigateGVK] || !plan.sharded[configMapGVK] || plan.sharded[secretGVK] {
+		t.Errorf("sharded kinds %v, want Frigate and ConfigMap (Secrets are watched too, so every one is cached)", plan.sharded)
+	}
+
+	cacheOpts := cacheOptions(shardingResolved(), false)
+	plan.shardCacheOptions(cacheOpts)
+	for obj, by := range cacheOpts.ByObject {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		got := ""
+		if by.Label != nil {
+			got = by.Label.String()
+		}
+		want := map[schema.GroupVersionKind]string{
+			frigateGVK:   "shard.sharding.polyop.dev/frigate=host-a,tier=gold",
+			configMapGVK: "shard.sharding.polyop.dev/frigate=host-a",
+			secretGVK:    "",
+		}[gvk]
+		if got != want {
+			t.Errorf("the cache of %s selects %q, want %q", gvk.Kind, got, want)
+		}
+	}
+}
+
+func TestPlanShardingRefusesWhatItCannotShard(t *testing.T) {
+	noLeader := shardingOptions()
+	noLeader.LeaderElection = false
+	server := shardingOptions()
+	server.Sharding = "server"
+	badID := shardingOptions()
+	badID.ShardReplicaID = "not a label value"
+	twoKinds := shardingResolved(
+		description.Controller{Name: "frigate", GVK: frigateGVK},
+		description.Controller{Name: "cm", GVK: configMapGVK},
+	)
+	for name, tc := range map[string]struct {
+		res  *description.Resolved
+		opts Options
+		want string
+	}{
+		"without leader election":  {shardingResolved(), noLeader, "needs --leader-elect"},
+		"an unknown mode":          {shardingResolved(), server, "the modes are off and labels"},
+		"two reconciled kinds":     {twoKinds, shardingOptions(), "Frigate.example.polyop.dev/v1, ConfigMap.v1"},
+		"a replica ID not a label": {shardingResolved(), badID, "--shard-replica-id"},
+		"no controller at all":     {shardingResolved([]description.Controller{}...), shardingOptions(), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if name == "no controller at all" {
+				tc.res.Controllers = nil
+				tc.want = "declares no controller"
+			}
+			_, err := planSharding(tc.res, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("planSharding = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestShardReplicaIDDefaultsToThePodName(t *testing.T) {
+	t.Setenv("POD_NAME", "frigate-host-7f9c-x2")
+	if id, err := shardReplicaID(""); err != nil || id != "frigate-host-7f9c-x2" {
+		t.Errorf("shardReplicaID = %q, %v", id, err)
+	}
+	t.Setenv("POD_NAME", "")
+	a, errA := shardReplicaID("")
+	b, errB := shardReplicaID("")
+	if errA != nil || errB != nil || a == b {
+		t.Errorf("outside a pod, two replica IDs are %q (%v) and %q (%v); want two distinct names", a, errA, b, errB)
+	}
+}
+
+type holding bool
+
+func (h *holding) Holding() bool { return bool(*h) }
+
+type countingReconciler struct{ calls int }
+
+func (c *countingReconciler) Reconcile(context.Context, reconcile.Request) (reconcile.Result, error) {
+	c.calls++
+	return reconcile.Result{}, nil
+}
+
+func TestAReplicaReconcilesOnlyWhileItHoldsItsLease(t *testing.T) {
+	h := holding(false)
+	inner := &countingReconciler{}
+	r := &holdingReconciler{inner: inner, member: &h, retry: 5 * time.Second, ring: "frigate", replica: "host-a"}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "a"}}
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter != 5*time.Second || inner.calls != 0 {
+		t.Errorf("not holding: %+v, %v, %d calls; want a requeue after 5s and no call", res, err, inner.calls)
+	}
+	h = true
+	if _, err := r.Reconcile(context.Background(), req); err != nil || inner.calls != 1 {
+		t.Errorf("holding: %v, %d calls; want one call", err, inner.calls)
+	}
+}
+
+// fakeMember records the context it runs with.
+type fakeMember struct{ started chan context.Context }
+
+func (m *fakeMember) Start(ctx context.Context) error {
+	m.started <- ctx
+	<-ctx.Done()
+	return nil
+}
+
+// A replica that stops gives its Lease up only once its reconciles have
+// ended, and starts none meanwhile.
+func TestAStoppingReplicaReleasesItsLeaseAfterItsReconciles(t *testing.T) {
+	active := &activeReconciles{}
+	m := &fakeMember{started: make(chan context.Context, 1)}
+	l := &lastToLetGo{member: m, active: active, bound: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- l.Start(ctx) }()
+	memberCtx := <-m.started
+
+	if !active.begin() {
+		t.Fatal("a reconcile could not begin in a running replica")
+	}
+	cancel()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		active.mu.Lock()
+		defer active.mu.Unlock()
+		return active.stopping, nil
+	}); err != nil {
+		t.Fatal("the replica did not start stopping:", err)
+	}
+	// stop is waiting for the reconcile, which has not ended.
+	if memberCtx.Err() != nil {
+		t.Fatal("the Lease was released with a reconcile still running")
+	}
+	if active.begin() {
+		t.Error("a reconcile began in a stopping replica")
+	}
+	active.end()
+	select {
+	case <-memberCtx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Lease was not released once the reconcile ended")
+	}
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not return")
+	}
+}
