@@ -140,7 +140,7 @@ func shardReplicaID(flagValue string) (string, error) {
 	}
 	host, err := os.Hostname()
 	if err != nil || host == "" {
-		return "", fmt.Errorf("--sharding needs a replica name: set --shard-replica-id or $POD_NAME (the hostname is unknown: %v)", err)
+		return "", fmt.Errorf("--sharding needs a replica name: set --shard-replica-id or $POD_NAME (the hostname is unknown: %w)", err)
 	}
 	suffix := make([]byte, 3)
 	if _, err := rand.Read(suffix); err != nil {
