@@ -248,9 +248,14 @@ type DescribeResponse struct {
 	// Kinds the host caches for reads through the ClusterService, without any
 	// controller reconciling, owning or watching them. Empty: only those kinds
 	// are cached, and reads of any other kind go to the API server.
-	CachedKinds   []*CachedKind `protobuf:"bytes,9,rep,name=cached_kinds,json=cachedKinds,proto3" json:"cached_kinds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CachedKinds []*CachedKind `protobuf:"bytes,9,rep,name=cached_kinds,json=cachedKinds,proto3" json:"cached_kinds,omitempty"`
+	// The sidecar serves SidecarService.ReconcileStream: the host then sends
+	// its Reconcile and Finalize calls on streams, one per worker (see
+	// ReconcileStream). False: it calls the unary Reconcile and Finalize. A
+	// sidecar that sets it still serves the unary methods.
+	ReconcileStream bool `protobuf:"varint,10,opt,name=reconcile_stream,json=reconcileStream,proto3" json:"reconcile_stream,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -344,6 +349,13 @@ func (x *DescribeResponse) GetCachedKinds() []*CachedKind {
 		return x.CachedKinds
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetReconcileStream() bool {
+	if x != nil {
+		return x.ReconcileStream
+	}
+	return false
 }
 
 // IndexDescription declares one cache index, the declarative form of
@@ -1009,7 +1021,7 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\x0fDescribeRequest\x12K\n" +
 	"\x10protocol_version\x18\x01 \x01(\x0e2 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12!\n" +
 	"\fhost_version\x18\x02 \x01(\tR\vhostVersion\x12'\n" +
-	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\x81\x04\n" +
+	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\xac\x04\n" +
 	"\x10DescribeResponse\x12K\n" +
 	"\x10protocol_version\x18\x01 \x01(\x0e2 .polyop.v1alpha1.ProtocolVersionR\x0fprotocolVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12H\n" +
@@ -1020,7 +1032,9 @@ const file_polyop_v1alpha1_describe_proto_rawDesc = "" +
 	"\vsdk_version\x18\a \x01(\tR\n" +
 	"sdkVersion\x12;\n" +
 	"\aindexes\x18\b \x03(\v2!.polyop.v1alpha1.IndexDescriptionR\aindexes\x12>\n" +
-	"\fcached_kinds\x18\t \x03(\v2\x1b.polyop.v1alpha1.CachedKindR\vcachedKinds\"\x9b\x01\n" +
+	"\fcached_kinds\x18\t \x03(\v2\x1b.polyop.v1alpha1.CachedKindR\vcachedKinds\x12)\n" +
+	"\x10reconcile_stream\x18\n" +
+	" \x01(\bR\x0freconcileStream\"\x9b\x01\n" +
 	"\x10IndexDescription\x125\n" +
 	"\x04kind\x18\x01 \x01(\v2!.polyop.v1alpha1.GroupVersionKindR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +

@@ -693,6 +693,305 @@ func (x *Event) GetAction() string {
 	return ""
 }
 
+// ReconcileStreamRequest is one call on a ReconcileStream: a Reconcile or a
+// Finalize, with what a unary call carries outside its message (its deadline
+// and its trace context).
+type ReconcileStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's number, chosen by the host and distinct among the calls of one
+	// stream (the host counts from 1). The answer carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The call. A sidecar answers a request without one with a CallStatus
+	// INVALID_ARGUMENT.
+	//
+	// Types that are valid to be assigned to Call:
+	//
+	//	*ReconcileStreamRequest_Reconcile
+	//	*ReconcileStreamRequest_Finalize
+	Call isReconcileStreamRequest_Call `protobuf_oneof:"call"`
+	// How long the host waits for the answer, counted from when it sent the
+	// request: the call's deadline, as a unary call's grpc-timeout header. A
+	// sidecar gives its handler this deadline; when it passes, the host cancels
+	// the stream. Unset: the call has no deadline of its own (the stream's
+	// context still ends it).
+	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The call's W3C trace context, as a unary call carries it in its gRPC
+	// metadata: the keys "traceparent" and, when set, "tracestate". Empty when
+	// the host does not trace, or the call is not sampled. A sidecar that
+	// traces makes its span of the call a child of this context.
+	TraceContext  map[string]string `protobuf:"bytes,5,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileStreamRequest) Reset() {
+	*x = ReconcileStreamRequest{}
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileStreamRequest) ProtoMessage() {}
+
+func (x *ReconcileStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileStreamRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileStreamRequest) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReconcileStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ReconcileStreamRequest) GetCall() isReconcileStreamRequest_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *ReconcileStreamRequest) GetReconcile() *ReconcileRequest {
+	if x != nil {
+		if x, ok := x.Call.(*ReconcileStreamRequest_Reconcile); ok {
+			return x.Reconcile
+		}
+	}
+	return nil
+}
+
+func (x *ReconcileStreamRequest) GetFinalize() *FinalizeRequest {
+	if x != nil {
+		if x, ok := x.Call.(*ReconcileStreamRequest_Finalize); ok {
+			return x.Finalize
+		}
+	}
+	return nil
+}
+
+func (x *ReconcileStreamRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *ReconcileStreamRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+type isReconcileStreamRequest_Call interface {
+	isReconcileStreamRequest_Call()
+}
+
+type ReconcileStreamRequest_Reconcile struct {
+	// A Reconcile call: the request of SidecarService.Reconcile.
+	Reconcile *ReconcileRequest `protobuf:"bytes,2,opt,name=reconcile,proto3,oneof"`
+}
+
+type ReconcileStreamRequest_Finalize struct {
+	// A Finalize call: the request of SidecarService.Finalize.
+	Finalize *FinalizeRequest `protobuf:"bytes,3,opt,name=finalize,proto3,oneof"`
+}
+
+func (*ReconcileStreamRequest_Reconcile) isReconcileStreamRequest_Call() {}
+
+func (*ReconcileStreamRequest_Finalize) isReconcileStreamRequest_Call() {}
+
+// ReconcileStreamResponse answers one ReconcileStreamRequest of the same
+// stream.
+type ReconcileStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the request this answers.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The answer: of the same kind as the request's call, or a CallStatus. A
+	// response with none, or of the other kind, is a malformed answer: the host
+	// fails the call and ends the stream, saying so.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*ReconcileStreamResponse_Reconcile
+	//	*ReconcileStreamResponse_Finalize
+	//	*ReconcileStreamResponse_Error
+	Result        isReconcileStreamResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileStreamResponse) Reset() {
+	*x = ReconcileStreamResponse{}
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileStreamResponse) ProtoMessage() {}
+
+func (x *ReconcileStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileStreamResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileStreamResponse) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReconcileStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ReconcileStreamResponse) GetResult() isReconcileStreamResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ReconcileStreamResponse) GetReconcile() *ReconcileResponse {
+	if x != nil {
+		if x, ok := x.Result.(*ReconcileStreamResponse_Reconcile); ok {
+			return x.Reconcile
+		}
+	}
+	return nil
+}
+
+func (x *ReconcileStreamResponse) GetFinalize() *FinalizeResponse {
+	if x != nil {
+		if x, ok := x.Result.(*ReconcileStreamResponse_Finalize); ok {
+			return x.Finalize
+		}
+	}
+	return nil
+}
+
+func (x *ReconcileStreamResponse) GetError() *CallStatus {
+	if x != nil {
+		if x, ok := x.Result.(*ReconcileStreamResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isReconcileStreamResponse_Result interface {
+	isReconcileStreamResponse_Result()
+}
+
+type ReconcileStreamResponse_Reconcile struct {
+	// The answer to a Reconcile call: the response of SidecarService.Reconcile.
+	Reconcile *ReconcileResponse `protobuf:"bytes,2,opt,name=reconcile,proto3,oneof"`
+}
+
+type ReconcileStreamResponse_Finalize struct {
+	// The answer to a Finalize call: the response of SidecarService.Finalize.
+	Finalize *FinalizeResponse `protobuf:"bytes,3,opt,name=finalize,proto3,oneof"`
+}
+
+type ReconcileStreamResponse_Error struct {
+	// The call failed as the unary call would have with this gRPC status.
+	Error *CallStatus `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
+}
+
+func (*ReconcileStreamResponse_Reconcile) isReconcileStreamResponse_Result() {}
+
+func (*ReconcileStreamResponse_Finalize) isReconcileStreamResponse_Result() {}
+
+func (*ReconcileStreamResponse_Error) isReconcileStreamResponse_Result() {}
+
+// CallStatus is the gRPC status a call on a stream failed with: what a unary
+// call returns as its status instead of a response.
+type CallStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The status code, a google.rpc.Code other than OK (0): for example
+	// UNAVAILABLE (14) or INVALID_ARGUMENT (3). The host treats a code as it
+	// treats the same code ending a unary call.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The status message: what went wrong, for the host's logs and events.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallStatus) Reset() {
+	*x = CallStatus{}
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallStatus) ProtoMessage() {}
+
+func (x *CallStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_polyop_v1alpha1_reconcile_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallStatus.ProtoReflect.Descriptor instead.
+func (*CallStatus) Descriptor() ([]byte, []int) {
+	return file_polyop_v1alpha1_reconcile_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CallStatus) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CallStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_polyop_v1alpha1_reconcile_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
@@ -740,7 +1039,27 @@ const file_polyop_v1alpha1_reconcile_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x1a.polyop.v1alpha1.EventTypeR\x04type\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x16\n" +
-	"\x06action\x18\x04 \x01(\tR\x06action*V\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\"\x89\x03\n" +
+	"\x16ReconcileStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12A\n" +
+	"\treconcile\x18\x02 \x01(\v2!.polyop.v1alpha1.ReconcileRequestH\x00R\treconcile\x12>\n" +
+	"\bfinalize\x18\x03 \x01(\v2 .polyop.v1alpha1.FinalizeRequestH\x00R\bfinalize\x123\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12^\n" +
+	"\rtrace_context\x18\x05 \x03(\v29.polyop.v1alpha1.ReconcileStreamRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
+	"\x04call\"\xed\x01\n" +
+	"\x17ReconcileStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12B\n" +
+	"\treconcile\x18\x02 \x01(\v2\".polyop.v1alpha1.ReconcileResponseH\x00R\treconcile\x12?\n" +
+	"\bfinalize\x18\x03 \x01(\v2!.polyop.v1alpha1.FinalizeResponseH\x00R\bfinalize\x123\n" +
+	"\x05error\x18\x04 \x01(\v2\x1b.polyop.v1alpha1.CallStatusH\x00R\x05errorB\b\n" +
+	"\x06result\":\n" +
+	"\n" +
+	"CallStatus\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*V\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EVENT_TYPE_NORMAL\x10\x01\x12\x16\n" +
@@ -760,41 +1079,52 @@ func file_polyop_v1alpha1_reconcile_proto_rawDescGZIP() []byte {
 }
 
 var file_polyop_v1alpha1_reconcile_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_polyop_v1alpha1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_polyop_v1alpha1_reconcile_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_polyop_v1alpha1_reconcile_proto_goTypes = []any{
-	(EventType)(0),              // 0: polyop.v1alpha1.EventType
-	(*ReconcileRequest)(nil),    // 1: polyop.v1alpha1.ReconcileRequest
-	(*CacheVersion)(nil),        // 2: polyop.v1alpha1.CacheVersion
-	(*ReconcileResponse)(nil),   // 3: polyop.v1alpha1.ReconcileResponse
-	(*FinalizeRequest)(nil),     // 4: polyop.v1alpha1.FinalizeRequest
-	(*FinalizeResponse)(nil),    // 5: polyop.v1alpha1.FinalizeResponse
-	(*Failure)(nil),             // 6: polyop.v1alpha1.Failure
-	(*Event)(nil),               // 7: polyop.v1alpha1.Event
-	(*GroupVersionKind)(nil),    // 8: polyop.v1alpha1.GroupVersionKind
-	(*ObjectKey)(nil),           // 9: polyop.v1alpha1.ObjectKey
-	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
+	(EventType)(0),                  // 0: polyop.v1alpha1.EventType
+	(*ReconcileRequest)(nil),        // 1: polyop.v1alpha1.ReconcileRequest
+	(*CacheVersion)(nil),            // 2: polyop.v1alpha1.CacheVersion
+	(*ReconcileResponse)(nil),       // 3: polyop.v1alpha1.ReconcileResponse
+	(*FinalizeRequest)(nil),         // 4: polyop.v1alpha1.FinalizeRequest
+	(*FinalizeResponse)(nil),        // 5: polyop.v1alpha1.FinalizeResponse
+	(*Failure)(nil),                 // 6: polyop.v1alpha1.Failure
+	(*Event)(nil),                   // 7: polyop.v1alpha1.Event
+	(*ReconcileStreamRequest)(nil),  // 8: polyop.v1alpha1.ReconcileStreamRequest
+	(*ReconcileStreamResponse)(nil), // 9: polyop.v1alpha1.ReconcileStreamResponse
+	(*CallStatus)(nil),              // 10: polyop.v1alpha1.CallStatus
+	nil,                             // 11: polyop.v1alpha1.ReconcileStreamRequest.TraceContextEntry
+	(*GroupVersionKind)(nil),        // 12: polyop.v1alpha1.GroupVersionKind
+	(*ObjectKey)(nil),               // 13: polyop.v1alpha1.ObjectKey
+	(*durationpb.Duration)(nil),     // 14: google.protobuf.Duration
 }
 var file_polyop_v1alpha1_reconcile_proto_depIdxs = []int32{
-	8,  // 0: polyop.v1alpha1.ReconcileRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	9,  // 1: polyop.v1alpha1.ReconcileRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	12, // 0: polyop.v1alpha1.ReconcileRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	13, // 1: polyop.v1alpha1.ReconcileRequest.key:type_name -> polyop.v1alpha1.ObjectKey
 	2,  // 2: polyop.v1alpha1.ReconcileRequest.cache_versions:type_name -> polyop.v1alpha1.CacheVersion
-	8,  // 3: polyop.v1alpha1.CacheVersion.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	10, // 4: polyop.v1alpha1.ReconcileResponse.requeue_after:type_name -> google.protobuf.Duration
+	12, // 3: polyop.v1alpha1.CacheVersion.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	14, // 4: polyop.v1alpha1.ReconcileResponse.requeue_after:type_name -> google.protobuf.Duration
 	6,  // 5: polyop.v1alpha1.ReconcileResponse.error:type_name -> polyop.v1alpha1.Failure
 	7,  // 6: polyop.v1alpha1.ReconcileResponse.events:type_name -> polyop.v1alpha1.Event
-	8,  // 7: polyop.v1alpha1.FinalizeRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
-	9,  // 8: polyop.v1alpha1.FinalizeRequest.key:type_name -> polyop.v1alpha1.ObjectKey
+	12, // 7: polyop.v1alpha1.FinalizeRequest.kind:type_name -> polyop.v1alpha1.GroupVersionKind
+	13, // 8: polyop.v1alpha1.FinalizeRequest.key:type_name -> polyop.v1alpha1.ObjectKey
 	2,  // 9: polyop.v1alpha1.FinalizeRequest.cache_versions:type_name -> polyop.v1alpha1.CacheVersion
-	10, // 10: polyop.v1alpha1.FinalizeResponse.requeue_after:type_name -> google.protobuf.Duration
+	14, // 10: polyop.v1alpha1.FinalizeResponse.requeue_after:type_name -> google.protobuf.Duration
 	6,  // 11: polyop.v1alpha1.FinalizeResponse.error:type_name -> polyop.v1alpha1.Failure
 	7,  // 12: polyop.v1alpha1.FinalizeResponse.events:type_name -> polyop.v1alpha1.Event
-	10, // 13: polyop.v1alpha1.Failure.retry_after:type_name -> google.protobuf.Duration
+	14, // 13: polyop.v1alpha1.Failure.retry_after:type_name -> google.protobuf.Duration
 	0,  // 14: polyop.v1alpha1.Event.type:type_name -> polyop.v1alpha1.EventType
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	1,  // 15: polyop.v1alpha1.ReconcileStreamRequest.reconcile:type_name -> polyop.v1alpha1.ReconcileRequest
+	4,  // 16: polyop.v1alpha1.ReconcileStreamRequest.finalize:type_name -> polyop.v1alpha1.FinalizeRequest
+	14, // 17: polyop.v1alpha1.ReconcileStreamRequest.timeout:type_name -> google.protobuf.Duration
+	11, // 18: polyop.v1alpha1.ReconcileStreamRequest.trace_context:type_name -> polyop.v1alpha1.ReconcileStreamRequest.TraceContextEntry
+	3,  // 19: polyop.v1alpha1.ReconcileStreamResponse.reconcile:type_name -> polyop.v1alpha1.ReconcileResponse
+	5,  // 20: polyop.v1alpha1.ReconcileStreamResponse.finalize:type_name -> polyop.v1alpha1.FinalizeResponse
+	10, // 21: polyop.v1alpha1.ReconcileStreamResponse.error:type_name -> polyop.v1alpha1.CallStatus
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_polyop_v1alpha1_reconcile_proto_init() }
@@ -803,13 +1133,22 @@ func file_polyop_v1alpha1_reconcile_proto_init() {
 		return
 	}
 	file_polyop_v1alpha1_types_proto_init()
+	file_polyop_v1alpha1_reconcile_proto_msgTypes[7].OneofWrappers = []any{
+		(*ReconcileStreamRequest_Reconcile)(nil),
+		(*ReconcileStreamRequest_Finalize)(nil),
+	}
+	file_polyop_v1alpha1_reconcile_proto_msgTypes[8].OneofWrappers = []any{
+		(*ReconcileStreamResponse_Reconcile)(nil),
+		(*ReconcileStreamResponse_Finalize)(nil),
+		(*ReconcileStreamResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polyop_v1alpha1_reconcile_proto_rawDesc), len(file_polyop_v1alpha1_reconcile_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -41,45 +41,50 @@ var File_polyop_v1alpha1_sidecar_proto protoreflect.FileDescriptor
 
 const file_polyop_v1alpha1_sidecar_proto_rawDesc = "" +
 	"\n" +
-	"\x1dpolyop/v1alpha1/sidecar.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/admission.proto\x1a\x1epolyop/v1alpha1/describe.proto\x1a\x1fpolyop/v1alpha1/reconcile.proto2\xf3\x03\n" +
+	"\x1dpolyop/v1alpha1/sidecar.proto\x12\x0fpolyop.v1alpha1\x1a\x1fpolyop/v1alpha1/admission.proto\x1a\x1epolyop/v1alpha1/describe.proto\x1a\x1fpolyop/v1alpha1/reconcile.proto2\xdd\x04\n" +
 	"\x0eSidecarService\x12O\n" +
 	"\bDescribe\x12 .polyop.v1alpha1.DescribeRequest\x1a!.polyop.v1alpha1.DescribeResponse\x12R\n" +
 	"\tReconcile\x12!.polyop.v1alpha1.ReconcileRequest\x1a\".polyop.v1alpha1.ReconcileResponse\x12O\n" +
-	"\bFinalize\x12 .polyop.v1alpha1.FinalizeRequest\x1a!.polyop.v1alpha1.FinalizeResponse\x12L\n" +
+	"\bFinalize\x12 .polyop.v1alpha1.FinalizeRequest\x1a!.polyop.v1alpha1.FinalizeResponse\x12h\n" +
+	"\x0fReconcileStream\x12'.polyop.v1alpha1.ReconcileStreamRequest\x1a(.polyop.v1alpha1.ReconcileStreamResponse(\x010\x01\x12L\n" +
 	"\aDefault\x12\x1f.polyop.v1alpha1.DefaultRequest\x1a .polyop.v1alpha1.DefaultResponse\x12O\n" +
 	"\bValidate\x12 .polyop.v1alpha1.ValidateRequest\x1a!.polyop.v1alpha1.ValidateResponse\x12L\n" +
 	"\aConvert\x12\x1f.polyop.v1alpha1.ConvertRequest\x1a .polyop.v1alpha1.ConvertResponseB\xc4\x01\n" +
 	"\x13com.polyop.v1alpha1B\fSidecarProtoP\x01ZBgithub.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1;polyopv1alpha1\xa2\x02\x03PXX\xaa\x02\x0fPolyop.V1alpha1\xca\x02\x0fPolyop\\V1alpha1\xe2\x02\x1bPolyop\\V1alpha1\\GPBMetadata\xea\x02\x10Polyop::V1alpha1b\x06proto3"
 
 var file_polyop_v1alpha1_sidecar_proto_goTypes = []any{
-	(*DescribeRequest)(nil),   // 0: polyop.v1alpha1.DescribeRequest
-	(*ReconcileRequest)(nil),  // 1: polyop.v1alpha1.ReconcileRequest
-	(*FinalizeRequest)(nil),   // 2: polyop.v1alpha1.FinalizeRequest
-	(*DefaultRequest)(nil),    // 3: polyop.v1alpha1.DefaultRequest
-	(*ValidateRequest)(nil),   // 4: polyop.v1alpha1.ValidateRequest
-	(*ConvertRequest)(nil),    // 5: polyop.v1alpha1.ConvertRequest
-	(*DescribeResponse)(nil),  // 6: polyop.v1alpha1.DescribeResponse
-	(*ReconcileResponse)(nil), // 7: polyop.v1alpha1.ReconcileResponse
-	(*FinalizeResponse)(nil),  // 8: polyop.v1alpha1.FinalizeResponse
-	(*DefaultResponse)(nil),   // 9: polyop.v1alpha1.DefaultResponse
-	(*ValidateResponse)(nil),  // 10: polyop.v1alpha1.ValidateResponse
-	(*ConvertResponse)(nil),   // 11: polyop.v1alpha1.ConvertResponse
+	(*DescribeRequest)(nil),         // 0: polyop.v1alpha1.DescribeRequest
+	(*ReconcileRequest)(nil),        // 1: polyop.v1alpha1.ReconcileRequest
+	(*FinalizeRequest)(nil),         // 2: polyop.v1alpha1.FinalizeRequest
+	(*ReconcileStreamRequest)(nil),  // 3: polyop.v1alpha1.ReconcileStreamRequest
+	(*DefaultRequest)(nil),          // 4: polyop.v1alpha1.DefaultRequest
+	(*ValidateRequest)(nil),         // 5: polyop.v1alpha1.ValidateRequest
+	(*ConvertRequest)(nil),          // 6: polyop.v1alpha1.ConvertRequest
+	(*DescribeResponse)(nil),        // 7: polyop.v1alpha1.DescribeResponse
+	(*ReconcileResponse)(nil),       // 8: polyop.v1alpha1.ReconcileResponse
+	(*FinalizeResponse)(nil),        // 9: polyop.v1alpha1.FinalizeResponse
+	(*ReconcileStreamResponse)(nil), // 10: polyop.v1alpha1.ReconcileStreamResponse
+	(*DefaultResponse)(nil),         // 11: polyop.v1alpha1.DefaultResponse
+	(*ValidateResponse)(nil),        // 12: polyop.v1alpha1.ValidateResponse
+	(*ConvertResponse)(nil),         // 13: polyop.v1alpha1.ConvertResponse
 }
 var file_polyop_v1alpha1_sidecar_proto_depIdxs = []int32{
 	0,  // 0: polyop.v1alpha1.SidecarService.Describe:input_type -> polyop.v1alpha1.DescribeRequest
 	1,  // 1: polyop.v1alpha1.SidecarService.Reconcile:input_type -> polyop.v1alpha1.ReconcileRequest
 	2,  // 2: polyop.v1alpha1.SidecarService.Finalize:input_type -> polyop.v1alpha1.FinalizeRequest
-	3,  // 3: polyop.v1alpha1.SidecarService.Default:input_type -> polyop.v1alpha1.DefaultRequest
-	4,  // 4: polyop.v1alpha1.SidecarService.Validate:input_type -> polyop.v1alpha1.ValidateRequest
-	5,  // 5: polyop.v1alpha1.SidecarService.Convert:input_type -> polyop.v1alpha1.ConvertRequest
-	6,  // 6: polyop.v1alpha1.SidecarService.Describe:output_type -> polyop.v1alpha1.DescribeResponse
-	7,  // 7: polyop.v1alpha1.SidecarService.Reconcile:output_type -> polyop.v1alpha1.ReconcileResponse
-	8,  // 8: polyop.v1alpha1.SidecarService.Finalize:output_type -> polyop.v1alpha1.FinalizeResponse
-	9,  // 9: polyop.v1alpha1.SidecarService.Default:output_type -> polyop.v1alpha1.DefaultResponse
-	10, // 10: polyop.v1alpha1.SidecarService.Validate:output_type -> polyop.v1alpha1.ValidateResponse
-	11, // 11: polyop.v1alpha1.SidecarService.Convert:output_type -> polyop.v1alpha1.ConvertResponse
-	6,  // [6:12] is the sub-list for method output_type
-	0,  // [0:6] is the sub-list for method input_type
+	3,  // 3: polyop.v1alpha1.SidecarService.ReconcileStream:input_type -> polyop.v1alpha1.ReconcileStreamRequest
+	4,  // 4: polyop.v1alpha1.SidecarService.Default:input_type -> polyop.v1alpha1.DefaultRequest
+	5,  // 5: polyop.v1alpha1.SidecarService.Validate:input_type -> polyop.v1alpha1.ValidateRequest
+	6,  // 6: polyop.v1alpha1.SidecarService.Convert:input_type -> polyop.v1alpha1.ConvertRequest
+	7,  // 7: polyop.v1alpha1.SidecarService.Describe:output_type -> polyop.v1alpha1.DescribeResponse
+	8,  // 8: polyop.v1alpha1.SidecarService.Reconcile:output_type -> polyop.v1alpha1.ReconcileResponse
+	9,  // 9: polyop.v1alpha1.SidecarService.Finalize:output_type -> polyop.v1alpha1.FinalizeResponse
+	10, // 10: polyop.v1alpha1.SidecarService.ReconcileStream:output_type -> polyop.v1alpha1.ReconcileStreamResponse
+	11, // 11: polyop.v1alpha1.SidecarService.Default:output_type -> polyop.v1alpha1.DefaultResponse
+	12, // 12: polyop.v1alpha1.SidecarService.Validate:output_type -> polyop.v1alpha1.ValidateResponse
+	13, // 13: polyop.v1alpha1.SidecarService.Convert:output_type -> polyop.v1alpha1.ConvertResponse
+	7,  // [7:14] is the sub-list for method output_type
+	0,  // [0:7] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -36,12 +36,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SidecarService_Describe_FullMethodName  = "/polyop.v1alpha1.SidecarService/Describe"
-	SidecarService_Reconcile_FullMethodName = "/polyop.v1alpha1.SidecarService/Reconcile"
-	SidecarService_Finalize_FullMethodName  = "/polyop.v1alpha1.SidecarService/Finalize"
-	SidecarService_Default_FullMethodName   = "/polyop.v1alpha1.SidecarService/Default"
-	SidecarService_Validate_FullMethodName  = "/polyop.v1alpha1.SidecarService/Validate"
-	SidecarService_Convert_FullMethodName   = "/polyop.v1alpha1.SidecarService/Convert"
+	SidecarService_Describe_FullMethodName        = "/polyop.v1alpha1.SidecarService/Describe"
+	SidecarService_Reconcile_FullMethodName       = "/polyop.v1alpha1.SidecarService/Reconcile"
+	SidecarService_Finalize_FullMethodName        = "/polyop.v1alpha1.SidecarService/Finalize"
+	SidecarService_ReconcileStream_FullMethodName = "/polyop.v1alpha1.SidecarService/ReconcileStream"
+	SidecarService_Default_FullMethodName         = "/polyop.v1alpha1.SidecarService/Default"
+	SidecarService_Validate_FullMethodName        = "/polyop.v1alpha1.SidecarService/Validate"
+	SidecarService_Convert_FullMethodName         = "/polyop.v1alpha1.SidecarService/Convert"
 )
 
 // SidecarServiceClient is the client API for SidecarService service.
@@ -75,6 +76,30 @@ type SidecarServiceClient interface {
 	// carries its controller's finalizer. The host removes the finalizer once
 	// Finalize succeeds. Only called for controllers that declare a finalizer.
 	Finalize(ctx context.Context, in *FinalizeRequest, opts ...grpc.CallOption) (*FinalizeResponse, error)
+	// ReconcileStream carries Reconcile and Finalize calls as messages of one
+	// long-lived bidirectional stream, so that a call costs one message each
+	// way instead of a new HTTP/2 stream, and the sidecar's thread or task that
+	// reads the stream is already awake when the next call comes. The host uses
+	// it only with a sidecar whose DescribeResponse sets reconcile_stream;
+	// otherwise, and whenever opening a stream fails with UNIMPLEMENTED, it
+	// calls the unary Reconcile and Finalize.
+	//
+	// The host opens one stream per worker of a controller and sends one call
+	// at a time on it: the next ReconcileStreamRequest only after the answer to
+	// the previous one, so a sidecar may handle a stream's calls in order, one
+	// after the other. Each call means exactly what the same unary call means:
+	// the same request, the same answer, the same idempotence. Calls on
+	// different streams may run concurrently, never two for the same object.
+	//
+	// A call the host stops waiting for (its timeout passed, or the host is
+	// shutting down) ends its stream: the host cancels the stream, so the
+	// sidecar sees the call's context cancelled, as it would a unary call's,
+	// and the host opens a new stream for the worker's next call. A call the
+	// sidecar fails is answered with a CallStatus and the stream goes on; a
+	// stream that ends with a gRPC status fails the call in flight on it with
+	// that status. Either way the host treats the failure exactly as the same
+	// unary call failing with that status, and retries it with backoff.
+	ReconcileStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReconcileStreamRequest, ReconcileStreamResponse], error)
 	// Default is a mutating admission webhook: it answers the object with its
 	// defaults set. Only called for kinds with a WebhookDescription whose default
 	// is set. Its deadline is below the webhook's timeout.
@@ -132,6 +157,19 @@ func (c *sidecarServiceClient) Finalize(ctx context.Context, in *FinalizeRequest
 	}
 	return out, nil
 }
+
+func (c *sidecarServiceClient) ReconcileStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReconcileStreamRequest, ReconcileStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SidecarService_ServiceDesc.Streams[0], SidecarService_ReconcileStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReconcileStreamRequest, ReconcileStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SidecarService_ReconcileStreamClient = grpc.BidiStreamingClient[ReconcileStreamRequest, ReconcileStreamResponse]
 
 func (c *sidecarServiceClient) Default(ctx context.Context, in *DefaultRequest, opts ...grpc.CallOption) (*DefaultResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -194,6 +232,30 @@ type SidecarServiceServer interface {
 	// carries its controller's finalizer. The host removes the finalizer once
 	// Finalize succeeds. Only called for controllers that declare a finalizer.
 	Finalize(context.Context, *FinalizeRequest) (*FinalizeResponse, error)
+	// ReconcileStream carries Reconcile and Finalize calls as messages of one
+	// long-lived bidirectional stream, so that a call costs one message each
+	// way instead of a new HTTP/2 stream, and the sidecar's thread or task that
+	// reads the stream is already awake when the next call comes. The host uses
+	// it only with a sidecar whose DescribeResponse sets reconcile_stream;
+	// otherwise, and whenever opening a stream fails with UNIMPLEMENTED, it
+	// calls the unary Reconcile and Finalize.
+	//
+	// The host opens one stream per worker of a controller and sends one call
+	// at a time on it: the next ReconcileStreamRequest only after the answer to
+	// the previous one, so a sidecar may handle a stream's calls in order, one
+	// after the other. Each call means exactly what the same unary call means:
+	// the same request, the same answer, the same idempotence. Calls on
+	// different streams may run concurrently, never two for the same object.
+	//
+	// A call the host stops waiting for (its timeout passed, or the host is
+	// shutting down) ends its stream: the host cancels the stream, so the
+	// sidecar sees the call's context cancelled, as it would a unary call's,
+	// and the host opens a new stream for the worker's next call. A call the
+	// sidecar fails is answered with a CallStatus and the stream goes on; a
+	// stream that ends with a gRPC status fails the call in flight on it with
+	// that status. Either way the host treats the failure exactly as the same
+	// unary call failing with that status, and retries it with backoff.
+	ReconcileStream(grpc.BidiStreamingServer[ReconcileStreamRequest, ReconcileStreamResponse]) error
 	// Default is a mutating admission webhook: it answers the object with its
 	// defaults set. Only called for kinds with a WebhookDescription whose default
 	// is set. Its deadline is below the webhook's timeout.
@@ -230,6 +292,9 @@ func (UnimplementedSidecarServiceServer) Reconcile(context.Context, *ReconcileRe
 }
 func (UnimplementedSidecarServiceServer) Finalize(context.Context, *FinalizeRequest) (*FinalizeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Finalize not implemented")
+}
+func (UnimplementedSidecarServiceServer) ReconcileStream(grpc.BidiStreamingServer[ReconcileStreamRequest, ReconcileStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReconcileStream not implemented")
 }
 func (UnimplementedSidecarServiceServer) Default(context.Context, *DefaultRequest) (*DefaultResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Default not implemented")
@@ -314,6 +379,13 @@ func _SidecarService_Finalize_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _SidecarService_ReconcileStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SidecarServiceServer).ReconcileStream(&grpc.GenericServerStream[ReconcileStreamRequest, ReconcileStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SidecarService_ReconcileStreamServer = grpc.BidiStreamingServer[ReconcileStreamRequest, ReconcileStreamResponse]
 
 func _SidecarService_Default_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DefaultRequest)
@@ -401,6 +473,13 @@ var SidecarService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SidecarService_Convert_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReconcileStream",
+			Handler:       _SidecarService_ReconcileStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "polyop/v1alpha1/sidecar.proto",
 }

@@ -154,6 +154,7 @@ class DescribeResponse(_message.Message):
     SDK_VERSION_FIELD_NUMBER: _builtins.int
     INDEXES_FIELD_NUMBER: _builtins.int
     CACHED_KINDS_FIELD_NUMBER: _builtins.int
+    RECONCILE_STREAM_FIELD_NUMBER: _builtins.int
     protocol_version: Global___ProtocolVersion.ValueType
     """The protocol version the sidecar speaks. The host stops at start, with a
     message naming both versions, unless it equals the host's,
@@ -171,6 +172,12 @@ class DescribeResponse(_message.Message):
     """
     sdk_version: _builtins.str
     """The SDK's version, for example "0.3.0". Informational only."""
+    reconcile_stream: _builtins.bool
+    """The sidecar serves SidecarService.ReconcileStream: the host then sends
+    its Reconcile and Finalize calls on streams, one per worker (see
+    ReconcileStream). False: it calls the unary Reconcile and Finalize. A
+    sidecar that sets it still serves the unary methods.
+    """
     @_builtins.property
     def controllers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ControllerDescription]:
         """The controllers the sidecar implements. A sidecar declares at least one
@@ -212,10 +219,11 @@ class DescribeResponse(_message.Message):
         sdk_version: _builtins.str = ...,
         indexes: _abc.Iterable[Global___IndexDescription] | None = ...,
         cached_kinds: _abc.Iterable[Global___CachedKind] | None = ...,
+        reconcile_stream: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached_kinds", b"cached_kinds", "controllers", b"controllers", "conversions", b"conversions", "indexes", b"indexes", "name", b"name", "protocol_version", b"protocol_version", "sdk_name", b"sdk_name", "sdk_version", b"sdk_version", "webhooks", b"webhooks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached_kinds", b"cached_kinds", "controllers", b"controllers", "conversions", b"conversions", "indexes", b"indexes", "name", b"name", "protocol_version", b"protocol_version", "reconcile_stream", b"reconcile_stream", "sdk_name", b"sdk_name", "sdk_version", b"sdk_version", "webhooks", b"webhooks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -430,3 +430,160 @@ class Event(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Event: _TypeAlias = Event  # noqa: Y015
+
+@_typing.final
+class ReconcileStreamRequest(_message.Message):
+    """ReconcileStreamRequest is one call on a ReconcileStream: a Reconcile or a
+    Finalize, with what a unary call carries outside its message (its deadline
+    and its trace context).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class TraceContextEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ID_FIELD_NUMBER: _builtins.int
+    RECONCILE_FIELD_NUMBER: _builtins.int
+    FINALIZE_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
+    TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The call's number, chosen by the host and distinct among the calls of one
+    stream (the host counts from 1). The answer carries it back.
+    """
+    @_builtins.property
+    def reconcile(self) -> Global___ReconcileRequest:
+        """A Reconcile call: the request of SidecarService.Reconcile."""
+
+    @_builtins.property
+    def finalize(self) -> Global___FinalizeRequest:
+        """A Finalize call: the request of SidecarService.Finalize."""
+
+    @_builtins.property
+    def timeout(self) -> _duration_pb2.Duration:
+        """How long the host waits for the answer, counted from when it sent the
+        request: the call's deadline, as a unary call's grpc-timeout header. A
+        sidecar gives its handler this deadline; when it passes, the host cancels
+        the stream. Unset: the call has no deadline of its own (the stream's
+        context still ends it).
+        """
+
+    @_builtins.property
+    def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The call's W3C trace context, as a unary call carries it in its gRPC
+        metadata: the keys "traceparent" and, when set, "tracestate". Empty when
+        the host does not trace, or the call is not sampled. A sidecar that
+        traces makes its span of the call a child of this context.
+        """
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        reconcile: Global___ReconcileRequest | None = ...,
+        finalize: Global___FinalizeRequest | None = ...,
+        timeout: _duration_pb2.Duration | None = ...,
+        trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "finalize", b"finalize", "reconcile", b"reconcile", "timeout", b"timeout"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "finalize", b"finalize", "id", b"id", "reconcile", b"reconcile", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_call: _TypeAlias = _typing.Literal["reconcile", "finalize"]  # noqa: Y015
+    _WhichOneofArgType_call: _TypeAlias = _typing.Literal["call", b"call"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_call) -> _WhichOneofReturnType_call | None: ...
+
+Global___ReconcileStreamRequest: _TypeAlias = ReconcileStreamRequest  # noqa: Y015
+
+@_typing.final
+class ReconcileStreamResponse(_message.Message):
+    """ReconcileStreamResponse answers one ReconcileStreamRequest of the same
+    stream.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    RECONCILE_FIELD_NUMBER: _builtins.int
+    FINALIZE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The id of the request this answers."""
+    @_builtins.property
+    def reconcile(self) -> Global___ReconcileResponse:
+        """The answer to a Reconcile call: the response of SidecarService.Reconcile."""
+
+    @_builtins.property
+    def finalize(self) -> Global___FinalizeResponse:
+        """The answer to a Finalize call: the response of SidecarService.Finalize."""
+
+    @_builtins.property
+    def error(self) -> Global___CallStatus:
+        """The call failed as the unary call would have with this gRPC status."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        reconcile: Global___ReconcileResponse | None = ...,
+        finalize: Global___FinalizeResponse | None = ...,
+        error: Global___CallStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "finalize", b"finalize", "reconcile", b"reconcile", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "finalize", b"finalize", "id", b"id", "reconcile", b"reconcile", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["reconcile", "finalize", "error"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___ReconcileStreamResponse: _TypeAlias = ReconcileStreamResponse  # noqa: Y015
+
+@_typing.final
+class CallStatus(_message.Message):
+    """CallStatus is the gRPC status a call on a stream failed with: what a unary
+    call returns as its status instead of a response.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    """The status code, a google.rpc.Code other than OK (0): for example
+    UNAVAILABLE (14) or INVALID_ARGUMENT (3). The host treats a code as it
+    treats the same code ending a unary call.
+    """
+    message: _builtins.str
+    """The status message: what went wrong, for the host's logs and events."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CallStatus: _TypeAlias = CallStatus  # noqa: Y015

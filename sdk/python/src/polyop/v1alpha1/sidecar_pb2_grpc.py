@@ -63,6 +63,11 @@ class SidecarServiceStub:
                 request_serializer=polyop_dot_v1alpha1_dot_reconcile__pb2.FinalizeRequest.SerializeToString,
                 response_deserializer=polyop_dot_v1alpha1_dot_reconcile__pb2.FinalizeResponse.FromString,
                 _registered_method=True)
+        self.ReconcileStream = channel.stream_stream(
+                '/polyop.v1alpha1.SidecarService/ReconcileStream',
+                request_serializer=polyop_dot_v1alpha1_dot_reconcile__pb2.ReconcileStreamRequest.SerializeToString,
+                response_deserializer=polyop_dot_v1alpha1_dot_reconcile__pb2.ReconcileStreamResponse.FromString,
+                _registered_method=True)
         self.Default = channel.unary_unary(
                 '/polyop.v1alpha1.SidecarService/Default',
                 request_serializer=polyop_dot_v1alpha1_dot_admission__pb2.DefaultRequest.SerializeToString,
@@ -124,6 +129,35 @@ class SidecarServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReconcileStream(self, request_iterator, context):
+        """ReconcileStream carries Reconcile and Finalize calls as messages of one
+        long-lived bidirectional stream, so that a call costs one message each
+        way instead of a new HTTP/2 stream, and the sidecar's thread or task that
+        reads the stream is already awake when the next call comes. The host uses
+        it only with a sidecar whose DescribeResponse sets reconcile_stream;
+        otherwise, and whenever opening a stream fails with UNIMPLEMENTED, it
+        calls the unary Reconcile and Finalize.
+
+        The host opens one stream per worker of a controller and sends one call
+        at a time on it: the next ReconcileStreamRequest only after the answer to
+        the previous one, so a sidecar may handle a stream's calls in order, one
+        after the other. Each call means exactly what the same unary call means:
+        the same request, the same answer, the same idempotence. Calls on
+        different streams may run concurrently, never two for the same object.
+
+        A call the host stops waiting for (its timeout passed, or the host is
+        shutting down) ends its stream: the host cancels the stream, so the
+        sidecar sees the call's context cancelled, as it would a unary call's,
+        and the host opens a new stream for the worker's next call. A call the
+        sidecar fails is answered with a CallStatus and the stream goes on; a
+        stream that ends with a gRPC status fails the call in flight on it with
+        that status. Either way the host treats the failure exactly as the same
+        unary call failing with that status, and retries it with backoff.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Default(self, request, context):
         """Default is a mutating admission webhook: it answers the object with its
         defaults set. Only called for kinds with a WebhookDescription whose default
@@ -174,6 +208,11 @@ def add_SidecarServiceServicer_to_server(servicer, server):
                     servicer.Finalize,
                     request_deserializer=polyop_dot_v1alpha1_dot_reconcile__pb2.FinalizeRequest.FromString,
                     response_serializer=polyop_dot_v1alpha1_dot_reconcile__pb2.FinalizeResponse.SerializeToString,
+            ),
+            'ReconcileStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ReconcileStream,
+                    request_deserializer=polyop_dot_v1alpha1_dot_reconcile__pb2.ReconcileStreamRequest.FromString,
+                    response_serializer=polyop_dot_v1alpha1_dot_reconcile__pb2.ReconcileStreamResponse.SerializeToString,
             ),
             'Default': grpc.unary_unary_rpc_method_handler(
                     servicer.Default,
@@ -284,6 +323,33 @@ class SidecarService:
             '/polyop.v1alpha1.SidecarService/Finalize',
             polyop_dot_v1alpha1_dot_reconcile__pb2.FinalizeRequest.SerializeToString,
             polyop_dot_v1alpha1_dot_reconcile__pb2.FinalizeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReconcileStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/polyop.v1alpha1.SidecarService/ReconcileStream',
+            polyop_dot_v1alpha1_dot_reconcile__pb2.ReconcileStreamRequest.SerializeToString,
+            polyop_dot_v1alpha1_dot_reconcile__pb2.ReconcileStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

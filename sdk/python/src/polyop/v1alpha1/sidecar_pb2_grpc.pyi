@@ -80,6 +80,31 @@ class SidecarServiceStub:
     carries its controller's finalizer. The host removes the finalizer once
     Finalize succeeds. Only called for controllers that declare a finalizer.
     """
+    ReconcileStream: _grpc.StreamStreamMultiCallable[_reconcile_pb2.ReconcileStreamRequest, _reconcile_pb2.ReconcileStreamResponse]
+    """ReconcileStream carries Reconcile and Finalize calls as messages of one
+    long-lived bidirectional stream, so that a call costs one message each
+    way instead of a new HTTP/2 stream, and the sidecar's thread or task that
+    reads the stream is already awake when the next call comes. The host uses
+    it only with a sidecar whose DescribeResponse sets reconcile_stream;
+    otherwise, and whenever opening a stream fails with UNIMPLEMENTED, it
+    calls the unary Reconcile and Finalize.
+
+    The host opens one stream per worker of a controller and sends one call
+    at a time on it: the next ReconcileStreamRequest only after the answer to
+    the previous one, so a sidecar may handle a stream's calls in order, one
+    after the other. Each call means exactly what the same unary call means:
+    the same request, the same answer, the same idempotence. Calls on
+    different streams may run concurrently, never two for the same object.
+
+    A call the host stops waiting for (its timeout passed, or the host is
+    shutting down) ends its stream: the host cancels the stream, so the
+    sidecar sees the call's context cancelled, as it would a unary call's,
+    and the host opens a new stream for the worker's next call. A call the
+    sidecar fails is answered with a CallStatus and the stream goes on; a
+    stream that ends with a gRPC status fails the call in flight on it with
+    that status. Either way the host treats the failure exactly as the same
+    unary call failing with that status, and retries it with backoff.
+    """
     Default: _grpc.UnaryUnaryMultiCallable[_admission_pb2.DefaultRequest, _admission_pb2.DefaultResponse]
     """Default is a mutating admission webhook: it answers the object with its
     defaults set. Only called for kinds with a WebhookDescription whose default
@@ -135,6 +160,31 @@ class SidecarServiceAsyncStub(SidecarServiceStub):
     """Finalize asks the sidecar to clean up after an object being deleted that
     carries its controller's finalizer. The host removes the finalizer once
     Finalize succeeds. Only called for controllers that declare a finalizer.
+    """
+    ReconcileStream: _aio.StreamStreamMultiCallable[_reconcile_pb2.ReconcileStreamRequest, _reconcile_pb2.ReconcileStreamResponse]  # type: ignore[assignment]
+    """ReconcileStream carries Reconcile and Finalize calls as messages of one
+    long-lived bidirectional stream, so that a call costs one message each
+    way instead of a new HTTP/2 stream, and the sidecar's thread or task that
+    reads the stream is already awake when the next call comes. The host uses
+    it only with a sidecar whose DescribeResponse sets reconcile_stream;
+    otherwise, and whenever opening a stream fails with UNIMPLEMENTED, it
+    calls the unary Reconcile and Finalize.
+
+    The host opens one stream per worker of a controller and sends one call
+    at a time on it: the next ReconcileStreamRequest only after the answer to
+    the previous one, so a sidecar may handle a stream's calls in order, one
+    after the other. Each call means exactly what the same unary call means:
+    the same request, the same answer, the same idempotence. Calls on
+    different streams may run concurrently, never two for the same object.
+
+    A call the host stops waiting for (its timeout passed, or the host is
+    shutting down) ends its stream: the host cancels the stream, so the
+    sidecar sees the call's context cancelled, as it would a unary call's,
+    and the host opens a new stream for the worker's next call. A call the
+    sidecar fails is answered with a CallStatus and the stream goes on; a
+    stream that ends with a gRPC status fails the call in flight on it with
+    that status. Either way the host treats the failure exactly as the same
+    unary call failing with that status, and retries it with backoff.
     """
     Default: _aio.UnaryUnaryMultiCallable[_admission_pb2.DefaultRequest, _admission_pb2.DefaultResponse]  # type: ignore[assignment]
     """Default is a mutating admission webhook: it answers the object with its
@@ -206,6 +256,37 @@ class SidecarServiceServicer(metaclass=_abc_1.ABCMeta):
         """Finalize asks the sidecar to clean up after an object being deleted that
         carries its controller's finalizer. The host removes the finalizer once
         Finalize succeeds. Only called for controllers that declare a finalizer.
+        """
+
+    @_abc_1.abstractmethod
+    def ReconcileStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_reconcile_pb2.ReconcileStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_reconcile_pb2.ReconcileStreamResponse], _abc.AsyncIterator[_reconcile_pb2.ReconcileStreamResponse]]:
+        """ReconcileStream carries Reconcile and Finalize calls as messages of one
+        long-lived bidirectional stream, so that a call costs one message each
+        way instead of a new HTTP/2 stream, and the sidecar's thread or task that
+        reads the stream is already awake when the next call comes. The host uses
+        it only with a sidecar whose DescribeResponse sets reconcile_stream;
+        otherwise, and whenever opening a stream fails with UNIMPLEMENTED, it
+        calls the unary Reconcile and Finalize.
+
+        The host opens one stream per worker of a controller and sends one call
+        at a time on it: the next ReconcileStreamRequest only after the answer to
+        the previous one, so a sidecar may handle a stream's calls in order, one
+        after the other. Each call means exactly what the same unary call means:
+        the same request, the same answer, the same idempotence. Calls on
+        different streams may run concurrently, never two for the same object.
+
+        A call the host stops waiting for (its timeout passed, or the host is
+        shutting down) ends its stream: the host cancels the stream, so the
+        sidecar sees the call's context cancelled, as it would a unary call's,
+        and the host opens a new stream for the worker's next call. A call the
+        sidecar fails is answered with a CallStatus and the stream goes on; a
+        stream that ends with a gRPC status fails the call in flight on it with
+        that status. Either way the host treats the failure exactly as the same
+        unary call failing with that status, and retries it with backoff.
         """
 
     @_abc_1.abstractmethod

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file polyop/v1alpha1/reconcile.proto.
  */
 export const file_polyop_v1alpha1_reconcile: GenFile = /*@__PURE__*/
-  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvcmVjb25jaWxlLnByb3RvEg9wb2x5b3AudjFhbHBoYTEi8wEKEFJlY29uY2lsZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRIZChFvYnNlcnZlZF9jaGlsZHJlbhgGIAMoDBI1Cg5jYWNoZV92ZXJzaW9ucxgHIAMoCzIdLnBvbHlvcC52MWFscGhhMS5DYWNoZVZlcnNpb24iWQoMQ2FjaGVWZXJzaW9uEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJItsBChFSZWNvbmNpbGVSZXNwb25zZRIwCg1yZXF1ZXVlX2FmdGVyGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEicKBWVycm9yGAMgASgLMhgucG9seW9wLnYxYWxwaGExLkZhaWx1cmUSDgoGc3RhdHVzGAQgASgMEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudBIYChBkZXNpcmVkX2NoaWxkcmVuGAYgAygMEhkKEWNoaWxkcmVuX2NvbXBsZXRlGAcgASgIItcBCg9GaW5hbGl6ZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRI1Cg5jYWNoZV92ZXJzaW9ucxgGIAMoCzIdLnBvbHlvcC52MWFscGhhMS5DYWNoZVZlcnNpb24ilQEKEEZpbmFsaXplUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhInCgVlcnJvchgDIAEoCzIYLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudCJcCgdGYWlsdXJlEg8KB21lc3NhZ2UYASABKAkSEAoIdGVybWluYWwYAiABKAgSLgoLcmV0cnlfYWZ0ZXIYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iYgoFRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnBvbHlvcC52MWFscGhhMS5FdmVudFR5cGUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDgoGYWN0aW9uGAQgASgJKlYKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFQoRRVZFTlRfVFlQRV9OT1JNQUwQARIWChJFVkVOVF9UWVBFX1dBUk5JTkcQAkLGAQoTY29tLnBvbHlvcC52MWFscGhhMUIOUmVjb25jaWxlUHJvdG9QAVpCZ2l0aHViLmNvbS9wb2x5b3AvcG9seW9wL3Nkay9nby9nZW4vcG9seW9wL3YxYWxwaGExO3BvbHlvcHYxYWxwaGExogIDUFhYqgIPUG9seW9wLlYxYWxwaGExygIPUG9seW9wXFYxYWxwaGEx4gIbUG9seW9wXFYxYWxwaGExXEdQQk1ldGFkYXRh6gIQUG9seW9wOjpWMWFscGhhMWIGcHJvdG8z", [file_google_protobuf_duration, file_polyop_v1alpha1_types]);
+  fileDesc("Ch9wb2x5b3AvdjFhbHBoYTEvcmVjb25jaWxlLnByb3RvEg9wb2x5b3AudjFhbHBoYTEi8wEKEFJlY29uY2lsZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRIZChFvYnNlcnZlZF9jaGlsZHJlbhgGIAMoDBI1Cg5jYWNoZV92ZXJzaW9ucxgHIAMoCzIdLnBvbHlvcC52MWFscGhhMS5DYWNoZVZlcnNpb24iWQoMQ2FjaGVWZXJzaW9uEi8KBGtpbmQYASABKAsyIS5wb2x5b3AudjFhbHBoYTEuR3JvdXBWZXJzaW9uS2luZBIYChByZXNvdXJjZV92ZXJzaW9uGAIgASgJItsBChFSZWNvbmNpbGVSZXNwb25zZRIwCg1yZXF1ZXVlX2FmdGVyGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEicKBWVycm9yGAMgASgLMhgucG9seW9wLnYxYWxwaGExLkZhaWx1cmUSDgoGc3RhdHVzGAQgASgMEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudBIYChBkZXNpcmVkX2NoaWxkcmVuGAYgAygMEhkKEWNoaWxkcmVuX2NvbXBsZXRlGAcgASgIItcBCg9GaW5hbGl6ZVJlcXVlc3QSEgoKY29udHJvbGxlchgBIAEoCRIvCgRraW5kGAIgASgLMiEucG9seW9wLnYxYWxwaGExLkdyb3VwVmVyc2lvbktpbmQSJwoDa2V5GAMgASgLMhoucG9seW9wLnYxYWxwaGExLk9iamVjdEtleRIOCgZvYmplY3QYBCABKAwSDwoHcmV0cmllcxgFIAEoBRI1Cg5jYWNoZV92ZXJzaW9ucxgGIAMoCzIdLnBvbHlvcC52MWFscGhhMS5DYWNoZVZlcnNpb24ilQEKEEZpbmFsaXplUmVzcG9uc2USMAoNcmVxdWV1ZV9hZnRlchgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhInCgVlcnJvchgDIAEoCzIYLnBvbHlvcC52MWFscGhhMS5GYWlsdXJlEiYKBmV2ZW50cxgFIAMoCzIWLnBvbHlvcC52MWFscGhhMS5FdmVudCJcCgdGYWlsdXJlEg8KB21lc3NhZ2UYASABKAkSEAoIdGVybWluYWwYAiABKAgSLgoLcmV0cnlfYWZ0ZXIYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iYgoFRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnBvbHlvcC52MWFscGhhMS5FdmVudFR5cGUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDgoGYWN0aW9uGAQgASgJIs0CChZSZWNvbmNpbGVTdHJlYW1SZXF1ZXN0EgoKAmlkGAEgASgEEjYKCXJlY29uY2lsZRgCIAEoCzIhLnBvbHlvcC52MWFscGhhMS5SZWNvbmNpbGVSZXF1ZXN0SAASNAoIZmluYWxpemUYAyABKAsyIC5wb2x5b3AudjFhbHBoYTEuRmluYWxpemVSZXF1ZXN0SAASKgoHdGltZW91dBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhJQCg10cmFjZV9jb250ZXh0GAUgAygLMjkucG9seW9wLnYxYWxwaGExLlJlY29uY2lsZVN0cmVhbVJlcXVlc3QuVHJhY2VDb250ZXh0RW50cnkaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgRjYWxsIs0BChdSZWNvbmNpbGVTdHJlYW1SZXNwb25zZRIKCgJpZBgBIAEoBBI3CglyZWNvbmNpbGUYAiABKAsyIi5wb2x5b3AudjFhbHBoYTEuUmVjb25jaWxlUmVzcG9uc2VIABI1CghmaW5hbGl6ZRgDIAEoCzIhLnBvbHlvcC52MWFscGhhMS5GaW5hbGl6ZVJlc3BvbnNlSAASLAoFZXJyb3IYBCABKAsyGy5wb2x5b3AudjFhbHBoYTEuQ2FsbFN0YXR1c0gAQggKBnJlc3VsdCIrCgpDYWxsU3RhdHVzEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSpWCglFdmVudFR5cGUSGgoWRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhUKEUVWRU5UX1RZUEVfTk9STUFMEAESFgoSRVZFTlRfVFlQRV9XQVJOSU5HEAJCxgEKE2NvbS5wb2x5b3AudjFhbHBoYTFCDlJlY29uY2lsZVByb3RvUAFaQmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9zZGsvZ28vZ2VuL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_google_protobuf_duration, file_polyop_v1alpha1_types]);
 
 /**
  * ReconcileRequest asks the sidecar to reconcile one object.
@@ -410,6 +410,161 @@ export type Event = Message<"polyop.v1alpha1.Event"> & {
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
   messageDesc(file_polyop_v1alpha1_reconcile, 6);
+
+/**
+ * ReconcileStreamRequest is one call on a ReconcileStream: a Reconcile or a
+ * Finalize, with what a unary call carries outside its message (its deadline
+ * and its trace context).
+ *
+ * @generated from message polyop.v1alpha1.ReconcileStreamRequest
+ */
+export type ReconcileStreamRequest = Message<"polyop.v1alpha1.ReconcileStreamRequest"> & {
+  /**
+   * The call's number, chosen by the host and distinct among the calls of one
+   * stream (the host counts from 1). The answer carries it back.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The call. A sidecar answers a request without one with a CallStatus
+   * INVALID_ARGUMENT.
+   *
+   * @generated from oneof polyop.v1alpha1.ReconcileStreamRequest.call
+   */
+  call: {
+    /**
+     * A Reconcile call: the request of SidecarService.Reconcile.
+     *
+     * @generated from field: polyop.v1alpha1.ReconcileRequest reconcile = 2;
+     */
+    value: ReconcileRequest;
+    case: "reconcile";
+  } | {
+    /**
+     * A Finalize call: the request of SidecarService.Finalize.
+     *
+     * @generated from field: polyop.v1alpha1.FinalizeRequest finalize = 3;
+     */
+    value: FinalizeRequest;
+    case: "finalize";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * How long the host waits for the answer, counted from when it sent the
+   * request: the call's deadline, as a unary call's grpc-timeout header. A
+   * sidecar gives its handler this deadline; when it passes, the host cancels
+   * the stream. Unset: the call has no deadline of its own (the stream's
+   * context still ends it).
+   *
+   * @generated from field: google.protobuf.Duration timeout = 4;
+   */
+  timeout?: Duration | undefined;
+
+  /**
+   * The call's W3C trace context, as a unary call carries it in its gRPC
+   * metadata: the keys "traceparent" and, when set, "tracestate". Empty when
+   * the host does not trace, or the call is not sampled. A sidecar that
+   * traces makes its span of the call a child of this context.
+   *
+   * @generated from field: map<string, string> trace_context = 5;
+   */
+  traceContext: { [key: string]: string };
+};
+
+/**
+ * Describes the message polyop.v1alpha1.ReconcileStreamRequest.
+ * Use `create(ReconcileStreamRequestSchema)` to create a new message.
+ */
+export const ReconcileStreamRequestSchema: GenMessage<ReconcileStreamRequest> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_reconcile, 7);
+
+/**
+ * ReconcileStreamResponse answers one ReconcileStreamRequest of the same
+ * stream.
+ *
+ * @generated from message polyop.v1alpha1.ReconcileStreamResponse
+ */
+export type ReconcileStreamResponse = Message<"polyop.v1alpha1.ReconcileStreamResponse"> & {
+  /**
+   * The id of the request this answers.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The answer: of the same kind as the request's call, or a CallStatus. A
+   * response with none, or of the other kind, is a malformed answer: the host
+   * fails the call and ends the stream, saying so.
+   *
+   * @generated from oneof polyop.v1alpha1.ReconcileStreamResponse.result
+   */
+  result: {
+    /**
+     * The answer to a Reconcile call: the response of SidecarService.Reconcile.
+     *
+     * @generated from field: polyop.v1alpha1.ReconcileResponse reconcile = 2;
+     */
+    value: ReconcileResponse;
+    case: "reconcile";
+  } | {
+    /**
+     * The answer to a Finalize call: the response of SidecarService.Finalize.
+     *
+     * @generated from field: polyop.v1alpha1.FinalizeResponse finalize = 3;
+     */
+    value: FinalizeResponse;
+    case: "finalize";
+  } | {
+    /**
+     * The call failed as the unary call would have with this gRPC status.
+     *
+     * @generated from field: polyop.v1alpha1.CallStatus error = 4;
+     */
+    value: CallStatus;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message polyop.v1alpha1.ReconcileStreamResponse.
+ * Use `create(ReconcileStreamResponseSchema)` to create a new message.
+ */
+export const ReconcileStreamResponseSchema: GenMessage<ReconcileStreamResponse> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_reconcile, 8);
+
+/**
+ * CallStatus is the gRPC status a call on a stream failed with: what a unary
+ * call returns as its status instead of a response.
+ *
+ * @generated from message polyop.v1alpha1.CallStatus
+ */
+export type CallStatus = Message<"polyop.v1alpha1.CallStatus"> & {
+  /**
+   * The status code, a google.rpc.Code other than OK (0): for example
+   * UNAVAILABLE (14) or INVALID_ARGUMENT (3). The host treats a code as it
+   * treats the same code ending a unary call.
+   *
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * The status message: what went wrong, for the host's logs and events.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message polyop.v1alpha1.CallStatus.
+ * Use `create(CallStatusSchema)` to create a new message.
+ */
+export const CallStatusSchema: GenMessage<CallStatus> = /*@__PURE__*/
+  messageDesc(file_polyop_v1alpha1_reconcile, 9);
 
 /**
  * EventType is the type of a Kubernetes Event.

@@ -25,14 +25,14 @@ import type { ConvertRequestSchema, ConvertResponseSchema, DefaultRequestSchema,
 import { file_polyop_v1alpha1_admission } from "./admission_pb.js";
 import type { DescribeRequestSchema, DescribeResponseSchema } from "./describe_pb.js";
 import { file_polyop_v1alpha1_describe } from "./describe_pb.js";
-import type { FinalizeRequestSchema, FinalizeResponseSchema, ReconcileRequestSchema, ReconcileResponseSchema } from "./reconcile_pb.js";
+import type { FinalizeRequestSchema, FinalizeResponseSchema, ReconcileRequestSchema, ReconcileResponseSchema, ReconcileStreamRequestSchema, ReconcileStreamResponseSchema } from "./reconcile_pb.js";
 import { file_polyop_v1alpha1_reconcile } from "./reconcile_pb.js";
 
 /**
  * Describes the file polyop/v1alpha1/sidecar.proto.
  */
 export const file_polyop_v1alpha1_sidecar: GenFile = /*@__PURE__*/
-  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvc2lkZWNhci5wcm90bxIPcG9seW9wLnYxYWxwaGExMvMDCg5TaWRlY2FyU2VydmljZRJPCghEZXNjcmliZRIgLnBvbHlvcC52MWFscGhhMS5EZXNjcmliZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRGVzY3JpYmVSZXNwb25zZRJSCglSZWNvbmNpbGUSIS5wb2x5b3AudjFhbHBoYTEuUmVjb25jaWxlUmVxdWVzdBoiLnBvbHlvcC52MWFscGhhMS5SZWNvbmNpbGVSZXNwb25zZRJPCghGaW5hbGl6ZRIgLnBvbHlvcC52MWFscGhhMS5GaW5hbGl6ZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRmluYWxpemVSZXNwb25zZRJMCgdEZWZhdWx0Eh8ucG9seW9wLnYxYWxwaGExLkRlZmF1bHRSZXF1ZXN0GiAucG9seW9wLnYxYWxwaGExLkRlZmF1bHRSZXNwb25zZRJPCghWYWxpZGF0ZRIgLnBvbHlvcC52MWFscGhhMS5WYWxpZGF0ZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuVmFsaWRhdGVSZXNwb25zZRJMCgdDb252ZXJ0Eh8ucG9seW9wLnYxYWxwaGExLkNvbnZlcnRSZXF1ZXN0GiAucG9seW9wLnYxYWxwaGExLkNvbnZlcnRSZXNwb25zZULEAQoTY29tLnBvbHlvcC52MWFscGhhMUIMU2lkZWNhclByb3RvUAFaQmdpdGh1Yi5jb20vcG9seW9wL3BvbHlvcC9zZGsvZ28vZ2VuL3BvbHlvcC92MWFscGhhMTtwb2x5b3B2MWFscGhhMaICA1BYWKoCD1BvbHlvcC5WMWFscGhhMcoCD1BvbHlvcFxWMWFscGhhMeICG1BvbHlvcFxWMWFscGhhMVxHUEJNZXRhZGF0YeoCEFBvbHlvcDo6VjFhbHBoYTFiBnByb3RvMw", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_describe, file_polyop_v1alpha1_reconcile]);
+  fileDesc("Ch1wb2x5b3AvdjFhbHBoYTEvc2lkZWNhci5wcm90bxIPcG9seW9wLnYxYWxwaGExMt0ECg5TaWRlY2FyU2VydmljZRJPCghEZXNjcmliZRIgLnBvbHlvcC52MWFscGhhMS5EZXNjcmliZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRGVzY3JpYmVSZXNwb25zZRJSCglSZWNvbmNpbGUSIS5wb2x5b3AudjFhbHBoYTEuUmVjb25jaWxlUmVxdWVzdBoiLnBvbHlvcC52MWFscGhhMS5SZWNvbmNpbGVSZXNwb25zZRJPCghGaW5hbGl6ZRIgLnBvbHlvcC52MWFscGhhMS5GaW5hbGl6ZVJlcXVlc3QaIS5wb2x5b3AudjFhbHBoYTEuRmluYWxpemVSZXNwb25zZRJoCg9SZWNvbmNpbGVTdHJlYW0SJy5wb2x5b3AudjFhbHBoYTEuUmVjb25jaWxlU3RyZWFtUmVxdWVzdBooLnBvbHlvcC52MWFscGhhMS5SZWNvbmNpbGVTdHJlYW1SZXNwb25zZSgBMAESTAoHRGVmYXVsdBIfLnBvbHlvcC52MWFscGhhMS5EZWZhdWx0UmVxdWVzdBogLnBvbHlvcC52MWFscGhhMS5EZWZhdWx0UmVzcG9uc2USTwoIVmFsaWRhdGUSIC5wb2x5b3AudjFhbHBoYTEuVmFsaWRhdGVSZXF1ZXN0GiEucG9seW9wLnYxYWxwaGExLlZhbGlkYXRlUmVzcG9uc2USTAoHQ29udmVydBIfLnBvbHlvcC52MWFscGhhMS5Db252ZXJ0UmVxdWVzdBogLnBvbHlvcC52MWFscGhhMS5Db252ZXJ0UmVzcG9uc2VCxAEKE2NvbS5wb2x5b3AudjFhbHBoYTFCDFNpZGVjYXJQcm90b1ABWkJnaXRodWIuY29tL3BvbHlvcC9wb2x5b3Avc2RrL2dvL2dlbi9wb2x5b3AvdjFhbHBoYTE7cG9seW9wdjFhbHBoYTGiAgNQWFiqAg9Qb2x5b3AuVjFhbHBoYTHKAg9Qb2x5b3BcVjFhbHBoYTHiAhtQb2x5b3BcVjFhbHBoYTFcR1BCTWV0YWRhdGHqAhBQb2x5b3A6OlYxYWxwaGExYgZwcm90bzM", [file_polyop_v1alpha1_admission, file_polyop_v1alpha1_describe, file_polyop_v1alpha1_reconcile]);
 
 /**
  * SidecarService is implemented by the sidecar and called by the host.
@@ -88,6 +88,38 @@ export const SidecarService: GenService<{
     methodKind: "unary";
     input: typeof FinalizeRequestSchema;
     output: typeof FinalizeResponseSchema;
+  },
+  /**
+   * ReconcileStream carries Reconcile and Finalize calls as messages of one
+   * long-lived bidirectional stream, so that a call costs one message each
+   * way instead of a new HTTP/2 stream, and the sidecar's thread or task that
+   * reads the stream is already awake when the next call comes. The host uses
+   * it only with a sidecar whose DescribeResponse sets reconcile_stream;
+   * otherwise, and whenever opening a stream fails with UNIMPLEMENTED, it
+   * calls the unary Reconcile and Finalize.
+   *
+   * The host opens one stream per worker of a controller and sends one call
+   * at a time on it: the next ReconcileStreamRequest only after the answer to
+   * the previous one, so a sidecar may handle a stream's calls in order, one
+   * after the other. Each call means exactly what the same unary call means:
+   * the same request, the same answer, the same idempotence. Calls on
+   * different streams may run concurrently, never two for the same object.
+   *
+   * A call the host stops waiting for (its timeout passed, or the host is
+   * shutting down) ends its stream: the host cancels the stream, so the
+   * sidecar sees the call's context cancelled, as it would a unary call's,
+   * and the host opens a new stream for the worker's next call. A call the
+   * sidecar fails is answered with a CallStatus and the stream goes on; a
+   * stream that ends with a gRPC status fails the call in flight on it with
+   * that status. Either way the host treats the failure exactly as the same
+   * unary call failing with that status, and retries it with backoff.
+   *
+   * @generated from rpc polyop.v1alpha1.SidecarService.ReconcileStream
+   */
+  reconcileStream: {
+    methodKind: "bidi_streaming";
+    input: typeof ReconcileStreamRequestSchema;
+    output: typeof ReconcileStreamResponseSchema;
   },
   /**
    * Default is a mutating admission webhook: it answers the object with its
