@@ -50,7 +50,7 @@ def test_reflection_lists_the_services_and_describes_their_messages(socket: str)
     with sidecar().start(f"unix://{socket}"):
         services, methods, fields = reflected(socket)
     assert services == SERVICES
-    assert methods == ["Describe", "Reconcile", "Finalize", "Default", "Validate", "Convert"]
+    assert methods == ["Describe", "Reconcile", "Finalize", "ReconcileStream", "Default", "Validate", "Convert"]
     assert {"controller", "key", "object", "retries"} <= set(fields)
 
 

@@ -144,12 +144,15 @@ class Calls:
     (the server's tracing is on). When False, there is no span to set
     attributes on and no baggage to read the reconcile ID from, and the calls
     skip that work.
+
+    ``reconcile_stream``: the server serves ReconcileStream, and Describe says so.
     """
 
-    def __init__(self, sidecar: Sidecar, *, traced: bool = True) -> None:
+    def __init__(self, sidecar: Sidecar, *, traced: bool = True, reconcile_stream: bool = False) -> None:
         self.sidecar = sidecar
         self.log = sidecar.log
         self.traced = traced
+        self.reconcile_stream = reconcile_stream
 
     def describe(self, req: describe_pb2.DescribeRequest) -> describe_pb2.DescribeResponse:
         if req.protocol_version != PROTOCOL_VERSION:
@@ -158,7 +161,9 @@ class Calls:
                 _protocol_name(req.protocol_version), _protocol_name(PROTOCOL_VERSION),
             )
         self.sidecar._described_to(req.cluster_address)
-        return self.sidecar.describe()
+        resp = self.sidecar.describe()
+        resp.reconcile_stream = self.reconcile_stream
+        return resp
 
     def reconcile(
         self, req: reconcile_pb2.ReconcileRequest, deadline: float | None = None

@@ -1,7 +1,9 @@
 """Traces of the host's calls, with OpenTelemetry.
 
-The host sends W3C trace context (``traceparent``, ``tracestate``) in the
-metadata of each Reconcile, Finalize, Default, Validate and Convert call. With
+The host sends W3C trace context (``traceparent``, ``tracestate``, and the
+``baggage`` that carries the reconcile ID) in the metadata of each Reconcile,
+Finalize, Default, Validate and Convert call, and in the ``trace_context`` of
+each call on a ReconcileStream. With
 tracing on, the server runs the user's function inside a SERVER span that
 continues the host's trace (:meth:`Tracing.server_span`), so
 ``opentelemetry.trace.get_current_span()`` in the function is that span; each
@@ -92,11 +94,11 @@ class Tracing:
         self._flush_at_stop = flush_at_stop
 
     @contextmanager
-    def server_span(self, method: str, metadata: Iterable[tuple[str, Any]] | None) -> Iterator[trace.Span]:
+    def server_span(self, method: str, carrier: Mapping[str, str]) -> Iterator[trace.Span]:
         """Run the body inside the SERVER span of a SidecarService call, the
-        child of the span whose context ``metadata`` carries (a root span when
-        it carries none)."""
-        carrier = {key: value for key, value in metadata or () if isinstance(value, str)}
+        child of the span whose context ``carrier`` holds (a root span when
+        it holds none): a unary call's metadata (:func:`metadata_carrier`), or
+        a streamed call's ``trace_context``."""
         token = otel_context.attach(otel_context.set_value(_TRACER, self.tracer, propagate.extract(carrier)))
         try:
             with self.tracer.start_as_current_span(
@@ -114,6 +116,12 @@ class Tracing:
             force_flush = getattr(self.provider, "force_flush", None)
             if force_flush is not None:
                 force_flush(int(timeout * 1000))
+
+
+def metadata_carrier(metadata: Iterable[tuple[str, Any]] | None) -> dict[str, str]:
+    """The text entries of a unary call's metadata, which carry its trace
+    context."""
+    return {key: value for key, value in metadata or () if isinstance(value, str)}
 
 
 class ClientCall:

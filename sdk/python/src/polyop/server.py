@@ -174,12 +174,13 @@ def _bind(server: grpc.Server | grpc.aio.Server, parsed: Address, credentials: g
     return f"tcp://{host}:{port}"
 
 
-def _log_serving(sidecar: Sidecar, served: str, how: str, reflecting: bool, tracing: Tracing | None) -> None:
+def _log_serving(sidecar: Sidecar, served: str, how: str, reflecting: bool, tracing: Tracing | None, streaming: bool) -> None:
     sidecar.log.info(
-        "Serving on %s (%s): protocol %s, %s %s, controllers %s, webhooks %s, conversions %s, reflection %s, tracing %s",
+        "Serving on %s (%s): protocol %s, %s %s, controllers %s, webhooks %s, conversions %s, reflection %s, tracing %s, "
+        "reconcile stream %s",
         served, how, describe_pb2.ProtocolVersion.Name(describe_pb2.PROTOCOL_VERSION_V1ALPHA1), SDK_NAME, __version__,
         list(sidecar._controllers), [str(k) for k in sidecar._webhooks], [f"{g}/{k}" for g, k in sidecar._converters],
-        "on" if reflecting else "off", "off" if tracing is None else "on",
+        "on" if reflecting else "off", "off" if tracing is None else "on", "on" if streaming else "off",
     )
 
 
@@ -205,6 +206,7 @@ def start(
     credentials: grpc.ServerCredentials | None = None,
     reflection: bool = True,
     tracer_provider: trace.TracerProvider | None = None,
+    reconcile_stream: bool = True,
 ) -> Server:
     parsed = parse_address(address)
     if sidecar.has_async_handlers():
@@ -219,7 +221,7 @@ def start(
             options=_options(max_message_size),
         )
         tracing = configure(sidecar.name, tracer_provider, sidecar.log)
-        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(sidecar, tracing), server)
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(sidecar, tracing, reconcile_stream=reconcile_stream), server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _reflect(server, reflection)
@@ -230,7 +232,7 @@ def start(
         raise
     for service in ("", SIDECAR_SERVICE):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    _log_serving(sidecar, served, "threads", reflection, tracing)
+    _log_serving(sidecar, served, "threads", reflection, tracing, reconcile_stream)
     return Server(sidecar, served, server, health_servicer, parsed.unix_path, tracing)
 
 
@@ -244,11 +246,12 @@ def serve(
     grace: float,
     reflection: bool = True,
     tracer_provider: trace.TracerProvider | None = None,
+    reconcile_stream: bool = True,
 ) -> None:
     _default_logging()
     server = start(
         sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
-        reflection=reflection, tracer_provider=tracer_provider,
+        reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
     )
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -270,6 +273,7 @@ async def start_async(
     credentials: grpc.ServerCredentials | None = None,
     reflection: bool = True,
     tracer_provider: trace.TracerProvider | None = None,
+    reconcile_stream: bool = True,
 ) -> AsyncServer:
     parsed = parse_address(address)
     sidecar._start_serving()
@@ -278,7 +282,7 @@ async def start_async(
     try:
         server = grpc.aio.server(options=_options(max_message_size))
         tracing = configure(sidecar.name, tracer_provider, sidecar.log)
-        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(AsyncServicer(sidecar, executor, tracing), server)
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(AsyncServicer(sidecar, executor, tracing, reconcile_stream=reconcile_stream), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _reflect(server, reflection)
@@ -290,7 +294,7 @@ async def start_async(
         raise
     for service in ("", SIDECAR_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    _log_serving(sidecar, served, "asyncio", reflection, tracing)
+    _log_serving(sidecar, served, "asyncio", reflection, tracing, reconcile_stream)
     return AsyncServer(sidecar, served, server, health_servicer, parsed.unix_path, executor, tracing)
 
 
@@ -304,11 +308,12 @@ async def serve_async(
     grace: float,
     reflection: bool = True,
     tracer_provider: trace.TracerProvider | None = None,
+    reconcile_stream: bool = True,
 ) -> None:
     _default_logging()
     server = await start_async(
         sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
-        reflection=reflection, tracer_provider=tracer_provider,
+        reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
     )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

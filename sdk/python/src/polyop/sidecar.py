@@ -547,6 +547,7 @@ class Sidecar:
         credentials: grpc.ServerCredentials | None = None,
         reflection: bool = True,
         tracer_provider: TracerProvider | None = None,
+        reconcile_stream: bool = True,
     ) -> Server:
         """Serve on address in the background, on threads, and return the
         running Server. See :meth:`serve`. ``async def`` functions need an
@@ -555,7 +556,7 @@ class Sidecar:
 
         return start(
             self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
-            reflection=reflection, tracer_provider=tracer_provider,
+            reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
         )
 
     def serve(
@@ -568,6 +569,7 @@ class Sidecar:
         grace: float = 30.0,
         reflection: bool = True,
         tracer_provider: TracerProvider | None = None,
+        reconcile_stream: bool = True,
     ) -> None:
         """Serve until SIGTERM or SIGINT, then stop gracefully: report NOT_SERVING,
         refuse new calls and wait up to ``grace`` seconds for the calls in flight.
@@ -597,6 +599,16 @@ class Sidecar:
         OTEL_TRACES_EXPORTER=otlp, ...; needs ``polyop[otlp]``). Otherwise
         tracing is off and costs nothing.
 
+        With ``reconcile_stream`` (the default) the sidecar also serves
+        ReconcileStream and says so in its Describe answer: the host then
+        sends Reconcile and Finalize calls as messages on one long-lived
+        stream per worker instead of a new gRPC call each, which costs less.
+        Each call still runs the same function with the same deadline,
+        cancellation, tracing, log fields and errors as a unary call. An open
+        stream holds one of the ``max_workers`` threads of the threaded
+        server (the default counts one per worker); ``reconcile_stream=False``
+        makes the host call the unary Reconcile and Finalize.
+
         When any registered function is ``async def``, this runs
         :meth:`serve_async` in a new event loop (``asyncio.run``).
         """
@@ -604,7 +616,7 @@ class Sidecar:
             asyncio.run(
                 self.serve_async(
                     address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace,
-                    reflection=reflection, tracer_provider=tracer_provider,
+                    reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
                 )
             )
             return
@@ -612,7 +624,7 @@ class Sidecar:
 
         serve(
             self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace,
-            reflection=reflection, tracer_provider=tracer_provider,
+            reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
         )
 
     async def start_async(
@@ -624,6 +636,7 @@ class Sidecar:
         credentials: grpc.ServerCredentials | None = None,
         reflection: bool = True,
         tracer_provider: TracerProvider | None = None,
+        reconcile_stream: bool = True,
     ) -> AsyncServer:
         """Serve on address on grpc.aio, on the running event loop, and return
         the running AsyncServer. See :meth:`serve_async`."""
@@ -631,7 +644,7 @@ class Sidecar:
 
         return await start_async(
             self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
-            reflection=reflection, tracer_provider=tracer_provider,
+            reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
         )
 
     async def serve_async(
@@ -644,6 +657,7 @@ class Sidecar:
         grace: float = 30.0,
         reflection: bool = True,
         tracer_provider: TracerProvider | None = None,
+        reconcile_stream: bool = True,
     ) -> None:
         """Serve on grpc.aio until SIGTERM or SIGINT (or until cancelled), then
         stop as :meth:`serve` does::
@@ -661,7 +675,7 @@ class Sidecar:
 
         await serve_async(
             self, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials, grace=grace,
-            reflection=reflection, tracer_provider=tracer_provider,
+            reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
         )
 
     # Internals.
