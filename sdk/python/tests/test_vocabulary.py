@@ -82,7 +82,7 @@ def test_the_arguments_the_table_names_exist() -> None:
         "retry_after": polyop.TemporaryError,
         "skip_unchanged_inputs": polyop.Sidecar.reconciler,
         **dict.fromkeys(["operation", "old", "dry_run", "subresource", "user"], polyop.testing.Harness.validate),
-        **dict.fromkeys(["tracer_provider", "reflection"], polyop.Sidecar.serve),
+        **dict.fromkeys(["tracer_provider", "reflection", "reconcile_stream"], polyop.Sidecar.serve),
     }
     assert set(where) >= ARGUMENTS, f"the table names arguments this test does not check: {sorted(ARGUMENTS - set(where))}"
     for argument in ARGUMENTS:
