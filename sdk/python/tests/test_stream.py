@@ -312,7 +312,7 @@ def test_a_calls_timeout_and_the_streams_cancellation_cancel_the_async_function(
     assert expired.id == 1 and expired.error.code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
     assert quick.reconcile.requeue_after.seconds == 1
     deadline_left, quick_left = remaining["deadline"], remaining["quick"]
-    assert deadline_left is not None and 0 < deadline_left <= 1
+    assert deadline_left is not None and 0 <= deadline_left <= 1
     assert quick_left is not None and 1 < quick_left <= LONG
 
 
@@ -402,12 +402,35 @@ def test_with_reconcile_stream_off_describe_says_so_and_the_stream_is_unimplemen
     async def main() -> tuple[describe_pb2.DescribeResponse, grpc.StatusCode, reconcile_pb2.ReconcileResponse]:
         async with serving(widget_sidecar("plain"), how, sock_dir, reconcile_stream=False) as stub:
             described = await stub.Describe(describe_pb2.DescribeRequest(protocol_version=polyop.PROTOCOL_VERSION), timeout=LONG)
-            stream = stub.ReconcileStream()
-            await stream.write(numbered(reconcile("w1"))[0])
-            code = await stream.code()
+            # Refused as soon as it opens (a write could race the refusal).
+            code = await stub.ReconcileStream().code()
             return described, code, await stub.Reconcile(reconcile("w1"), timeout=LONG)
 
     described, code, reconciled = run(main)
     assert not described.reconcile_stream
     assert code == grpc.StatusCode.UNIMPLEMENTED
     assert reconciled.requeue_after.seconds == 60
+
+
+def test_the_thread_pool_server_serves_no_streams_when_they_would_hold_every_thread(
+    sock_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An open stream holds a thread of the pool: with no thread left beside
+    one stream per worker, streams waiting for a thread would never be
+    served, so the host is told to call the unary methods."""
+    sidecar = polyop.Sidecar("w")
+
+    @sidecar.reconciler(WIDGET, max_concurrent_reconciles=2)
+    def reconcile_plain(obj: polyop.Object, ctx: polyop.Context) -> None: ...
+
+    async def main() -> describe_pb2.DescribeResponse:
+        async with serving(sidecar, "threads", sock_dir, max_workers=2) as stub:
+            described: describe_pb2.DescribeResponse = await stub.Describe(
+                describe_pb2.DescribeRequest(protocol_version=polyop.PROTOCOL_VERSION), timeout=LONG
+            )
+            return described
+
+    with caplog.at_level(logging.WARNING, logger="polyop"):
+        described = run(main)
+    assert not described.reconcile_stream
+    assert any("max_workers=2 leaves no thread beside the 2 reconcile streams" in r.getMessage() for r in caplog.records), caplog.text

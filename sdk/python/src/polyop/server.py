@@ -143,11 +143,31 @@ class AsyncServer:
         await self.stop(grace=None)
 
 
+def _concurrency(sidecar: Sidecar) -> int:
+    """How many Reconcile and Finalize calls the host makes at once at most:
+    one per worker of each controller, and as many ReconcileStreams."""
+    return sum(max(c.description.max_concurrent_reconciles, 1) for c in sidecar._controllers.values())
+
+
 def _max_workers(sidecar: Sidecar, max_workers: int | None) -> int:
     if max_workers is not None:
         return max_workers
-    concurrency = sum(max(c.description.max_concurrent_reconciles, 1) for c in sidecar._controllers.values())
-    return concurrency + 2 * len(sidecar._webhooks) + len(sidecar._converters) + 4
+    return _concurrency(sidecar) + 2 * len(sidecar._webhooks) + len(sidecar._converters) + 4
+
+
+def _threads_stream(sidecar: Sidecar, workers: int, reconcile_stream: bool) -> bool:
+    """Whether the thread-pool server serves ReconcileStream: each open stream
+    holds a thread, also between calls, so the pool must have a thread left
+    beside the host's streams for the other calls (health checks above all),
+    or streams waiting for a thread would never be served."""
+    if not reconcile_stream or workers > _concurrency(sidecar):
+        return reconcile_stream
+    sidecar.log.warning(
+        "Serving Reconcile and Finalize as unary calls only: max_workers=%d leaves no thread beside the %d reconcile "
+        "streams the host would open (one per worker of each controller); give max_workers more than %d to serve them",
+        workers, _concurrency(sidecar), _concurrency(sidecar),
+    )
+    return False
 
 
 def _options(max_message_size: int) -> list[tuple[str, Any]]:
@@ -216,9 +236,10 @@ def start(
         )
     sidecar._start_serving()
     try:
+        workers = _max_workers(sidecar, max_workers)
+        reconcile_stream = _threads_stream(sidecar, workers, reconcile_stream)
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=_max_workers(sidecar, max_workers), thread_name_prefix="polyop"),
-            options=_options(max_message_size),
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="polyop"), options=_options(max_message_size)
         )
         tracing = configure(sidecar.name, tracer_provider, sidecar.log)
         sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(sidecar, tracing, reconcile_stream=reconcile_stream), server)

@@ -606,8 +606,10 @@ class Sidecar:
         Each call still runs the same function with the same deadline,
         cancellation, tracing, log fields and errors as a unary call. An open
         stream holds one of the ``max_workers`` threads of the threaded
-        server (the default counts one per worker); ``reconcile_stream=False``
-        makes the host call the unary Reconcile and Finalize.
+        server (the default counts one per worker), which serves no streams
+        when ``max_workers`` leaves no thread beside one per worker;
+        ``reconcile_stream=False`` makes the host call the unary Reconcile
+        and Finalize.
 
         When any registered function is ``async def``, this runs
         :meth:`serve_async` in a new event loop (``asyncio.run``).
