@@ -434,3 +434,52 @@ def test_the_thread_pool_server_serves_no_streams_when_they_would_hold_every_thr
         described = run(main)
     assert not described.reconcile_stream
     assert any("max_workers=2 leaves no thread beside the 2 reconcile streams" in r.getMessage() for r in caplog.records), caplog.text
+
+
+@pytest.mark.parametrize("how", ["threads", "asyncio"])
+def test_stopping_ends_an_idle_stream_at_once_and_a_busy_one_after_its_answer(how: str, sock_dir: str) -> None:
+    """The host keeps its streams open between calls: a stopping server ends
+    those at once rather than waiting its grace for them, and answers the call
+    in flight on another before ending its stream."""
+    sidecar = polyop.Sidecar("w")
+    started, release = threading.Event(), threading.Event()
+
+    @sidecar.reconciler(WIDGET, max_concurrent_reconciles=2)
+    def reconcile_plain(obj: polyop.Object, ctx: polyop.Context) -> polyop.Result:
+        if obj.name == "busy":
+            started.set()
+            assert release.wait(LONG), "never released"
+        return polyop.Result(requeue_after=1)
+
+    async def main() -> tuple[grpc.StatusCode, reconcile_pb2.ReconcileStreamResponse, grpc.StatusCode]:
+        address = f"unix://{sock_dir}/sidecar.sock"
+        loop = asyncio.get_running_loop()
+        if how == "threads":
+            threaded = await loop.run_in_executor(None, lambda: sidecar.start(address))
+        else:
+            served = await sidecar.start_async(address)
+        async with grpc.aio.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
+            stub: Any = sidecar_pb2_grpc.SidecarServiceStub(channel)
+            idle, busy = stub.ReconcileStream(), stub.ReconcileStream()
+            for stream in (idle, busy):
+                await stream.write(numbered(reconcile("quick"))[0])
+                assert (await stream.read()).reconcile.requeue_after.seconds == 1
+            await busy.write(numbered(reconcile("w"), reconcile("busy"))[1])
+            await loop.run_in_executor(None, started.wait, LONG)
+            stopping = (
+                loop.run_in_executor(None, lambda: threaded.stop(grace=10 * LONG)) if how == "threads"
+                else asyncio.ensure_future(served.stop(grace=10 * LONG))
+            )
+            # Well before the grace, the idle stream ends; the busy one's call is still answered.
+            idle_code = await idle.code()
+            release.set()
+            answer = await busy.read()
+            busy_code = await busy.code()
+            await asyncio.wait_for(stopping, LONG)
+            return idle_code, answer, busy_code
+
+    idle_code, answer, busy_code = run(main)
+    # The thread-pool server can only cancel a stream its thread waits on.
+    assert idle_code == (grpc.StatusCode.CANCELLED if how == "threads" else grpc.StatusCode.UNAVAILABLE)
+    assert answer.id == 2 and answer.reconcile.requeue_after.seconds == 1
+    assert busy_code == grpc.StatusCode.UNAVAILABLE

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from concurrent import futures
@@ -41,6 +42,7 @@ __all__ = ["AsyncServicer", "RPCError", "Servicer"]
 _Resp = TypeVar("_Resp")
 
 _NO_CALL = "set reconcile or finalize"
+_STOPPING = "the sidecar is stopping"
 
 
 class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
@@ -52,6 +54,20 @@ class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
         self.sidecar = sidecar
         self.tracing = tracing
         self.reconcile_stream = reconcile_stream
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._idle: set[grpc.ServicerContext] = set()  # the streams waiting for their next call
+
+    def stop_streams(self) -> None:
+        """End the ReconcileStreams, as the server stops: those waiting for a
+        call at once (cancelled: the thread-pool server cannot end a stream
+        its thread waits on with a status of its own), the others once their
+        call is answered, with UNAVAILABLE."""
+        with self._lock:
+            self._stopping = True
+            idle, self._idle = self._idle, set()
+        for context in idle:
+            context.cancel()
 
     def Describe(self, request: describe_pb2.DescribeRequest, context: grpc.ServicerContext) -> describe_pb2.DescribeResponse:
         return _serve(context, lambda: self.calls.describe(request))
@@ -67,8 +83,25 @@ class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
     ) -> Iterator[reconcile_pb2.ReconcileStreamResponse]:
         if not self.reconcile_stream:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, _stream_off(self.sidecar))
-        for req in request_iterator:
-            yield self._streamed(req)
+        try:
+            while self._waiting(context):
+                req = next(request_iterator, None)
+                if req is None:
+                    return  # the host closed the stream
+                with self._lock:
+                    self._idle.discard(context)
+                yield self._streamed(req)
+            context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
+        finally:
+            with self._lock:
+                self._idle.discard(context)
+
+    def _waiting(self, context: grpc.ServicerContext) -> bool:
+        """Mark the stream as waiting for its next call, unless the server is stopping."""
+        with self._lock:
+            if not self._stopping:
+                self._idle.add(context)
+            return not self._stopping
 
     def Default(self, request: admission_pb2.DefaultRequest, context: grpc.ServicerContext) -> admission_pb2.DefaultResponse:
         return _serve(context, lambda: run(self.calls.default(request), None), self.tracing, "Default")
@@ -118,6 +151,17 @@ class AsyncServicer(sidecar_pb2_grpc.SidecarServiceServicer):
         self.executor = executor
         self.tracing = tracing
         self.reconcile_stream = reconcile_stream
+        self._stopping = False
+        self._idle: set[asyncio.Task[Any]] = set()  # the streams waiting for their next call
+
+    def stop_streams(self) -> None:
+        """End the ReconcileStreams with UNAVAILABLE, as the server stops:
+        those waiting for a call at once, the others once their call is
+        answered."""
+        self._stopping = True
+        idle, self._idle = self._idle, set()
+        for task in idle:
+            task.cancel()
 
     async def Describe(
         self, request: describe_pb2.DescribeRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -144,8 +188,23 @@ class AsyncServicer(sidecar_pb2_grpc.SidecarServiceServicer):
         the call in flight, as it cancels a unary call's."""
         if not self.reconcile_stream:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, _stream_off(self.sidecar))
-        async for req in request_iterator:
+        task = asyncio.current_task()
+        assert task is not None
+        while not self._stopping:
+            self._idle.add(task)
+            try:
+                req = await context.read()
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise  # the host cancelled the stream
+                _uncancel(task)  # stop_streams cancelled the wait
+                break
+            finally:
+                self._idle.discard(task)
+            if req is grpc.aio.EOF:
+                return  # the host closed the stream
             yield await self._streamed(req)
+        await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
 
     async def Default(
         self, request: admission_pb2.DefaultRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -238,6 +297,11 @@ else:
             return await asyncio.wait_for(call, deadline - time.monotonic())
         except asyncio.TimeoutError as err:
             raise RPCError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from err
+
+
+def _uncancel(task: asyncio.Task[Any]) -> None:
+    if sys.version_info >= (3, 11):
+        task.uncancel()
 
 
 def _call_status(call_id: int, code: grpc.StatusCode, message: str) -> reconcile_pb2.ReconcileStreamResponse:

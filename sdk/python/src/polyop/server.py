@@ -50,11 +50,13 @@ class Server:
         grpc_server: grpc.Server,
         health: health.HealthServicer,
         socket: str,
+        servicer: Servicer,
         tracing: Tracing | None = None,
     ) -> None:
         self.address = address
         self._sidecar = sidecar
         self._server = grpc_server
+        self._servicer = servicer
         self._health = health
         self._socket = socket
         self._tracing = tracing
@@ -62,11 +64,14 @@ class Server:
 
     def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, refuse new calls, wait up to ``grace`` seconds for
-        the calls in flight (None: do not wait), then close every connection."""
+        the calls in flight (None: do not wait), then close every connection.
+        A reconcile stream ends at once when it has no call in flight, else
+        once its call is answered."""
         if self._stopped.is_set():
             return
         self._sidecar.log.info("Stopping: waiting for the calls in flight (grace %ss)", grace)
         self._health.enter_graceful_shutdown()
+        self._servicer.stop_streams()
         self._server.stop(grace).wait()
         _remove(self._socket)
         if self._tracing is not None:
@@ -101,11 +106,13 @@ class AsyncServer:
         health: health.aio.HealthServicer,
         socket: str,
         executor: futures.ThreadPoolExecutor,
+        servicer: AsyncServicer,
         tracing: Tracing | None = None,
     ) -> None:
         self.address = address
         self._sidecar = sidecar
         self._server = grpc_server
+        self._servicer = servicer
         self._health = health
         self._socket = socket
         self._executor = executor
@@ -119,6 +126,7 @@ class AsyncServer:
             return
         self._sidecar.log.info("Stopping: waiting for the calls in flight (grace %ss)", grace)
         await self._health.enter_graceful_shutdown()
+        self._servicer.stop_streams()
         await self._server.stop(grace)
         _remove(self._socket)
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -242,7 +250,8 @@ def start(
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="polyop"), options=_options(max_message_size)
         )
         tracing = configure(sidecar.name, tracer_provider, sidecar.log)
-        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(Servicer(sidecar, tracing, reconcile_stream=reconcile_stream), server)
+        servicer = Servicer(sidecar, tracing, reconcile_stream=reconcile_stream)
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(servicer, server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _reflect(server, reflection)
@@ -254,7 +263,7 @@ def start(
     for service in ("", SIDECAR_SERVICE):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     _log_serving(sidecar, served, "threads", reflection, tracing, reconcile_stream)
-    return Server(sidecar, served, server, health_servicer, parsed.unix_path, tracing)
+    return Server(sidecar, served, server, health_servicer, parsed.unix_path, servicer, tracing)
 
 
 def serve(
@@ -303,7 +312,8 @@ async def start_async(
     try:
         server = grpc.aio.server(options=_options(max_message_size))
         tracing = configure(sidecar.name, tracer_provider, sidecar.log)
-        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(AsyncServicer(sidecar, executor, tracing, reconcile_stream=reconcile_stream), server)
+        async_servicer = AsyncServicer(sidecar, executor, tracing, reconcile_stream=reconcile_stream)
+        sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(async_servicer, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _reflect(server, reflection)
@@ -316,7 +326,7 @@ async def start_async(
     for service in ("", SIDECAR_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     _log_serving(sidecar, served, "asyncio", reflection, tracing, reconcile_stream)
-    return AsyncServer(sidecar, served, server, health_servicer, parsed.unix_path, executor, tracing)
+    return AsyncServer(sidecar, served, server, health_servicer, parsed.unix_path, executor, async_servicer, tracing)
 
 
 async def serve_async(
