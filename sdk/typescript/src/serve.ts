@@ -8,14 +8,14 @@ import { callFailure, callSignal, runCall, timeLeft, type HandlerCall, type Unar
 
 type Endpoint = ReturnType<typeof parseAddress>;
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
-import { ReconcileRequestSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import { ReconcileRequestSchema, ReconcileStreamRequestSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
 import { addReflection } from "./reflection.js";
 import type { Sidecar } from "./sidecar.js";
 import { reconcileStreams } from "./stream.js";
 import { extractContext, setUpTracing, type Tracing } from "./tracing.js";
-import { decodeReconcileRequest } from "./wire.js";
+import { decodeReconcileRequest, decodeReconcileStreamRequest } from "./wire.js";
 
 /**
  * The mode of the unix socket a sidecar serves on: read and write for its
@@ -194,10 +194,13 @@ function addService(server: grpc.Server, service: DescService, handlers: Handler
   server.addService(definition, implementation);
 }
 
-/** Decodes a request of desc: ReconcileRequest with the decoder of wire.ts, others with fromBinary. */
+/** Decodes a request of desc: ReconcileRequest and ReconcileStreamRequest with the decoders of wire.ts, others with fromBinary. */
 function deserializer(desc: DescMessage): (b: Buffer) => unknown {
   if (desc === ReconcileRequestSchema) {
     return decodeReconcileRequest;
+  }
+  if (desc === ReconcileStreamRequestSchema) {
+    return decodeReconcileStreamRequest;
   }
   return (b: Buffer) => fromBinary(desc, b);
 }
