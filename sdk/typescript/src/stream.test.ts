@@ -336,6 +336,17 @@ describe("ReconcileStream", () => {
     assert.equal(await stream.ended, null);
   });
 
+  test("a request larger than maxMessageSize ends the stream with the unary call's RESOURCE_EXHAUSTED", async (t) => {
+    const { open, unaryReconcile } = await setUp(t, { maxMessageSize: 1024 });
+    const big = reconcileRequest({ size: 1 }, { object: json({ ...widgets, metadata: { namespace: "default", name: "w" }, spec: { size: 1 }, pad: "x".repeat(2000) }) });
+    const stream = open();
+    assert.equal((await stream.call1({ id: 1n, call: { case: "reconcile", value: reconcileRequest({ size: 1 }) } })).case, "reconcile");
+    stream.send({ id: 2n, call: { case: "reconcile", value: big } });
+    const ended = await stream.ended;
+    assert.equal(ended?.code, status.RESOURCE_EXHAUSTED);
+    assert.equal((await unaryStatus(unaryReconcile(big))).code, status.RESOURCE_EXHAUSTED);
+  });
+
   test("if the sidecar stops, then an idle stream ends UNAVAILABLE at once, and a busy one once its call is answered", async (t) => {
     const dir = await mkdtemp(join(tmpdir(), "po-"));
     t.after(() => rm(dir, { recursive: true, force: true }));
