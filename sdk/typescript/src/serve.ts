@@ -32,7 +32,9 @@ export interface RunningServer {
   /**
    * Stops gracefully: health reports NOT_SERVING and its watchers are let go,
    * new calls are refused, calls in flight finish (at most the sidecar's
-   * gracefulShutdownTimeoutMs, then their connections close).
+   * gracefulShutdownTimeoutMs, then their connections close), and each open
+   * ReconcileStream ends with UNAVAILABLE once its call in flight, if any,
+   * is answered.
    */
   stop(): Promise<void>;
 }
