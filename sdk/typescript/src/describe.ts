@@ -18,8 +18,11 @@ export const SDK_NAME = "polyop-typescript";
 /** The SDK's version, answered in Describe (DescribeResponse.sdk_version): the version of package.json. */
 export const SDK_VERSION = "0.1.0";
 
-/** The answer to Describe of the sidecar name with the registrations of registry. */
-export function description(name: string, registry: Registry): DescribeResponse {
+/**
+ * The answer to Describe of the sidecar name with the registrations of
+ * registry; reconcileStream: whether it serves ReconcileStream.
+ */
+export function description(name: string, registry: Registry, { reconcileStream }: { reconcileStream: boolean }): DescribeResponse {
   return create(DescribeResponseSchema, {
     protocolVersion: PROTOCOL_VERSION,
     name,
@@ -33,5 +36,6 @@ export function description(name: string, registry: Registry): DescribeResponse 
     cachedKinds: [...registry.cachedKinds.values()],
     sdkName: SDK_NAME,
     sdkVersion: SDK_VERSION,
+    reconcileStream,
   });
 }

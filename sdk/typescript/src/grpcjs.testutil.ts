@@ -58,6 +58,20 @@ export class GrpcClient {
     );
   }
 
+  /** Opens a bidirectional stream; its messages may be given as init shapes. */
+  bidiStream<I extends DescMessage, O extends DescMessage>(
+    service: DescService,
+    method: string,
+    input: I,
+    output: O,
+  ): grpc.ClientDuplexStream<MessageInitShape<I>, MessageShape<O>> {
+    return this.client.makeBidiStreamRequest(
+      `/${service.typeName}/${method}`,
+      (m: MessageInitShape<I>) => Buffer.from(toBinary(input, create(input, m))),
+      (b: Buffer) => fromBinary(output, b),
+    );
+  }
+
   close(): void {
     this.client.close();
   }

@@ -1,21 +1,21 @@
 import { chmod, lstat, rm } from "node:fs/promises";
 
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
-import { ConnectError } from "@connectrpc/connect";
 import * as grpc from "@grpc/grpc-js";
-import type { Context } from "@opentelemetry/api";
 
 import { parseAddress, prepareSocket } from "./address.js";
+import { callFailure, callSignal, runCall, timeLeft, type HandlerCall, type UnaryHandler } from "./call.js";
 
 type Endpoint = ReturnType<typeof parseAddress>;
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
-import { ReconcileRequestSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import { ReconcileRequestSchema, ReconcileStreamRequestSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
 import { addReflection } from "./reflection.js";
 import type { Sidecar } from "./sidecar.js";
+import { reconcileStreams } from "./stream.js";
 import { extractContext, setUpTracing, type Tracing } from "./tracing.js";
-import { decodeReconcileRequest } from "./wire.js";
+import { decodeReconcileRequest, decodeReconcileStreamRequest } from "./wire.js";
 
 /**
  * The mode of the unix socket a sidecar serves on: read and write for its
@@ -32,17 +32,19 @@ export interface RunningServer {
   /**
    * Stops gracefully: health reports NOT_SERVING and its watchers are let go,
    * new calls are refused, calls in flight finish (at most the sidecar's
-   * gracefulShutdownTimeoutMs, then their connections close).
+   * gracefulShutdownTimeoutMs, then their connections close), and each open
+   * ReconcileStream ends with UNAVAILABLE once its call in flight, if any,
+   * is answered.
    */
   stop(): Promise<void>;
 }
 
 /**
- * What the handlers of a service get besides the request: the call's signal,
- * and the trace context the caller sent in its metadata.
+ * The handlers of a service, by method: unary and server-streaming ones take
+ * a request and its call (see HandlerCall); a bidirectional one is grpc-js's
+ * own handler.
  */
-type Call = { signal: AbortSignal; traceContext: Context };
-type Handlers = Record<string, (req: never, call: Call) => unknown>;
+type Handlers = Record<string, UnaryHandler | ((req: never, call: HandlerCall) => AsyncIterable<unknown>) | grpc.handleBidiStreamingCall<never, never>>;
 
 /**
  * Serves a sidecar's SidecarService and gRPC's health service with
@@ -76,7 +78,9 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
     // but grpc-js 1.14 then no longer tracks sessions, and forceShutdown (the
     // graceful shutdown's timeout) leaves their calls running.
   });
-  addService(server, SidecarService, sidecar.service);
+  // The stream's calls go to the unary Reconcile's and Finalize's handlers.
+  const streams = reconcileStreams(sidecar.service);
+  addService(server, SidecarService, { ...sidecar.service, ...(sidecar.reconcileStream ? { reconcileStream: streams.handler } : {}) });
   addService(server, Health, health.service);
   const reflection = sidecar.reflection ?? "path" in endpoint;
   if (reflection) {
@@ -114,6 +118,8 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
     stopping ??= (async () => {
       sidecar.log.info("Stopping: waiting for the calls in flight", { timeoutMs: sidecar.gracefulShutdownTimeoutMs });
       health.shutdown();
+      // The host keeps its streams open between calls: end them, each once its call in flight is answered.
+      streams.stop();
       const timer = setTimeout(() => {
         sidecar.log.info("Calls still in flight after the graceful shutdown timeout; closing their connections");
         server.forceShutdown();
@@ -137,73 +143,68 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
 }
 
 /**
- * Registers handlers for the unary and server-streaming methods of a
- * protobuf-es service on a grpc-js server. Each call gets an AbortSignal that
- * aborts when the client cancels or the call's deadline passes.
+ * Registers handlers for the methods of a protobuf-es service on a grpc-js
+ * server. Each unary call runs through runCall (the path the calls of
+ * ReconcileStream take too); each server-streaming call gets a signal that
+ * aborts when the client cancels or the call's deadline passes. A
+ * bidirectional method's handler is grpc-js's own.
  */
 function addService(server: grpc.Server, service: DescService, handlers: Handlers) {
   const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   const implementation: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const impl = handlers[method.localName];
-    if (!impl || (method.methodKind !== "unary" && method.methodKind !== "server_streaming")) {
+    if (!impl || method.methodKind === "client_streaming") {
       continue;
     }
-    const streaming = method.methodKind === "server_streaming";
+    const kind = method.methodKind;
     definition[method.localName] = {
       path: `/${service.typeName}/${method.name}`,
-      requestStream: false,
-      responseStream: streaming,
+      requestStream: kind === "bidi_streaming",
+      responseStream: kind !== "unary",
       requestSerialize: serialize(method.input),
-      requestDeserialize: method.input === ReconcileRequestSchema ? decodeReconcileRequest : (b: Buffer) => fromBinary(method.input, b),
+      requestDeserialize: deserializer(method.input),
       responseSerialize: serialize(method.output),
       responseDeserialize: (b: Buffer) => fromBinary(method.output, b),
       originalName: method.localName,
     };
-    // grpc-js ignores what a handler returns; the streaming one catches every error itself.
-    // eslint-disable-next-line @typescript-eslint/no-misused-promises
-    implementation[method.localName] = streaming
-      ? async (call: grpc.ServerWritableStream<unknown, unknown>) => {
-          const { signal, done } = callSignal(call);
-          try {
-            for await (const message of impl(call.request as never, { signal, traceContext: extractContext(call.metadata) }) as AsyncIterable<unknown>) {
-              call.write(message);
-            }
-            call.end();
-          } catch (err) {
-            call.emit("error", serviceError(err));
-          } finally {
-            done();
+    if (kind === "bidi_streaming") {
+      implementation[method.localName] = impl as grpc.handleBidiStreamingCall<unknown, unknown>;
+    } else if (kind === "server_streaming") {
+      const stream = impl as (req: never, call: HandlerCall) => AsyncIterable<unknown>;
+      // grpc-js ignores what a handler returns; this one catches every error itself.
+      // eslint-disable-next-line @typescript-eslint/no-misused-promises
+      implementation[method.localName] = async (call: grpc.ServerWritableStream<unknown, unknown>) => {
+        const { signal, done } = callSignal(call, timeLeft(call.getDeadline()));
+        try {
+          for await (const message of stream(call.request as never, { signal, traceContext: extractContext(call.metadata) })) {
+            call.write(message);
           }
+          call.end();
+        } catch (err) {
+          call.emit("error", callFailure(err));
+        } finally {
+          done();
         }
-      : (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-          const { signal, done } = callSignal(call);
-          let answer: unknown;
-          try {
-            answer = impl(call.request as never, { signal, traceContext: extractContext(call.metadata) });
-          } catch (err) {
-            done();
-            callback(serviceError(err));
-            return;
-          }
-          if (typeof (answer as PromiseLike<unknown> | undefined)?.then !== "function") {
-            done();
-            callback(null, answer);
-            return;
-          }
-          (answer as PromiseLike<unknown>).then(
-            (resp) => {
-              done();
-              callback(null, resp);
-            },
-            (err: unknown) => {
-              done();
-              callback(serviceError(err));
-            },
-          );
-        };
+      };
+    } else {
+      const unary = impl as UnaryHandler;
+      implementation[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) =>
+        runCall(unary, call.request, call, timeLeft(call.getDeadline()), extractContext(call.metadata), callback);
+    }
   }
   server.addService(definition, implementation);
+}
+
+/** Decodes a request of desc: ReconcileRequest and ReconcileStreamRequest with the decoders of wire.ts, others with fromBinary. */
+function deserializer(desc: DescMessage): (b: Buffer) => unknown {
+  if (desc === ReconcileRequestSchema) {
+    return decodeReconcileRequest;
+  }
+  if (desc === ReconcileStreamRequestSchema) {
+    return decodeReconcileStreamRequest;
+  }
+  return (b: Buffer) => fromBinary(desc, b);
 }
 
 /**
@@ -217,34 +218,4 @@ function serialize<D extends DescMessage>(desc: D) {
     const bytes = toBinary(desc, "$typeName" in message ? message : create(desc, message));
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };
-}
-
-/**
- * An AbortSignal for a call: aborted when the client cancels or the deadline
- * passes while the call runs. done, once the handler has answered, lets the
- * call go: grpc-js reports every call as cancelled once its stream closes,
- * answered or not, and that must neither abort the signal nor cost an error.
- */
-function callSignal(call: { on(event: "cancelled", fn: () => void): unknown; off(event: "cancelled", fn: () => void): unknown; getDeadline(): grpc.Deadline }) {
-  const controller = new AbortController();
-  const cancelled = () => controller.abort(new ConnectError("the host cancelled the call", 1));
-  call.on("cancelled", cancelled);
-  const deadline = call.getDeadline();
-  const ms = deadline instanceof Date ? deadline.getTime() - Date.now() : deadline - Date.now();
-  const timer = Number.isFinite(ms) ? setTimeout(() => controller.abort(new ConnectError("the host's deadline passed", 4)), Math.max(ms, 0)) : undefined;
-  return {
-    signal: controller.signal,
-    done: () => {
-      clearTimeout(timer);
-      call.off("cancelled", cancelled);
-    },
-  };
-}
-
-/** The gRPC status of a handler's error: a ConnectError's code (gRPC's own) and message, otherwise UNKNOWN. */
-function serviceError(err: unknown): Partial<grpc.StatusObject> {
-  if (err instanceof ConnectError) {
-    return { code: err.code as number, details: err.rawMessage };
-  }
-  return { code: grpc.status.UNKNOWN, details: err instanceof Error ? err.message : String(err) };
 }

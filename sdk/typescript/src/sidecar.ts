@@ -44,6 +44,14 @@ export interface SidecarOptions {
    * on a unix socket, off on TCP.
    */
   reflection?: boolean;
+  /**
+   * Serve SidecarService.ReconcileStream and say so in Describe, so that the
+   * host sends its Reconcile and Finalize calls as messages of one stream per
+   * worker rather than as a gRPC call each: the same calls, the same handlers
+   * and answers, at a lower cost per call. false serves the unary calls only
+   * (the host then makes them). Defaults to true.
+   */
+  reconcileStream?: boolean;
 }
 
 /**
@@ -65,6 +73,8 @@ export class Sidecar {
   readonly gracefulShutdownTimeoutMs: number;
   /** Whether listen serves gRPC server reflection; undefined: on a unix socket only. */
   readonly reflection: boolean | undefined;
+  /** Whether listen serves ReconcileStream, and Describe says so. */
+  readonly reconcileStream: boolean;
 
   private readonly registry = new Registry();
   private readonly clusterAddressOption: string | undefined;
@@ -88,6 +98,7 @@ export class Sidecar {
     this.gracefulShutdownTimeoutMs = options.gracefulShutdownTimeoutMs ?? 30_000;
     this.clusterAddressOption = options.clusterAddress;
     this.reflection = options.reflection;
+    this.reconcileStream = options.reconcileStream ?? true;
     this.env = {
       name: this.name,
       log: this.log,
@@ -225,7 +236,7 @@ export class Sidecar {
 
   /** The sidecar's self-description, as Describe answers it. */
   describe(): DescribeResponse {
-    return description(this.name, this.registry);
+    return description(this.name, this.registry, { reconcileStream: this.reconcileStream });
   }
 
   /**

@@ -15,7 +15,13 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { DeniedError } from "./errors.js";
 import { ValidateRequestSchema, ValidateResponseSchema } from "./gen/polyop/v1alpha1/admission_pb.js";
 import { ClusterService } from "./gen/polyop/v1alpha1/cluster_pb.js";
-import { ReconcileRequestSchema, ReconcileResponseSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import {
+  ReconcileRequestSchema,
+  ReconcileResponseSchema,
+  ReconcileStreamRequestSchema,
+  ReconcileStreamResponseSchema,
+  type ReconcileStreamResponse,
+} from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { GrpcClient, serveUnary } from "./grpcjs.testutil.js";
 import { jsonLogger, type LogFields } from "./log.js";
@@ -80,22 +86,25 @@ async function setUp(t: TestContext) {
   const client = new GrpcClient(`unix://${join(dir, "sidecar.sock")}`);
   t.after(() => client.close());
 
+  const request = {
+    controller: "widget",
+    kind: { group: "example.com", version: "v1", kind: "Widget" },
+    key: { namespace: "default", name: "w" },
+    retries: 2,
+    object: json({ ...widgets, metadata: { namespace: "default", name: "w" }, spec: { size: 3 } }),
+  };
   const reconcile = (headers: Record<string, string> = {}) =>
-    client.unary(
-      SidecarService,
-      "Reconcile",
-      ReconcileRequestSchema,
-      ReconcileResponseSchema,
-      {
-        controller: "widget",
-        kind: { group: "example.com", version: "v1", kind: "Widget" },
-        key: { namespace: "default", name: "w" },
-        retries: 2,
-        object: json({ ...widgets, metadata: { namespace: "default", name: "w" }, spec: { size: 3 } }),
-      },
-      5000,
-      headers,
-    );
+    client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, request, 5000, headers);
+  /** The same Reconcile as a call on ReconcileStream, its trace context in the request's trace_context. */
+  const reconcileOnStream = (traceContext: Record<string, string> = {}) => {
+    const stream = client.bidiStream(SidecarService, "ReconcileStream", ReconcileStreamRequestSchema, ReconcileStreamResponseSchema);
+    const answer = new Promise<ReconcileStreamResponse>((resolve, reject) => {
+      stream.once("data", resolve);
+      stream.once("error", reject);
+    });
+    stream.write({ id: 1n, call: { case: "reconcile", value: request }, timeout: { seconds: 5n }, traceContext });
+    return answer.finally(() => stream.cancel());
+  };
   const validate = (size: number, headers: Record<string, string> = {}) =>
     client.unary(
       SidecarService,
@@ -113,7 +122,7 @@ async function setUp(t: TestContext) {
       5000,
       headers,
     );
-  return { reconcile, validate, clusterCalls, logs, seen };
+  return { reconcile, reconcileOnStream, validate, clusterCalls, logs, seen };
 }
 
 /** The traceparent header's trace ID and parent span ID. */
@@ -193,6 +202,32 @@ describe("with the application's tracer provider", () => {
     );
   });
 
+  test("a Reconcile on ReconcileStream carrying the host's trace runs in a child span, and logs with the unary call's keys", async (t) => {
+    const { reconcile, reconcileOnStream, logs } = await setUp(t);
+    await reconcile(HOST_CONTEXT);
+    const answer = await reconcileOnStream(HOST_CONTEXT);
+    assert.equal(answer.result.case, "reconcile");
+
+    const servers = exporter.getFinishedSpans().filter((s) => s.name === "polyop.v1alpha1.SidecarService/Reconcile");
+    assert.equal(servers.length, 2);
+    const [unary, stream] = servers as [ReadableSpan, ReadableSpan];
+    assert.equal(stream.kind, SpanKind.SERVER);
+    assert.equal(stream.spanContext().traceId, HOST_TRACE);
+    assert.equal(stream.parentSpanContext?.spanId, HOST_SPAN);
+    assert.deepEqual(stream.attributes, unary.attributes, "the same attributes: controller, object, retries, reconcile ID, result");
+
+    const lines = logs.filter((l) => l["msg"] === "Reconciled");
+    assert.equal(lines.length, 2);
+    const [unaryLine, streamLine] = lines as [LogFields, LogFields];
+    assert.deepEqual(
+      { ...streamLine, ts: 0, span_id: "" },
+      { ...unaryLine, ts: 0, span_id: "" },
+      "the same keys and values but for the time and the span",
+    );
+    assert.equal(streamLine["span_id"], stream.spanContext().spanId);
+    assert.equal(streamLine["reconcileID"], "5f1c6c1e-8d1f-4b4e-9a55-3a9d0c7f1e2b");
+  });
+
   test("a Reconcile without a trace from the host runs in a root span", async (t) => {
     const { reconcile, clusterCalls } = await setUp(t);
     await reconcile();
@@ -237,6 +272,15 @@ describe("with tracing off", () => {
     assert.deepEqual(parseTraceparent(clusterCalls[0]!.traceparent), { traceId: HOST_TRACE, parentId: HOST_SPAN });
     const line = logs.find((l) => l["msg"] === "Reconciled");
     assert.deepEqual([line?.["trace_id"], line?.["span_id"]], [HOST_TRACE, HOST_SPAN]);
+  });
+
+  test("a call on ReconcileStream passes the host's trace in trace_context on, as a unary call's metadata", async (t) => {
+    const { reconcileOnStream, clusterCalls, logs } = await setUp(t);
+    await reconcileOnStream(HOST_CONTEXT);
+    assert.deepEqual(parseTraceparent(clusterCalls[0]!.traceparent), { traceId: HOST_TRACE, parentId: HOST_SPAN });
+    assert.equal(clusterCalls[0]!.baggage, HOST_CONTEXT.baggage);
+    const line = logs.find((l) => l["msg"] === "Reconciled");
+    assert.deepEqual([line?.["trace_id"], line?.["span_id"], line?.["reconcileID"]], [HOST_TRACE, HOST_SPAN, "5f1c6c1e-8d1f-4b4e-9a55-3a9d0c7f1e2b"]);
   });
 
   test("without a trace from the host, Cluster calls carry none and log lines name none", async (t) => {

@@ -1,5 +1,6 @@
 import {
   context,
+  defaultTextMapGetter,
   propagation,
   ProxyTracerProvider,
   ROOT_CONTEXT,
@@ -82,6 +83,18 @@ export function extractContext(metadata: { get(key: string): unknown[]; getMap()
     return ROOT_CONTEXT;
   }
   return propagator.extract(ROOT_CONTEXT, metadata, metadataGetter);
+}
+
+/**
+ * The trace context the host sent with a call on ReconcileStream, in its
+ * trace_context map (traceparent, tracestate, baggage: the keys of the
+ * metadata of a unary call), or the root context when it sent none.
+ */
+export function extractMapContext(carrier: Record<string, string>): Context {
+  if (carrier["traceparent"] === undefined && carrier["baggage"] === undefined) {
+    return ROOT_CONTEXT;
+  }
+  return propagator.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
 }
 
 /** The reconcile ID in a context's baggage, or "". */

@@ -1,26 +1,37 @@
 import { fromBinary } from "@bufbuild/protobuf";
+import type { Duration } from "@bufbuild/protobuf/wkt";
 
-import { ReconcileRequestSchema, type CacheVersion, type ReconcileRequest } from "./gen/polyop/v1alpha1/reconcile_pb.js";
+import {
+  FinalizeRequestSchema,
+  ReconcileRequestSchema,
+  ReconcileStreamRequestSchema,
+  type CacheVersion,
+  type ReconcileRequest,
+  type ReconcileStreamRequest,
+} from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import type { GroupVersionKind, ObjectKey } from "./gen/polyop/v1alpha1/types_pb.js";
 
-// A decoder of ReconcileRequest written out field by field: every reconcile
-// decodes one, and protobuf-es's fromBinary, which walks the message's schema
-// by reflection for each field, spends on this small message about as long as
-// JSON.parse spends on the 4 KB object inside it. Anything the decoder does
+// Decoders of ReconcileRequest and ReconcileStreamRequest written out field
+// by field: every reconcile decodes one, and protobuf-es's fromBinary, which
+// walks the message's schema by reflection for each field, spends on this
+// small message about as long as JSON.parse spends on the 4 KB object inside
+// it. Anything the decoder does
 // not know (a field of a newer protocol, an unexpected wire type) hands the
 // whole message to fromBinary instead, so that nothing is lost; wire.test.ts
 // holds the fields it knows to the schema's.
 
-/** The field numbers decodeReconcileRequest knows, by message; wire.test.ts compares them with the schemas. */
+/** The field numbers the decoders know, by message; wire.test.ts compares them with the schemas. */
 export const knownFields = {
+  "polyop.v1alpha1.ReconcileStreamRequest": [1, 2, 3, 4, 5],
+  "google.protobuf.Duration": [1, 2],
   "polyop.v1alpha1.ReconcileRequest": [1, 2, 3, 4, 5, 6, 7],
   "polyop.v1alpha1.GroupVersionKind": [1, 2, 3],
   "polyop.v1alpha1.ObjectKey": [1, 2],
   "polyop.v1alpha1.CacheVersion": [1, 2],
 } as const;
 
-/** Thrown inside the decoder to hand the message to fromBinary (made once: a throw then captures no stack). */
-const unknown = new Error("a field decodeReconcileRequest does not know");
+/** Thrown inside a decoder to hand the message to fromBinary (made once: a throw then captures no stack). */
+const unknown = new Error("a field the decoder does not know");
 
 /** Strings must be valid UTF-8, as protobuf-es (and every proto3 runtime) checks. */
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -33,14 +44,24 @@ class Reader {
   constructor(
     readonly bytes: Uint8Array,
     public pos: number,
+    readonly end: number,
   ) {}
+
+  /**
+   * A Reader of all of bytes, through a plain Uint8Array over its memory:
+   * grpc-js hands a Buffer, whose subarray costs several times a
+   * Uint8Array's.
+   */
+  static of(bytes: Uint8Array): Reader {
+    return new Reader(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), 0, bytes.byteLength);
+  }
 
   /** A varint's low 32 bits as a signed number (an int32's value); longer varints are read to their end. */
   varint(): number {
     const b = this.bytes;
     let result = 0;
     for (let shift = 0; shift < 70; shift += 7) {
-      if (this.pos >= b.length) {
+      if (this.pos >= this.end) {
         throw new Error("premature end of a varint");
       }
       const byte = b[this.pos++]!;
@@ -54,16 +75,36 @@ class Reader {
     throw new Error("a varint longer than 10 bytes");
   }
 
+  /**
+   * A varint as an unsigned 64-bit integer. Those beyond 2^53 (no id or
+   * timeout the host sends) are left to fromBinary.
+   */
+  uint64(): bigint {
+    const b = this.bytes;
+    let result = 0;
+    for (let shift = 0; shift < 53; shift += 7) {
+      if (this.pos >= this.end) {
+        throw new Error("premature end of a varint");
+      }
+      const byte = b[this.pos++]!;
+      result += (byte & 0x7f) * 2 ** shift;
+      if (byte < 0x80) {
+        return BigInt(result);
+      }
+    }
+    throw unknown;
+  }
+
   /** The next tag: field number << 3 | wire type. */
   tag(): number {
     return this.varint() >>> 0;
   }
 
-  /** A length-delimited field's bytes, a view of the input (as fromBinary's). */
+  /** A length-delimited field's bytes, a view of the input's memory (as fromBinary's, but a Uint8Array). */
   lengthDelimited(): Uint8Array {
     const len = this.varint() >>> 0;
     const end = this.pos + len;
-    if (end > this.bytes.length) {
+    if (end > this.end) {
       throw new Error("premature end of a length-delimited field");
     }
     const view = this.bytes.subarray(this.pos, end);
@@ -71,39 +112,38 @@ class Reader {
     return view;
   }
 
-  /** A string field: names and versions are short and ASCII, which needs no decoder. */
+  /**
+   * A string field. TextDecoder is as fast as building a short ASCII string
+   * char by char, and faster once the string is used: such a string is a chain
+   * of one-char pieces that V8 flattens when it compares or hashes it (a map
+   * key, a registry lookup), which cost a microsecond for a traceparent.
+   */
   string(): string {
-    const view = this.lengthDelimited();
-    if (view.length > 64) {
-      return utf8.decode(view);
-    }
-    let s = "";
-    for (let i = 0; i < view.length; i++) {
-      const c = view[i]!;
-      if (c >= 0x80) {
-        return utf8.decode(view);
-      }
-      s += String.fromCharCode(c);
-    }
-    return s;
+    return utf8.decode(this.lengthDelimited());
   }
 
-  /** Decodes the embedded message that comes next with each, field by field. */
-  message(each: (no: number, r: Reader) => void): void {
+  /** Decodes the embedded message that comes next with each, field by field: each gets a field's tag. */
+  fields(each: (tag: number, r: Reader) => void): void {
     const len = this.varint() >>> 0;
     const end = this.pos + len;
-    if (end > this.bytes.length) {
+    if (end > this.end) {
       throw new Error("premature end of an embedded message");
     }
-    const inner = new Reader(this.bytes.subarray(0, end), this.pos);
+    const inner = new Reader(this.bytes, this.pos, end);
     while (inner.pos < end) {
-      const tag = inner.tag();
+      each(inner.tag(), inner);
+    }
+    this.pos = end;
+  }
+
+  /** Decodes the embedded message that comes next, all of whose fields are length-delimited, with each: each gets a field's number. */
+  message(each: (no: number, r: Reader) => void): void {
+    this.fields((tag, inner) => {
       if ((tag & 7) !== LEN) {
         throw unknown;
       }
       each(tag >>> 3, inner);
-    }
-    this.pos = end;
+    });
   }
 }
 
@@ -140,10 +180,22 @@ function cacheVersion(r: Reader): CacheVersion {
 
 /**
  * Decodes a ReconcileRequest as fromBinary(ReconcileRequestSchema, bytes)
- * does, to the same message (bytes fields are views of the input, as
+ * does, to the same message (bytes fields are views of the input's memory, as
  * fromBinary's), about ten times faster; throws where fromBinary throws.
  */
 export function decodeReconcileRequest(bytes: Uint8Array): ReconcileRequest {
+  try {
+    return reconcileRequest(bytes);
+  } catch (err) {
+    if (err !== unknown) {
+      throw err;
+    }
+    return fromBinary(ReconcileRequestSchema, bytes);
+  }
+}
+
+/** A ReconcileRequest, or the unknown error for anything fromBinary must decode. */
+function reconcileRequest(bytes: Uint8Array): ReconcileRequest {
   const req: ReconcileRequest = {
     $typeName: "polyop.v1alpha1.ReconcileRequest",
     controller: "",
@@ -152,30 +204,85 @@ export function decodeReconcileRequest(bytes: Uint8Array): ReconcileRequest {
     observedChildren: [],
     cacheVersions: [],
   };
+  const r = Reader.of(bytes);
+  while (r.pos < r.end) {
+    const tag = r.tag();
+    const no = tag >>> 3;
+    if (no === 5) {
+      if ((tag & 7) !== VARINT) throw unknown;
+      req.retries = r.varint();
+      continue;
+    }
+    if ((tag & 7) !== LEN) throw unknown;
+    if (no === 1) req.controller = r.string();
+    else if (no === 2 && !req.kind) req.kind = groupVersionKind(r);
+    else if (no === 3 && !req.key) req.key = objectKey(r);
+    else if (no === 4) req.object = r.lengthDelimited();
+    else if (no === 6) req.observedChildren.push(r.lengthDelimited());
+    else if (no === 7) req.cacheVersions.push(cacheVersion(r));
+    else throw unknown; // a field unknown here, or an embedded message repeated, which fromBinary merges
+  }
+  return req;
+}
+
+function duration(r: Reader): Duration {
+  const d: Duration = { $typeName: "google.protobuf.Duration", seconds: 0n, nanos: 0 };
+  r.fields((tag, m) => {
+    if (tag === ((1 << 3) | VARINT)) d.seconds = m.uint64();
+    else if (tag === ((2 << 3) | VARINT)) d.nanos = m.varint();
+    else throw unknown; // another field, or a negative duration (seconds as a ten-byte varint)
+  });
+  return d;
+}
+
+/** Adds a map<string, string> entry to map. */
+function mapEntry(r: Reader, map: Record<string, string>): void {
+  let key = "";
+  let value = "";
+  r.fields((tag, m) => {
+    if (tag === ((1 << 3) | LEN)) key = m.string();
+    else if (tag === ((2 << 3) | LEN)) value = m.string();
+    else throw unknown;
+  });
+  map[key] = value;
+}
+
+/**
+ * Decodes a ReconcileStreamRequest as fromBinary(ReconcileStreamRequestSchema,
+ * bytes) does, to the same message, its ReconcileRequest decoded as
+ * decodeReconcileRequest does (a FinalizeRequest, rarer, by fromBinary);
+ * throws where fromBinary throws.
+ */
+export function decodeReconcileStreamRequest(bytes: Uint8Array): ReconcileStreamRequest {
+  const req: ReconcileStreamRequest = {
+    $typeName: "polyop.v1alpha1.ReconcileStreamRequest",
+    id: 0n,
+    call: { case: undefined },
+    traceContext: {},
+  };
   try {
-    const r = new Reader(bytes, 0);
-    while (r.pos < bytes.length) {
+    const r = Reader.of(bytes);
+    while (r.pos < r.end) {
       const tag = r.tag();
       const no = tag >>> 3;
-      if (no === 5) {
+      if (no === 1) {
         if ((tag & 7) !== VARINT) throw unknown;
-        req.retries = r.varint();
+        req.id = r.uint64();
         continue;
       }
       if ((tag & 7) !== LEN) throw unknown;
-      if (no === 1) req.controller = r.string();
-      else if (no === 2 && !req.kind) req.kind = groupVersionKind(r);
-      else if (no === 3 && !req.key) req.key = objectKey(r);
-      else if (no === 4) req.object = r.lengthDelimited();
-      else if (no === 6) req.observedChildren.push(r.lengthDelimited());
-      else if (no === 7) req.cacheVersions.push(cacheVersion(r));
-      else throw unknown; // a field unknown here, or an embedded message repeated, which fromBinary merges
+      // An embedded message repeated, or the call's other case after one, is merged or replaced by fromBinary.
+      if (no === 2 && req.call.case === undefined) req.call = { case: "reconcile", value: reconcileRequest(r.lengthDelimited()) };
+      else if (no === 3 && req.call.case === undefined) req.call = { case: "finalize", value: fromBinary(FinalizeRequestSchema, r.lengthDelimited()) };
+      else if (no === 4 && !req.timeout) req.timeout = duration(r);
+      else if (no === 5) mapEntry(r, req.traceContext);
+      else throw unknown;
     }
   } catch (err) {
     if (err !== unknown) {
       throw err;
     }
-    return fromBinary(ReconcileRequestSchema, bytes);
+    return fromBinary(ReconcileStreamRequestSchema, bytes);
   }
   return req;
 }
