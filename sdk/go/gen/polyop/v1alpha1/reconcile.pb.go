@@ -715,10 +715,12 @@ type ReconcileStreamRequest struct {
 	// the stream. Unset: the call has no deadline of its own (the stream's
 	// context still ends it).
 	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	// The call's W3C trace context, as a unary call carries it in its gRPC
-	// metadata: the keys "traceparent" and, when set, "tracestate". Empty when
-	// the host does not trace, or the call is not sampled. A sidecar that
-	// traces makes its span of the call a child of this context.
+	// The call's W3C trace context and baggage, as a unary call carries them in
+	// its gRPC metadata: the keys "traceparent" and, when set, "tracestate" and
+	// "baggage" (which carries the reconcile ID, "polyop.reconcile_id", that
+	// both sides log). A sidecar that traces makes its span of the call a child
+	// of this context, and reads the reconcile ID from the baggage. Empty when
+	// the host does not trace.
 	TraceContext  map[string]string `protobuf:"bytes,5,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -488,10 +488,12 @@ class ReconcileStreamRequest(_message.Message):
 
     @_builtins.property
     def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """The call's W3C trace context, as a unary call carries it in its gRPC
-        metadata: the keys "traceparent" and, when set, "tracestate". Empty when
-        the host does not trace, or the call is not sampled. A sidecar that
-        traces makes its span of the call a child of this context.
+        """The call's W3C trace context and baggage, as a unary call carries them in
+        its gRPC metadata: the keys "traceparent" and, when set, "tracestate" and
+        "baggage" (which carries the reconcile ID, "polyop.reconcile_id", that
+        both sides log). A sidecar that traces makes its span of the call a child
+        of this context, and reads the reconcile ID from the baggage. Empty when
+        the host does not trace.
         """
 
     def __init__(
