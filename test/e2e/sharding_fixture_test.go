@@ -197,12 +197,23 @@ func (s *shardRing) converged(live []*shardReplica, gen int64, what string) shar
 	timeout := 3*time.Minute + time.Duration(s.n)*100*time.Millisecond
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), s.pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last, counts = s.check(ctx, live, gen)
+		for _, r := range live {
+			if r.host.Exited() {
+				return false, fmt.Errorf("%w; its last lines:\n%s", r.host.ExitError(), testenv.Tail(r.host.Output(), 30))
+			}
+		}
+		ok, seen, c := s.check(ctx, live, gen)
+		if ctx.Err() == nil {
+			// Not what a look cut short by the deadline saw.
+			last, counts = seen, c
+		}
 		return ok, nil
 	})
-	if err != nil {
+	switch {
+	case wait.Interrupted(err):
 		t.Fatalf("%s: not true within %s; last seen: %s", what, timeout, last)
+	case err != nil:
+		t.Fatalf("%s: %v", what, err)
 	}
 	return counts
 }

@@ -58,8 +58,12 @@ func TestShardedReplicasAtScale(t *testing.T) {
 
 func testShardingAtScale(t *testing.T, mode shardingMode, n int) {
 	f := mode.fixture(t)
-	s := newShardRing(f, mode, "scale", 6*time.Second)
-	s.n, s.children, s.quiet, s.pollInterval = n, true, true, 500*time.Millisecond
+	// Leases of 15s rather than the 6s of the smaller tests: under this
+	// load, on a busy machine, the API server can take seconds to answer a
+	// renewal, and a leader that cannot renew its election's Lease exits.
+	s := newShardRing(f, mode, "scale", 15*time.Second)
+	// Each look lists every window (and every ConfigMap): not too often.
+	s.n, s.children, s.quiet, s.pollInterval = n, true, true, 2*time.Second
 	s.sidecar = s.testSidecar("--delay", "20ms", "--child-configmap", "--max-concurrent-reconciles", "4")
 	started := map[string]*shardReplica{}
 	start := func(id string) *shardReplica {
@@ -196,7 +200,7 @@ func (s *shardRing) changeAndKill(gen int64, victim *shardReplica) time.Time {
 	}()
 
 	var reconciled int
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
 		reconciled, err = s.reconciledAt(ctx, gen)
 		return err == nil && reconciled >= s.n/10, nil
