@@ -85,6 +85,14 @@ func testShardingAtScale(t *testing.T, mode shardingMode, n int) {
 		t.Logf("%s: converged in %s", what, time.Since(since).Round(100*time.Millisecond))
 		s.logShares(what, live, counts)
 		s.noOverlap()
+		// About 1/len(live) each: with 100 virtual nodes a member's share
+		// of the hash space is within a few percent of its fair share.
+		fair := float64(n) / float64(len(live))
+		for _, r := range live {
+			if c := counts.cached[r.id]; c < fair/2 || c > fair*3/2 {
+				t.Errorf("%s: %s caches %v of %d windows, far from its fair share %.0f", what, r.id, c, n, fair)
+			}
+		}
 	}
 
 	// One replica takes every object.
