@@ -44,8 +44,8 @@ func TestShardedReplicasAtScale(t *testing.T) {
 	n := defaultScaleObjects
 	if v := os.Getenv(scaleObjectsEnv); v != "" {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 10 {
-			t.Fatalf("%s=%q: want a number of objects, at least 10", scaleObjectsEnv, v)
+		if n, err = strconv.Atoi(v); err != nil || n < 300 {
+			t.Fatalf("%s=%q: want a number of objects, at least 300", scaleObjectsEnv, v)
 		}
 	}
 	for _, mode := range shardingModes {
