@@ -32,9 +32,19 @@ type fixture struct {
 	ns      string
 	socket  string
 	callLog string
+	// c and kubeconfig reach the fixture's API server: the suite's, unless
+	// the test started one of its own (newFixtureOn).
+	c          client.Client
+	kubeconfig string
 }
 
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureOn(t, env, k8s)
+}
+
+// newFixtureOn is newFixture on the API server of e, through c.
+func newFixtureOn(t *testing.T, e *testenv.Env, c client.Client) *fixture {
 	t.Helper()
 	// A short directory: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "po-")
@@ -47,8 +57,11 @@ func newFixture(t *testing.T) *fixture {
 		ns:      "e2e-" + rand.String(6),
 		socket:  filepath.Join(dir, "sidecar.sock"),
 		callLog: filepath.Join(dir, "calls.jsonl"),
+
+		c:          c,
+		kubeconfig: e.Kubeconfig,
 	}
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
+	if err := f.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -75,8 +88,14 @@ func (f *fixture) startHost(args ...string) *testenv.Process {
 // its environment.
 func (f *fixture) startHostWith(extraEnv []string, args ...string) *testenv.Process {
 	f.t.Helper()
-	args = append([]string{
-		"--kubeconfig", env.Kubeconfig,
+	return f.startWith("host", hostBin, extraEnv, f.hostArgs(args...)...)
+}
+
+// hostArgs are the arguments of a host startHost starts: args after the
+// fixture's own.
+func (f *fixture) hostArgs(args ...string) []string {
+	return append([]string{
+		"--kubeconfig", f.kubeconfig,
 		"--sidecar-address", f.address(),
 		"--namespace", f.ns,
 		"--health-probe-bind-address", "0",
@@ -86,7 +105,6 @@ func (f *fixture) startHostWith(extraEnv []string, args ...string) *testenv.Proc
 		// tests run in parallel and must not share :9443.
 		"--webhook-port", "0",
 	}, args...)
-	return f.startWith("host", hostBin, extraEnv, args...)
 }
 
 func (f *fixture) start(name, bin string, args ...string) *testenv.Process {
@@ -119,7 +137,7 @@ func (f *fixture) window(name string, annotations map[string]string) *unstructur
 
 func (f *fixture) create(obj client.Object) {
 	f.t.Helper()
-	if err := k8s.Create(context.Background(), obj); err != nil {
+	if err := f.c.Create(context.Background(), obj); err != nil {
 		f.t.Fatalf("creating %s: %v", obj.GetName(), err)
 	}
 }
@@ -128,7 +146,7 @@ func (f *fixture) get(name string) *unstructured.Unstructured {
 	f.t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(windowGVK)
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, u); err != nil {
+	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, u); err != nil {
 		f.t.Fatalf("getting %s: %v", name, err)
 	}
 	return u
@@ -142,9 +160,9 @@ func (f *fixture) update(name string, change func(*unstructured.Unstructured), s
 		u = f.get(name)
 		change(u)
 		if subresource {
-			return k8s.Status().Update(context.Background(), u)
+			return f.c.Status().Update(context.Background(), u)
 		}
-		return k8s.Update(context.Background(), u)
+		return f.c.Update(context.Background(), u)
 	})
 	if err != nil {
 		f.t.Fatalf("updating %s: %v", name, err)

@@ -17,12 +17,16 @@ var (
 	hostBin, testSidecarBin, exampleSidecarBin, childSidecarBin, indexSidecarBin, traceSidecarBin string
 )
 
+// crdDirs are the CRDs of the suite's control plane, and of any other a test
+// starts.
+var crdDirs = []string{
+	filepath.Join(testenv.RepoRoot(), "examples", "go", "maintenancewindow", "config", "crd"),
+	filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "crd"),
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Suite{
-		CRDDirs: []string{
-			filepath.Join(testenv.RepoRoot(), "examples", "go", "maintenancewindow", "config", "crd"),
-			filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "crd"),
-		},
+		CRDDirs: crdDirs,
 		Binaries: map[string]*string{
 			"./cmd/host":                      &hostBin,
 			"./test/testsidecar":              &testSidecarBin,

@@ -35,6 +35,12 @@
 //	--max-concurrent-reconciles   the controller's concurrency (0: the host's default, 1)
 //	--delay                       how long each reconcile sleeps first, to test a slow sidecar
 //	--log-file                    append one JSON line per reconcile call to this file
+//	--overlap-dir                 a directory shared by several sidecars: each reconcile holds a
+//	                              lock file per object there, and one that finds it held appends
+//	                              a line to overlaps.log
+//	--instance                    which of several sidecars this is: in each call log line and in
+//	                              the Ready condition's message ("Reconciled by INSTANCE")
+//	--child-configmap             own ConfigMaps: each reconcile desires one named after the window
 //	--webhooks                    also declare a defaulter and a validator of MaintenanceWindow
 //	                              (create, update, delete; see admission.go for the annotations
 //	                              that drive them)
@@ -48,6 +54,8 @@
 //
 //	{"time":"2026-03-10T12:00:00.123456789Z","namespace":"default","name":"w","exists":true,
 //	 "generation":2,"resourceVersion":"1234","retries":0}
+//
+// (with "instance" too, when --instance is set).
 //
 // exists is false, and generation and resourceVersion are empty, when the host
 // reports that the object is gone.

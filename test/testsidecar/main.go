@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -54,6 +55,8 @@ type config struct {
 	delay                   time.Duration
 	logFile                 string
 	overlapDir              string
+	instance                string
+	childConfigMap          bool
 	webhooks                webhookConfig
 	sidecar                 sidecar.Options
 	zap                     zap.Options
@@ -83,6 +86,10 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.StringVar(&cfg.overlapDir, "overlap-dir", "",
 		"A directory shared by several sidecars: each reconcile holds a lock file per object in it while it runs, and one that finds the object's "+
 			"lock held (another reconcile of the object in flight, in any sidecar) appends a line to overlaps.log there.")
+	fs.StringVar(&cfg.instance, "instance", "",
+		"Which of several sidecars this is: recorded in each call log line and in the Ready condition's message (\"Reconciled by INSTANCE\").")
+	fs.BoolVar(&cfg.childConfigMap, "child-configmap", false,
+		"Own ConfigMaps: each reconcile desires a ConfigMap named after the window, its controller.")
 	fs.BoolVar(&cfg.webhooks.enabled, "webhooks", false, "Also declare and serve a defaulter and a validator of MaintenanceWindow.")
 	fs.StringVar(&cfg.webhooks.failurePolicy, "webhook-failure-policy", "", "The webhooks' failure policy: fail or ignore.")
 	fs.IntVar(&cfg.webhooks.timeoutSeconds, "webhook-timeout-seconds", 0, "The webhooks' timeout in seconds (0: the default, 10).")
@@ -168,6 +175,9 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 	if err := v1.AddToScheme(scheme); err != nil {
 		return nil, nil, err
 	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
 	opts := cfg.sidecar
 	opts.Scheme = scheme
 	opts.ServerOptions = append(opts.ServerOptions, grpc.ChainUnaryInterceptor(garbleStatus, garbleDefault))
@@ -186,13 +196,19 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 			return nil, nil, err
 		}
 	}
-	err = sidecar.NewControllerManagedBy[*v1.MaintenanceWindow](srv).
+	b := sidecar.NewControllerManagedBy[*v1.MaintenanceWindow](srv).
 		Named(cfg.controllerName).
 		WithUpdateFilters(cfg.updateFilters...).
 		WithLabelSelector(cfg.labelSelector).
 		InNamespaces(cfg.namespaces...).
-		WithMaxConcurrentReconciles(cfg.maxConcurrentReconciles).
-		Complete(&reconciler{delay: cfg.delay, calls: calls, overlaps: overlapDetector(cfg.overlapDir)})
+		WithMaxConcurrentReconciles(cfg.maxConcurrentReconciles)
+	if cfg.childConfigMap {
+		b = b.Owns(&corev1.ConfigMap{})
+	}
+	err = b.Complete(&reconciler{
+		delay: cfg.delay, calls: calls, overlaps: overlapDetector(cfg.overlapDir),
+		instance: cfg.instance, childConfigMap: cfg.childConfigMap,
+	})
 	if err == nil && cfg.webhooks.enabled {
 		var admissions *admissionLog
 		if admissions, err = openAdmissionLog(cfg.webhooks.logFile); err == nil {

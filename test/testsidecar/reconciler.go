@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
 	"github.com/polyop/polyop/sdk/go/conditions"
@@ -48,6 +49,11 @@ type reconciler struct {
 	// overlaps detects reconciles of one object in flight at once, across
 	// sidecars; empty detects nothing.
 	overlaps overlapDetector
+	// instance names this sidecar in the call log and the Ready condition.
+	instance string
+	// childConfigMap makes each reconcile desire a ConfigMap named after
+	// the window.
+	childConfigMap bool
 }
 
 var (
@@ -63,6 +69,7 @@ func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (s
 	}
 	defer release()
 	if err := r.calls.record(call{
+		Instance:        r.instance,
 		Namespace:       mw.Namespace,
 		Name:            mw.Name,
 		Exists:          true,
@@ -107,12 +114,25 @@ func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (s
 		result.RequeueAfter = d
 	}
 
+	if r.childConfigMap {
+		child := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: mw.Namespace, Name: mw.Name},
+			Data:       map[string]string{"window": mw.Name},
+		}
+		if err := sidecar.Desire(ctx, child); err != nil {
+			return sidecar.Result{}, err
+		}
+	}
 	if mw.Status.ObservedGeneration != mw.Generation {
 		sidecar.Recorder(ctx).Eventf(corev1.EventTypeNormal, "Reconciled", "Reconciled generation %d", mw.Generation)
 	}
 	mw.Status.Phase = PhaseReconciled
 	mw.Status.ObservedGeneration = mw.Generation
-	conditions.MarkTrue(&mw.Status.Conditions, conditions.Ready, "Reconciled", "Reconciled by testsidecar", mw.Generation)
+	by := "testsidecar"
+	if r.instance != "" {
+		by = r.instance
+	}
+	conditions.MarkTrue(&mw.Status.Conditions, conditions.Ready, "Reconciled", "Reconciled by "+by, mw.Generation)
 	return result, nil
 }
 
@@ -123,6 +143,7 @@ func (r *reconciler) ReconcileDeleted(_ context.Context, req sidecar.Request) (s
 	}
 	defer release()
 	return sidecar.Result{}, r.calls.record(call{
+		Instance:  r.instance,
 		Namespace: req.Namespace,
 		Name:      req.Name,
 		Retries:   req.Retries,
@@ -147,6 +168,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // call is one line of the call log.
 type call struct {
 	Time            string `json:"time"`
+	Instance        string `json:"instance,omitempty"`
 	Namespace       string `json:"namespace"`
 	Name            string `json:"name"`
 	Exists          bool   `json:"exists"`

@@ -218,3 +218,28 @@ func TestOverlapDetectorRecordsAReconcileOfAnObjectInFlight(t *testing.T) {
 		t.Errorf("a reconcile after the last one ended recorded an overlap: %q", got2)
 	}
 }
+
+func TestAnInstanceNamesItselfAndDesiresAConfigMap(t *testing.T) {
+	t.Parallel()
+	h, logFile := harness(t, "--instance", "host-1", "--child-configmap")
+	owns := h.Describe().GetControllers()[0].GetOwns()
+	if len(owns) != 1 || owns[0].GetKind().GetKind() != "ConfigMap" {
+		t.Errorf("owns = %v, want ConfigMaps", owns)
+	}
+	res := h.Reconcile(t.Context(), "maintenancewindow", window(nil))
+	if res.Err != nil {
+		t.Fatalf("unexpected error: %+v", *res.Err)
+	}
+	children := res.DesiredChildren()
+	if len(children) != 1 || children[0].GetKind() != "ConfigMap" || children[0].GetName() != "w" || children[0].GetNamespace() != "default" {
+		t.Errorf("desired children = %v, want the ConfigMap default/w", children)
+	}
+	var got v1.MaintenanceWindow
+	res.Status(&got)
+	if c := conditions.Get(got.Status.Conditions, conditions.Ready); c == nil || c.Message != "Reconciled by host-1" {
+		t.Errorf("Ready = %+v, want the message to name the instance", c)
+	}
+	if calls := readCalls(t, logFile); len(calls) != 1 || calls[0].Instance != "host-1" {
+		t.Errorf("calls = %+v, want one by host-1", calls)
+	}
+}

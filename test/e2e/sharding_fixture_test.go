@@ -1,0 +1,435 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/polyop/polyop/internal/sharding"
+	"github.com/polyop/polyop/internal/testenv"
+)
+
+// shardingMode is one way the replicas of a sharding test select their
+// share: the host's flags, and what the API server needs for them.
+type shardingMode struct {
+	name     string
+	hostArgs []string
+	// featureGates are the API server's feature gates the mode needs; a
+	// mode that names any runs on a control plane of its own.
+	featureGates []string
+}
+
+// labelMode is --sharding=labels: the sharder labels each object with its
+// owner, and each replica's informers select their label.
+var labelMode = shardingMode{name: "labels", hostArgs: []string{"--sharding", "labels"}}
+
+// shardingModes are the modes the sharding tests that take one run in. A mode
+// is one entry; the API server's sharded list and watch would be
+//
+//	{name: "server", hostArgs: []string{"--sharding", "server"}, featureGates: []string{"ShardedListAndWatch"}},
+var shardingModes = []shardingMode{labelMode}
+
+// fixture returns a fixture on an API server that serves the mode: the
+// suite's, or, for a mode that needs feature gates, one of its own, stopped
+// when the test ends.
+func (m shardingMode) fixture(t *testing.T) *fixture {
+	t.Helper()
+	if len(m.featureGates) == 0 {
+		return newFixture(t)
+	}
+	e, err := testenv.StartWith(testenv.Options{CRDDirs: crdDirs, FeatureGates: m.featureGates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Errorf("stopping the control plane of mode %s: %v", m.name, err)
+		}
+	})
+	c, err := client.New(e.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFixtureOn(t, e, c)
+}
+
+// shardRing is the host replicas of one ring, each with its own sidecar, in
+// one fixture's namespace, and the MaintenanceWindows w0000… they share.
+type shardRing struct {
+	f    *fixture
+	mode shardingMode
+	name string
+	// label is the objects' shard label.
+	label         string
+	leaseDuration time.Duration
+	dir           string
+	// overlaps is the directory where the sidecars hold a lock file per
+	// object while they reconcile it (testsidecar's --overlap-dir).
+	overlaps string
+	// sidecar starts replica r's sidecar on socket.
+	sidecar func(r *shardReplica, socket string) *testenv.Process
+	// quiet sends the processes' output to files in dir rather than to
+	// the test's log (a failed test logs their tails).
+	quiet bool
+	// n is how many MaintenanceWindows the test creates (window names them).
+	n int
+	// children says that each window has a ConfigMap child of its name
+	// (testsidecar --child-configmap), which converged checks too.
+	children bool
+	// pollInterval is how often converged lists the objects.
+	pollInterval time.Duration
+}
+
+// shardReplica is one host replica of a ring, with its sidecar.
+type shardReplica struct {
+	id      string
+	host    *testenv.Process
+	sidecar *testenv.Process
+	metrics string
+	// callLog is its sidecar's call log.
+	callLog string
+}
+
+func newShardRing(f *fixture, mode shardingMode, name string, leaseDuration time.Duration) *shardRing {
+	f.t.Helper()
+	dir := filepath.Dir(f.socket)
+	s := &shardRing{
+		f: f, mode: mode, name: name, label: sharding.ShardLabel(name), leaseDuration: leaseDuration,
+		dir: dir, overlaps: filepath.Join(dir, "overlaps"), pollInterval: testenv.PollInterval,
+	}
+	if err := os.Mkdir(s.overlaps, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+// testSidecar starts test/testsidecar as a replica's sidecar: named after the
+// ring, logging its calls, recording overlaps, naming its replica in the
+// status it writes (--instance), with args added.
+func (s *shardRing) testSidecar(args ...string) func(r *shardReplica, socket string) *testenv.Process {
+	return func(r *shardReplica, socket string) *testenv.Process {
+		return s.process(r.id+"-sidecar", testSidecarBin, append([]string{
+			"--address", socket, "--name", s.name, "--log-file", r.callLog, "--update-filters", "generation",
+			"--overlap-dir", s.overlaps, "--instance", r.id,
+		}, args...)...)
+	}
+}
+
+// start starts a replica named id: its sidecar, and a host in the ring's mode
+// with a short lease.
+func (s *shardRing) start(id string) *shardReplica {
+	s.f.t.Helper()
+	r := &shardReplica{id: id, metrics: freePort(s.f.t), callLog: filepath.Join(s.dir, id+".jsonl")}
+	socket := "unix://" + filepath.Join(s.dir, id+".sock")
+	r.sidecar = s.sidecar(r, socket)
+	lease := s.leaseDuration.String()
+	args := s.f.hostArgs(append([]string{
+		"--sidecar-address", socket,
+		"--cluster-address", "unix://" + filepath.Join(s.dir, id+"-cluster.sock"),
+		"--metrics-bind-address", r.metrics, "--metrics-secure=false",
+		"--leader-elect", "--leader-election-namespace", s.f.ns,
+		"--leader-election-lease-duration", lease, "--leader-election-renew-deadline", (s.leaseDuration * 2 / 3).String(),
+		"--leader-election-retry-period", "1s",
+		"--shard-replica-id", id, "--shard-lease-duration", lease,
+	}, s.mode.hostArgs...)...)
+	if s.quiet {
+		args = append(args, "--zap-log-level", "info")
+	}
+	r.host = s.process(id, hostBin, args...)
+	return r
+}
+
+// process starts bin, its output in the test's log or, quiet, in a file.
+func (s *shardRing) process(name, bin string, args ...string) *testenv.Process {
+	t := s.f.t
+	t.Helper()
+	if !s.quiet {
+		return s.f.start(name, bin, args...)
+	}
+	p, err := testenv.StartProcessWith(name, bin, args, testenv.ProcessOptions{LogPath: filepath.Join(s.dir, name+".log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("the last lines of %s:\n%s", name, testenv.Tail(p.Output(), 30))
+		}
+	})
+	return p
+}
+
+// window is the name of the i-th MaintenanceWindow.
+func (s *shardRing) window(i int) string { return fmt.Sprintf("w%04d", i) }
+
+// shardCounts is what converged saw: the objects labelled with each replica,
+// and the objects and children each replica's cache holds.
+type shardCounts struct {
+	labelled       map[string]int
+	cached         map[string]float64
+	cachedChildren map[string]float64
+}
+
+// converged waits until every window is labelled with one of live, reconciled
+// at generation gen by that replica (its sidecar names itself in the Ready
+// condition), and each live replica's cache holds exactly the windows
+// labelled with it (and, with children, their ConfigMaps, which carry their
+// window's label). It returns what it saw last.
+func (s *shardRing) converged(live []*shardReplica, gen int64, what string) shardCounts {
+	t := s.f.t
+	t.Helper()
+	var counts shardCounts
+	// Generous: the objects move and converge at the pace of a loaded
+	// machine's API server.
+	timeout := 3*time.Minute + time.Duration(s.n)*100*time.Millisecond
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), s.pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, r := range live {
+			if r.host.Exited() {
+				return false, fmt.Errorf("%w; its last lines:\n%s", r.host.ExitError(), testenv.Tail(r.host.Output(), 30))
+			}
+		}
+		ok, seen, c := s.check(ctx, live, gen)
+		if ctx.Err() == nil {
+			// Not what a look cut short by the deadline saw.
+			last, counts = seen, c
+		}
+		return ok, nil
+	})
+	switch {
+	case wait.Interrupted(err):
+		t.Fatalf("%s: not true within %s; last seen: %s", what, timeout, last)
+	case err != nil:
+		t.Fatalf("%s: %v", what, err)
+	}
+	return counts
+}
+
+// check is one look of converged.
+func (s *shardRing) check(ctx context.Context, live []*shardReplica, gen int64) (ok bool, seen string, counts shardCounts) {
+	counts = shardCounts{labelled: map[string]int{}, cached: map[string]float64{}, cachedChildren: map[string]float64{}}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(windowGVK.GroupVersion().WithKind("MaintenanceWindowList"))
+	if err := s.f.c.List(ctx, list, client.InNamespace(s.f.ns)); err != nil {
+		return false, err.Error(), counts
+	}
+	owners := make(map[string]string, len(list.Items))
+	pending, foreign := 0, 0
+	var example string
+	for i := range list.Items {
+		u := &list.Items[i]
+		owner := u.GetLabels()[s.label]
+		owners[u.GetName()] = owner
+		counts.labelled[owner]++
+		og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		switch {
+		case phase(u) != "Reconciled" || og != gen:
+			pending++
+		case readyMessage(u) != "Reconciled by "+owner:
+			foreign++
+			example = fmt.Sprintf("%s is labelled %q, its status says %q", u.GetName(), owner, readyMessage(u))
+		}
+	}
+	if len(list.Items) != s.n || pending > 0 || foreign > 0 {
+		return false, fmt.Sprintf("%d objects, %d not reconciled at generation %d, %d last reconciled by another replica than their label's (%s); labelled %v",
+			len(list.Items), pending, gen, foreign, example, counts.labelled), counts
+	}
+	childLabelled := map[string]int{}
+	if s.children {
+		cms := &corev1.ConfigMapList{}
+		if err := s.f.c.List(ctx, cms, client.InNamespace(s.f.ns)); err != nil {
+			return false, err.Error(), counts
+		}
+		children := 0
+		for _, cm := range cms.Items {
+			owner, ok := owners[cm.Name]
+			if !ok {
+				continue
+			}
+			children++
+			if got := cm.Labels[s.label]; got != owner {
+				return false, fmt.Sprintf("ConfigMap %s is labelled %q, its window %q", cm.Name, got, owner), counts
+			}
+			childLabelled[owner]++
+		}
+		if children != s.n {
+			return false, fmt.Sprintf("%d of %d windows have their ConfigMap", children, s.n), counts
+		}
+	}
+	total := 0
+	for _, r := range live {
+		scrape, err := s.f.scrapeMetrics(r.metrics)
+		if err != nil {
+			return false, fmt.Sprintf("%s: %v", r.id, err), counts
+		}
+		cached := metric(scrape, "polyop_shard_owned_objects", "ring", s.name, "kind", "MaintenanceWindow.examples.polyop.dev/v1")
+		counts.cached[r.id] = cached
+		if int(cached) != counts.labelled[r.id] || counts.labelled[r.id] == 0 {
+			return false, fmt.Sprintf("%s caches %v objects, %d are labelled with it (labelled %v)", r.id, cached, counts.labelled[r.id], counts.labelled), counts
+		}
+		if s.children {
+			children := metric(scrape, "polyop_shard_owned_objects", "ring", s.name, "kind", "ConfigMap.v1")
+			counts.cachedChildren[r.id] = children
+			if int(children) != childLabelled[r.id] {
+				return false, fmt.Sprintf("%s caches %v ConfigMaps, %d are labelled with it", r.id, children, childLabelled[r.id]), counts
+			}
+		}
+		if share := metric(scrape, "polyop_shard_hash_space_share", "ring", s.name); share <= 0 {
+			return false, fmt.Sprintf("%s owns a share %v of the hash space", r.id, share), counts
+		}
+		total += counts.labelled[r.id]
+	}
+	if total != s.n {
+		return false, fmt.Sprintf("the live replicas own %d of %d objects: labelled %v", total, s.n, counts.labelled), counts
+	}
+	return true, "", counts
+}
+
+// readyMessage is the message of u's Ready condition.
+func readyMessage(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Ready" {
+			msg, _ := m["message"].(string)
+			return msg
+		}
+	}
+	return ""
+}
+
+// noOverlap fails the test if any sidecar recorded a reconcile of an object
+// in flight in another one.
+func (s *shardRing) noOverlap() {
+	s.f.t.Helper()
+	if got, err := os.ReadFile(filepath.Join(s.overlaps, "overlaps.log")); err == nil {
+		s.f.t.Fatalf("objects reconciled by two replicas at once:\n%s", got)
+	}
+}
+
+// leader waits until exactly one of live leads (runs the sharder), and
+// returns it.
+func (s *shardRing) leader(live []*shardReplica) *shardReplica {
+	s.f.t.Helper()
+	var leader *shardReplica
+	testenv.Eventually(s.f.t, 2*time.Minute, "one replica leads", func() (bool, string) {
+		var leaders []string
+		leader = nil
+		for _, r := range live {
+			scrape, err := s.f.scrapeMetrics(r.metrics)
+			if err != nil {
+				return false, fmt.Sprintf("%s: %v", r.id, err)
+			}
+			if metric(scrape, "leader_election_master_status") == 1 {
+				leader = r
+				leaders = append(leaders, r.id)
+			}
+		}
+		return len(leaders) == 1, fmt.Sprintf("leaders %v", leaders)
+	})
+	return leader
+}
+
+// shardCall is a line of a sharded sidecar's call log.
+type shardCall struct {
+	Instance   string `json:"instance"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+}
+
+// reconciledBy reads every replica's call log: for each object and
+// generation, the replicas that reconciled it, and how many times.
+func (s *shardRing) reconciledBy(replicas []*shardReplica) map[string]map[int64]map[string]int {
+	t := s.f.t
+	t.Helper()
+	out := map[string]map[int64]map[string]int{}
+	for _, r := range replicas {
+		file, err := os.Open(r.callLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(file)
+		for sc.Scan() {
+			var c shardCall
+			if err := json.Unmarshal(sc.Bytes(), &c); err != nil || c.Namespace != s.f.ns || c.Generation == 0 {
+				continue // a line being written, or a reconcile of an object gone
+			}
+			if out[c.Name] == nil {
+				out[c.Name] = map[int64]map[string]int{}
+			}
+			if out[c.Name][c.Generation] == nil {
+				out[c.Name][c.Generation] = map[string]int{}
+			}
+			out[c.Name][c.Generation][c.Instance]++
+		}
+		_ = file.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// logShares logs each live replica's share of the windows and of their
+// children, and its host's resident memory.
+func (s *shardRing) logShares(what string, live []*shardReplica, counts shardCounts) {
+	t := s.f.t
+	t.Helper()
+	var parts []string
+	for _, r := range live {
+		part := fmt.Sprintf("%s caches %v windows (%.1f%%)", r.id, counts.cached[r.id], 100*counts.cached[r.id]/float64(s.n))
+		if s.children {
+			part += fmt.Sprintf(" and %v ConfigMaps (%.1f%%)", counts.cachedChildren[r.id], 100*counts.cachedChildren[r.id]/float64(s.n))
+		}
+		if rss := vmRSS(r.host.Pid()); rss != "" {
+			part += ", host RSS " + rss
+		}
+		parts = append(parts, part)
+	}
+	sort.Strings(parts)
+	t.Logf("%s: %s", what, strings.Join(parts, "; "))
+}
+
+// vmRSS is the resident memory of process pid (VmRSS in /proc), or "" where
+// there is no /proc.
+func vmRSS(pid int) string {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if fields := strings.Fields(rest); len(fields) == 2 && fields[1] == "kB" {
+				if kb, err := strconv.Atoi(fields[0]); err == nil {
+					return fmt.Sprintf("%.0f MiB", float64(kb)/1024)
+				}
+			}
+			return strings.TrimSpace(rest)
+		}
+	}
+	return ""
+}
+
+// without returns replicas without r.
+func without(replicas []*shardReplica, r *shardReplica) []*shardReplica {
+	var out []*shardReplica
+	for _, x := range replicas {
+		if x != r {
+			out = append(out, x)
+		}
+	}
+	return out
+}
