@@ -122,8 +122,8 @@ func (s *ShardingReport) markdown(b *strings.Builder) {
 	b.WriteString("| replicas | replica | Widgets cached (share) | ConfigMaps cached | reconciles | CPU per reconcile, host + sidecar | host peak RSS | sidecar peak RSS | converged |\n")
 	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	if u != nil {
-		fmt.Fprintf(b, "| unsharded | — | %s | %s | %.0f | %s = %s + %s | %s | %s | %s |\n",
-			thousands(u.N), thousands(u.N), u.Reconciles,
+		fmt.Fprintf(b, "| unsharded | — | %s | %s | %s | %s = %s + %s | %s | %s | %s |\n",
+			thousands(u.N), thousands(u.N), thousands(int(u.Reconciles)),
 			ms(u.CPUPerReconcile()), ms(perReconcile(u.Operator.CPU, u.Reconciles)), ms(perReconcile(u.Sidecar.CPU, u.Reconciles)),
 			mib(u.Operator.PeakRSS), mib(u.Sidecar.PeakRSS), seconds(u.Convergence))
 	}
@@ -151,15 +151,15 @@ func (s *ShardingReport) markdown(b *strings.Builder) {
 				converged = s.convergence(run, one)
 			}
 			widgets := m.Owned[shardWidgetKind]
-			cms := fmt.Sprintf("%.0f", m.Owned[shardConfigMapKind])
-			share := fmt.Sprintf("%.0f (%.1f%%)", widgets, 100*widgets/float64(max(1, s.N)))
+			cms := thousands(int(m.Owned[shardConfigMapKind]))
+			share := fmt.Sprintf("%s (%.1f%%)", thousands(int(widgets)), 100*widgets/float64(max(1, s.N)))
 			host, sidecar := mib(m.Host.PeakRSS), mib(m.Sidecar.PeakRSS)
 			if u != nil && !total {
 				host = withRatio(host, float64(m.Host.PeakRSS), float64(u.Operator.PeakRSS), false)
 				sidecar = withRatio(sidecar, float64(m.Sidecar.PeakRSS), float64(u.Sidecar.PeakRSS), false)
 			}
 			if total {
-				name, share, cms = "**all**", fmt.Sprintf("%.0f", widgets), fmt.Sprintf("%.0f", m.Owned[shardConfigMapKind])
+				name, share = "**all**", thousands(int(widgets))
 				if u != nil {
 					both := float64(m.Host.PeakRSS + m.Sidecar.PeakRSS)
 					host = fmt.Sprintf("%s + %s = %s (%.2f× unsharded)", host, sidecar, mib(m.Host.PeakRSS+m.Sidecar.PeakRSS),
@@ -171,8 +171,8 @@ func (s *ShardingReport) markdown(b *strings.Builder) {
 			if u != nil {
 				cpu = withRatio(cpu, float64(m.CPUPerReconcile()), float64(u.CPUPerReconcile()), false)
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n",
-				replicas, name, share, cms, m.Reconciles, cpu, host, sidecar, converged)
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				replicas, name, share, cms, thousands(int(m.Reconciles)), cpu, host, sidecar, converged)
 		}
 	}
 	b.WriteString("\nA replica's share is its `polyop_shard_owned_objects` once the reconciles stopped: the Widgets and " +
@@ -191,8 +191,8 @@ func (s *ShardingReport) markdown(b *strings.Builder) {
 		if h.Killed {
 			change = fmt.Sprintf("%d → %d: %s killed (SIGKILL)", h.From, h.To, h.Replica)
 		}
-		fmt.Fprintf(b, "| %s | %s (%.1f%%) | %s | %s | %.0f |\n",
-			change, thousands(h.Moved), 100*float64(h.Moved)/float64(max(1, s.N)), seconds(h.Ring), seconds(h.Done), h.Reconciles)
+		fmt.Fprintf(b, "| %s | %s (%.1f%%) | %s | %s | %s |\n",
+			change, thousands(h.Moved), 100*float64(h.Moved)/float64(max(1, s.N)), seconds(h.Ring), seconds(h.Done), thousands(int(h.Reconciles)))
 	}
 	fmt.Fprintf(b, "\nThe ring changes run after the run with %s converged and settled, one after another. Times "+
 		"are from starting the replica's host and sidecar (its Lease joins the ring once it has started), or from killing "+

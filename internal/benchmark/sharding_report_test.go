@@ -45,14 +45,14 @@ func TestShardingMarkdown(t *testing.T) {
 		"#### Sharding: 1,000 Widgets, 1 worker per replica",
 		"the API server bounds throughput",
 		// The unsharded host: 1.5 s over 2,000 reconciles.
-		"| unsharded | — | 1,000 | 1,000 | 2000 | 0.75 ms = 0.50 ms + 0.25 ms | 100 MiB | 40 MiB | 20.00 s |",
+		"| unsharded | — | 1,000 | 1,000 | 2,000 | 0.75 ms = 0.50 ms + 0.25 ms | 100 MiB | 40 MiB | 20.00 s |",
 		// One replica: 2.5 s over 2,000 reconciles, 80 MiB against 100.
-		"| 1 | host-0 (leader) | 1000 (100.0%) | 1000 | 2000 | 1.25 ms = 1.00 ms + 0.25 ms (1.67×) | 80 MiB (0.80×) | 40 MiB (1.00×) | 25.00 s (1.25× unsharded) |",
-		"|  | host-1 | 520 (52.0%) | 520 | 1040 |",
+		"| 1 | host-0 (leader) | 1,000 (100.0%) | 1,000 | 2,000 | 1.25 ms = 1.00 ms + 0.25 ms (1.67×) | 80 MiB (0.80×) | 40 MiB (1.00×) | 25.00 s (1.25× unsharded) |",
+		"|  | host-1 | 520 (52.0%) | 520 | 1,040 |",
 		// Both: 2.5 s over 2,000 reconciles, 240 MiB against 140.
-		"|  | **all** | 1000 | 1000 | 2000 | 1.25 ms = 1.00 ms + 0.25 ms (1.67×) | 160 MiB + 80 MiB = 240 MiB (1.71× unsharded) |  | 20.00 s (1.00× unsharded, 0.80× 1 replica) |",
-		"| 1 → 2: host-1 started | 520 (52.0%) | 1.00 s | 4.00 s | 1600 |",
-		"| 2 → 1: host-1 killed (SIGKILL) | 520 (52.0%) | 12.00 s | 14.00 s | 1040 |",
+		"|  | **all** | 1,000 | 1,000 | 2,000 | 1.25 ms = 1.00 ms + 0.25 ms (1.67×) | 160 MiB + 80 MiB = 240 MiB (1.71× unsharded) |  | 20.00 s (1.00× unsharded, 0.80× 1 replica) |",
+		"| 1 → 2: host-1 started | 520 (52.0%) | 1.00 s | 4.00 s | 1,600 |",
+		"| 2 → 1: host-1 killed (SIGKILL) | 520 (52.0%) | 12.00 s | 14.00 s | 1,040 |",
 		"after the run with 1 replica converged",
 		"(`--shard-lease-duration` 15s here)",
 	} {
