@@ -4,7 +4,14 @@
 //
 // Usage:
 //
-//	bench [-sizes 500,2000] [-workers 1,5] [-memory-objects 10000] [-variants in-process,go-unix] [-update] [flags]
+//	bench [-sizes 500,2000] [-workers 1,5] [-memory-objects 10000] [-variants in-process,go-unix]
+//	      [-sharding-replicas 1,2,3] [-sharding-objects 10000] [-shard-lease-duration 15s] [-update] [flags]
+//
+// The sharding runs (-sharding-replicas; empty skips them) run the host
+// with --sharding=labels in each number of replicas, each replica with its
+// own Go sidecar, at -sharding-objects Widgets, against the unsharded host,
+// then time the ring changes: replicas started one at a time up to the
+// most, then one killed.
 //
 // With -update it also replaces the generated section of BENCHMARKS.md with
 // the report.
@@ -56,6 +63,10 @@ func run() error {
 	fs.IntVar(&opts.Rounds, "rounds", 3, "How many times every variant runs at every size (the median run is shown).")
 	fs.IntVar(&opts.MemoryObjects, "memory-objects", 10000, "Widgets of the memory run (host against baseline memory); 0 skips it.")
 	fs.StringVar(&variants, "variants", "", "Comma-separated variants to run (default: every one that can run here). Known: "+variantNames()+".")
+	shardingReplicas := "1,2,3"
+	fs.StringVar(&shardingReplicas, "sharding-replicas", shardingReplicas, "Comma-separated numbers of host replicas of the sharding runs (--sharding=labels, a Go sidecar each), one run each; the ring changes follow the run with the fewest. Empty skips them.")
+	fs.IntVar(&opts.ShardingObjects, "sharding-objects", 10000, "Widgets of the sharding runs.")
+	fs.DurationVar(&opts.ShardLeaseDuration, "shard-lease-duration", 15*time.Second, "The replicas' --shard-lease-duration: how long a killed replica keeps its share.")
 	fs.StringVar(&memVars, "memory-variants", "", "Comma-separated variants of the memory run (default: in-process,go-unix).")
 	fs.DurationVar(&opts.Steady, "steady", 10*time.Second, "How long each run stays idle once its reconciles have stopped.")
 	fs.BoolVar(&opts.SkipNoopWave, "skip-noop-wave", false, "Skip the wave that reconciles every Widget once more with nothing to change.")
@@ -86,6 +97,9 @@ func run() error {
 	if opts.Workers, err = parseCounts("-workers", workers); err != nil {
 		return err
 	}
+	if opts.ShardingReplicas, err = parseCounts("-sharding-replicas", shardingReplicas); err != nil {
+		return err
+	}
 	opts.HostArgs = strings.Fields(hostArgs)
 	opts.Env = strings.Fields(env)
 	opts.SidecarEnv = strings.Fields(sidecarEnv)
@@ -112,7 +126,7 @@ func run() error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		if report, err = benchmark.Run(ctx, opts); err != nil {
-			if report != nil && len(report.Sizes) > 0 {
+			if report != nil && (len(report.Sizes) > 0 || report.Sharding != nil) {
 				fmt.Println("The runs that completed before the failure:")
 				fmt.Println(report.Markdown())
 			}

@@ -34,5 +34,16 @@
 // (scraped in the protobuf format, for the native histograms), CPU and
 // memory from /proc/<pid>/stat and /proc/<pid>/status.
 //
+// The sharding runs (Options.ShardingReplicas; see ShardingReport) run the
+// host with --sharding=labels in 1, 2 and 3 replicas by default, each with its
+// own Go sidecar, at Options.ShardingObjects Widgets, against the unsharded
+// host (go-unix) at the same size. Each replica is measured as a run's host
+// and sidecar are, its share from its polyop_shard_owned_objects. After the
+// run with the fewest replicas, replicas are started one at a time up to the
+// most, and then one that does not lead is killed (SIGKILL); each ring change
+// is timed until every Widget and its ConfigMap carry the shard label of the
+// Widget's ring owner, which the harness follows through a metadata cache of
+// its own.
+//
 // Run returns a Report; Report.Markdown renders it for BENCHMARKS.md.
 package benchmark

@@ -28,6 +28,20 @@ type Options struct {
 	// transport or the sidecar's language.
 	MemoryVariants []string
 
+	// ShardingReplicas are the numbers of host replicas of the sharding
+	// runs (see ShardingReport), one run each, the host sharding the Widgets
+	// among its replicas by label, each replica with its own Go sidecar; the
+	// ring changes (replicas started one at a time up to the most, then one
+	// killed) follow the run with the fewest. Defaults to none: no sharding
+	// runs.
+	ShardingReplicas []int
+	// ShardingObjects is the number of Widgets of the sharding runs.
+	// Defaults to 10,000.
+	ShardingObjects int
+	// ShardLeaseDuration is the replicas' --shard-lease-duration: how long a
+	// killed replica keeps its share. Defaults to 15s, the host's default.
+	ShardLeaseDuration time.Duration
+
 	// Steady is how long each run stays idle once every object is ready and
 	// the reconciles have stopped, to show that they stay stopped.
 	// Defaults to 10s.
@@ -94,6 +108,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = 1
+	}
+	if o.ShardingObjects == 0 {
+		o.ShardingObjects = 10000
+	}
+	if o.ShardLeaseDuration == 0 {
+		o.ShardLeaseDuration = 15 * time.Second
 	}
 	if o.Steady == 0 {
 		o.Steady = 10 * time.Second

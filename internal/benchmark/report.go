@@ -30,6 +30,8 @@ type Report struct {
 	// Footprints are the memory a cached Widget and ConfigMap take, typed,
 	// as object.Objects and unstructured; measured with the memory run.
 	Footprints []Footprint
+	// Sharding holds the sharding runs; nil when skipped.
+	Sharding *ShardingReport
 }
 
 // SizeReport holds the runs of one size, the baseline's first.
@@ -174,6 +176,9 @@ func (rep *Report) Markdown() string {
 		for _, f := range rep.Footprints {
 			fmt.Fprintf(&b, "| %s | %d B | %.0f B | %.0f B (%.2f×) | %.0f B (%.2f×) |\n", f.Kind, f.JSON, f.Typed, f.Object, f.Object/f.Typed, f.Unstructured, f.Unstructured/f.Typed)
 		}
+	}
+	if rep.Sharding != nil {
+		rep.Sharding.markdown(&b)
 	}
 	if len(rep.Skipped) > 0 {
 		b.WriteString("\nNot run:\n")

@@ -104,6 +104,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		report.Memory = &size
 		report.Footprints = footprints(opts)
 	}
+	if len(opts.ShardingReplicas) > 0 {
+		sharding, err := b.sharding(ctx, report.Memory)
+		report.Sharding = sharding
+		if err != nil {
+			return report, err
+		}
+	}
 	return report, nil
 }
 
