@@ -199,8 +199,8 @@ func TestAStreamCallAnswersAsTheUnaryCall(t *testing.T) {
 		})
 	}
 	for name, req := range map[string]*polyopv1alpha1.FinalizeRequest{
-		"if Finalize succeeds, the answer is the same":    finalizeRequest(t, "ok"),
-		"if Finalize fails, the failure is the same":      finalizeRequest(t, "transient"),
+		"if Finalize succeeds, the answer is the same":     finalizeRequest(t, "ok"),
+		"if Finalize fails, the failure is the same":       finalizeRequest(t, "transient"),
 		"if Finalize has no object, the error is the same": {Controller: "configmaps", Key: &polyopv1alpha1.ObjectKey{Name: "x"}},
 	} {
 		t.Run(name, func(t *testing.T) {
