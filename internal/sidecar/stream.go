@@ -127,8 +127,6 @@ func (c *Client) callOnStream(ctx context.Context, method, controller string, re
 	ctx, span := c.startStreamSpan(ctx, method, req)
 	err := c.streams.call(ctx, req, answer)
 	if errors.Is(err, errUnaryFallback) {
-		logf.FromContext(ctx).Info("the sidecar announced ReconcileStream but does not serve it; calling the unary Reconcile and Finalize from now on",
-			"address", c.opts.Address)
 		if span != nil {
 			span.End()
 		}
@@ -176,7 +174,10 @@ func (p *streams) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamR
 			// The sidecar announced streams, but does not serve them (a
 			// proxy in between, say): unary calls from now on.
 			s.cancel()
-			p.on.Store(false)
+			if p.on.CompareAndSwap(true, false) {
+				logf.FromContext(ctx).Info("the sidecar announced ReconcileStream but does not serve it: calling the unary Reconcile and Finalize from now on",
+					"reason", status.Convert(err).Message())
+			}
 			return errUnaryFallback
 		case !sent && !fresh && attempt == 0 && ctx.Err() == nil:
 			// An idle stream that had ended before the call (the sidecar
