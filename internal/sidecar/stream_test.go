@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
@@ -393,33 +394,107 @@ func streamingDescription() *polyopv1alpha1.DescribeResponse {
 	}
 }
 
-// badStreams is a sidecar whose ReconcileStream answers the first call it
-// gets with bad, and every later one properly.
-type badStreams struct {
+// scriptedStreams is a sidecar whose ReconcileStream answers its n-th call
+// (from 1, over all its streams) with answer(n, request).
+type scriptedStreams struct {
 	polyopv1alpha1.UnimplementedSidecarServiceServer
-	bad   func(*polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse
-	calls atomic.Int32
+	answer func(n int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse
+	calls  atomic.Int32
 }
 
-func (b *badStreams) Describe(context.Context, *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+func (s *scriptedStreams) Describe(context.Context, *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 	return streamingDescription(), nil
 }
 
-func (b *badStreams) ReconcileStream(stream grpc.BidiStreamingServer[polyopv1alpha1.ReconcileStreamRequest, polyopv1alpha1.ReconcileStreamResponse]) error {
+func (s *scriptedStreams) ReconcileStream(stream grpc.BidiStreamingServer[polyopv1alpha1.ReconcileStreamRequest, polyopv1alpha1.ReconcileStreamResponse]) error {
 	for {
 		req, err := stream.Recv()
 		if err != nil {
 			return nil
 		}
-		resp := &polyopv1alpha1.ReconcileStreamResponse{Id: req.GetId(), Result: &polyopv1alpha1.ReconcileStreamResponse_Reconcile{
-			Reconcile: &polyopv1alpha1.ReconcileResponse{Status: []byte(`{}`)},
-		}}
-		if b.calls.Add(1) == 1 {
-			resp = b.bad(req)
-		}
-		if err := stream.Send(resp); err != nil {
+		if err := stream.Send(s.answer(s.calls.Add(1), req)); err != nil {
 			return err
 		}
+	}
+}
+
+// serveScripted serves a scriptedStreams with answer until the test ends,
+// and returns a Client with opts that has described it.
+func serveScripted(t *testing.T, opts sidecar.Options, answer func(int32, *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse) *sidecar.Client {
+	t.Helper()
+	address := shortSocket(t)
+	lis, err := net.Listen("unix", strings.TrimPrefix(address, "unix://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	polyopv1alpha1.RegisterSidecarServiceServer(srv, &scriptedStreams{answer: answer})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	opts.Address = address
+	return described(t, opts)
+}
+
+// statusAnswer answers req with a ReconcileResponse of status.
+func statusAnswer(req *polyopv1alpha1.ReconcileStreamRequest, status string) *polyopv1alpha1.ReconcileStreamResponse {
+	return &polyopv1alpha1.ReconcileStreamResponse{Id: req.GetId(), Result: &polyopv1alpha1.ReconcileStreamResponse_Reconcile{
+		Reconcile: &polyopv1alpha1.ReconcileResponse{Status: []byte(status)},
+	}}
+}
+
+func TestAStreamAnswerIsBoundedAsAUnaryOne(t *testing.T) {
+	t.Parallel()
+	c := serveScripted(t, sidecar.Options{MaxObjectSize: 100}, func(_ int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
+		return statusAnswer(req, `{"big":"`+strings.Repeat("x", 200)+`"}`)
+	})
+	resp, err := c.Reconcile(context.Background(), configMapRequest(t, "big"))
+	var tooLarge *sidecar.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Field != "status" || resp == nil || resp.GetStatus() != nil {
+		t.Errorf("Reconcile = %v, %v; want the answer without its status, and a TooLargeError for it", resp, err)
+	}
+}
+
+func TestStreamCallsAreCountedAsUnaryCalls(t *testing.T) {
+	t.Parallel()
+	c := serveScripted(t, sidecar.Options{}, func(n int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
+		if n == 2 {
+			return &polyopv1alpha1.ReconcileStreamResponse{Id: req.GetId(), Result: &polyopv1alpha1.ReconcileStreamResponse_Error{
+				Error: &polyopv1alpha1.CallStatus{Code: int32(codes.NotFound), Message: "no such controller"},
+			}}
+		}
+		return statusAnswer(req, "{}")
+	})
+	req := configMapRequest(t, "counted")
+	req.Controller = "counted-on-a-stream"
+	if _, err := c.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reconcile(context.Background(), req); status.Code(err) != codes.NotFound || status.Convert(err).Message() != "no such controller" {
+		t.Fatalf("Reconcile = %v, want NOT_FOUND no such controller", err)
+	}
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case labels["method"] == "ReconcileStream":
+				t.Errorf("%s counts the stream itself: %v", f.GetName(), labels)
+			case f.GetName() == "polyop_sidecar_calls_total" && labels["controller"] == req.Controller:
+				got[labels["method"]+"/"+labels["result"]] = m.GetCounter().GetValue()
+			case f.GetName() == "polyop_sidecar_request_bytes" && labels["method"] == "Reconcile":
+				got["request_bytes"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	if got["Reconcile/success"] != 1 || got["Reconcile/transient_error"] != 1 || got["request_bytes"] < 2 {
+		t.Errorf("metrics = %v, want one success and one transient error of Reconcile, and its request sizes", got)
 	}
 }
 
@@ -456,18 +531,13 @@ func TestAMalformedStreamAnswerIsAClearErrorAndTheNextCallWorks(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			address := shortSocket(t)
-			lis, err := net.Listen("unix", strings.TrimPrefix(address, "unix://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := grpc.NewServer()
-			polyopv1alpha1.RegisterSidecarServiceServer(srv, &badStreams{bad: tc.bad})
-			go func() { _ = srv.Serve(lis) }()
-			t.Cleanup(srv.Stop)
-			c := described(t, sidecar.Options{Address: address})
-
-			_, err = c.Reconcile(context.Background(), configMapRequest(t, "broken"))
+			c := serveScripted(t, sidecar.Options{}, func(n int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
+				if n == 1 {
+					return tc.bad(req)
+				}
+				return statusAnswer(req, "{}")
+			})
+			_, err := c.Reconcile(context.Background(), configMapRequest(t, "broken"))
 			var malformed *sidecar.MalformedAnswerError
 			if !errors.As(err, &malformed) || status.Code(err) != codes.Internal ||
 				!containsAll(err.Error(), `controller "configmaps"`, "the Reconcile call for default/broken", "is malformed", tc.want) {
