@@ -170,10 +170,10 @@ func (p *streams) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamR
 		switch {
 		case err == nil:
 			return nil
-		case fresh && status.Code(err) == codes.Unimplemented:
-			// The sidecar announced streams, but does not serve them (a
-			// proxy in between, say): unary calls from now on.
-			s.cancel()
+		case fresh && !ok && status.Code(err) == codes.Unimplemented:
+			// Opening the stream failed: the sidecar announced streams, but
+			// does not serve them (a proxy in between, say). Unary calls
+			// from now on. (A CallStatus UNIMPLEMENTED is an answer.)
 			if p.on.CompareAndSwap(true, false) {
 				logf.FromContext(ctx).Info("the sidecar announced ReconcileStream but does not serve it: calling the unary Reconcile and Finalize from now on",
 					"reason", status.Convert(err).Message())

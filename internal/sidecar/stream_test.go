@@ -612,3 +612,24 @@ func TestAfterTheSidecarRestartsTheNextCallGoesOnANewStream(t *testing.T) {
 		t.Errorf("streams opened = %d, want 2", n)
 	}
 }
+
+func TestACallStatusUnimplementedIsAnAnswerNotAFallback(t *testing.T) {
+	t.Parallel()
+	c := serveScripted(t, sidecar.Options{}, func(n int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
+		if n == 1 {
+			return &polyopv1alpha1.ReconcileStreamResponse{Id: req.GetId(), Result: &polyopv1alpha1.ReconcileStreamResponse_Error{
+				Error: &polyopv1alpha1.CallStatus{Code: int32(codes.Unimplemented), Message: "not for this kind"},
+			}}
+		}
+		return statusAnswer(req, "{}")
+	})
+	if _, err := c.Reconcile(context.Background(), configMapRequest(t, "a")); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Reconcile = %v, want UNIMPLEMENTED", err)
+	}
+	if resp, err := c.Reconcile(context.Background(), configMapRequest(t, "b")); err != nil || string(resp.GetStatus()) != "{}" {
+		t.Fatalf("the next Reconcile = %v, %v", resp, err)
+	}
+	if !c.Streams() || c.OpenedStreams() != 1 {
+		t.Errorf("Streams() = %v, %d opened; want streams still on, the one stream reused", c.Streams(), c.OpenedStreams())
+	}
+}
