@@ -15,6 +15,8 @@
 //   - go-unix and go-tcp: the host (cmd/host) with the Go sidecar
 //     (gosidecar, declarative: the ConfigMap is its desired child) over a
 //     unix socket or TCP loopback;
+//   - go-unary-unix: go-unix with the host's --sidecar-streams=false, its
+//     Reconcile calls unary instead of on a stream per worker;
 //   - go-imperative-unix: the host with gosidecar --imperative, the baseline's own
 //     reconciler (widget.Reconciler) run unchanged over the Go SDK's client;
 //   - python-unix and typescript-unix: the host with the sidecars of

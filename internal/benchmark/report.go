@@ -332,7 +332,7 @@ const (
 // for, with their throughput goal; foreignVariants the sidecars whose hop is
 // held against the Go sidecar's over the same transport (goHopVariant).
 var (
-	goVariants      = map[string]float64{"go-unix": throughputGoal, "go-tcp": throughputGoal, "go-skip-unix": throughputGoal, "go-imperative-unix": imperativeThroughputGoal}
+	goVariants      = map[string]float64{"go-unix": throughputGoal, "go-unary-unix": throughputGoal, "go-tcp": throughputGoal, "go-skip-unix": throughputGoal, "go-imperative-unix": imperativeThroughputGoal}
 	foreignVariants = []string{"python-unix", "typescript-unix"}
 )
 

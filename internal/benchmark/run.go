@@ -447,7 +447,7 @@ func (r *run) start(ctx context.Context) error {
 	if r.pprof != "" {
 		hostArgs = append(hostArgs, "--pprof-bind-address", r.pprof)
 	}
-	hostArgs = append(hostArgs, r.opts.HostArgs...)
+	hostArgs = append(append(hostArgs, r.variant.hostArgs...), r.opts.HostArgs...)
 	r.operator, err = startProcess("host", r.bins.host, hostArgs, r.opts.Env, logPath("host"))
 	return err
 }

@@ -43,6 +43,8 @@ type Variant struct {
 	// controller declaring workers max concurrent reconciles (the host's
 	// workers: the host takes the sidecar's declaration).
 	sidecar func(bins binaries, address string, workers int) (bin string, args []string)
+	// hostArgs are added to the host's command line; nil for none.
+	hostArgs []string
 }
 
 // binaries are the Go programs a run needs, built once.
@@ -92,6 +94,8 @@ func Variants() []Variant {
 	return []Variant{
 		{Name: "in-process", Title: "in-process controller-runtime (baseline)", Baseline: true, available: always},
 		{Name: "go-unix", Title: "host + Go sidecar, unix socket", Transport: Unix, available: always, sidecar: goSidecar},
+		{Name: "go-unary-unix", Title: "host + Go sidecar, unix socket, unary calls (--sidecar-streams=false)", Transport: Unix,
+			available: always, sidecar: goSidecar, hostArgs: []string{"--sidecar-streams=false"}},
 		{Name: "go-tcp", Title: "host + Go sidecar, TCP loopback", Transport: TCP, available: always, sidecar: goSidecar},
 		{Name: "go-skip-unix", Title: "host + Go sidecar skipping unchanged inputs, unix socket", Transport: Unix,
 			available: always, sidecar: goSkippingSidecar},

@@ -54,6 +54,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		// The connection is back at most about this long after the sidecar.
 		MaxReconnectDelay: opts.SidecarDownMaxBackoff,
 		TracerProvider:    tp,
+		DisableStreams:    !opts.SidecarStreams,
 	})
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	log.Info("sidecar described itself", "sidecar", desc.Name, "sdk", desc.SDKName, "sdkVersion", desc.SDKVersion, "controllers", len(desc.Controllers))
+	log.Info("sidecar described itself", "sidecar", desc.Name, "sdk", desc.SDKName, "sdkVersion", desc.SDKVersion, "controllers", len(desc.Controllers), "streams", sc.Streams())
 
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {

@@ -45,6 +45,10 @@ type Options struct {
 	// every waiting object within about twice this long. Zero keeps gRPC's
 	// and controller-runtime's own backoffs. Defaults to 5s.
 	SidecarDownMaxBackoff time.Duration
+	// SidecarStreams sends the Reconcile and Finalize calls on streams, one
+	// per worker, to a sidecar that announces ReconcileStream; false makes
+	// them unary calls whatever the sidecar announces. Defaults to true.
+	SidecarStreams bool
 	// MaxMessageSize bounds gRPC messages in both directions, in bytes.
 	// Defaults to 64 MiB.
 	MaxMessageSize int
@@ -135,6 +139,7 @@ func NewOptions() Options {
 		DescribeTimeout:        10 * time.Second,
 		ReconcileTimeout:       30 * time.Second,
 		SidecarDownMaxBackoff:  5 * time.Second,
+		SidecarStreams:         true,
 		LeaseDuration:          15 * time.Second,
 		RenewDeadline:          10 * time.Second,
 		RetryPeriod:            2 * time.Second,
@@ -172,6 +177,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Caps the backoff while the sidecar is unreachable, both between attempts to reconnect and between each object's retries, "+
 			"so that the host is ready about this long after the sidecar is back and retries each object waiting for it within about twice this long "+
 			"(0: gRPC's and controller-runtime's own backoffs, up to minutes).")
+	fs.BoolVar(&o.SidecarStreams, "sidecar-streams", o.SidecarStreams,
+		"Send the Reconcile and Finalize calls on streams, one per worker, to a sidecar that announces ReconcileStream (one message each way per call "+
+			"instead of a new gRPC call); false: unary calls, whatever the sidecar announces.")
 	fs.IntVar(&o.MaxMessageSize, "max-message-size", o.MaxMessageSize,
 		"The largest gRPC message sent to or accepted from the sidecar, in bytes.")
 	fs.IntVar(&o.MaxObjectSize, "max-object-size", o.MaxObjectSize,

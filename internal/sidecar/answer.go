@@ -98,23 +98,29 @@ func (answerCodec) Name() string { return protoCodec.Name() }
 func (answerCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
 
 func (answerCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	a, ok := v.(*reconcileAnswer)
-	if !ok {
-		return protoCodec.Unmarshal(data, v)
+	switch a := v.(type) {
+	case *reconcileAnswer:
+		r := data.Reader()
+		defer r.Close()
+		return a.decode(r, r.Remaining())
+	case *streamAnswer:
+		r := data.Reader()
+		defer r.Close()
+		return a.decode(r)
 	}
-	r := data.Reader()
-	defer r.Close()
-	return a.decode(r)
+	return protoCodec.Unmarshal(data, v)
 }
 
-// decode reads a ReconcileResponse from r. The fields other than status and
-// desired_children are small; they are gathered, in order, and decoded by
-// the proto package.
-func (a *reconcileAnswer) decode(r *mem.Reader) error {
+// decode reads a ReconcileResponse of size bytes from r. The fields other
+// than status and desired_children are small; they are gathered, in order,
+// and decoded by the proto package.
+func (a *reconcileAnswer) decode(r *mem.Reader, size int) error {
 	resp := a.resp
 	proto.Reset(resp)
+	a.tooLarge = nil
+	end := r.Remaining() - size
 	var rest []byte
-	for r.Remaining() > 0 {
+	for r.Remaining() > end {
 		start := len(rest)
 		var tag uint64
 		var err error
@@ -128,7 +134,7 @@ func (a *reconcileAnswer) decode(r *mem.Reader) error {
 				field = fmt.Sprintf("desired_children[%d]", len(resp.DesiredChildren))
 			}
 			rest = rest[:start]
-			b, err := a.readBytes(r, field)
+			b, err := a.readBytes(r, field, end)
 			if err != nil {
 				return err
 			}
@@ -143,17 +149,20 @@ func (a *reconcileAnswer) decode(r *mem.Reader) error {
 			return fmt.Errorf("reading field %d: %w", num, err)
 		}
 	}
+	if r.Remaining() != end {
+		return fmt.Errorf("a field runs %d bytes past the end of the ReconcileResponse", end-r.Remaining())
+	}
 	if len(rest) > 0 {
 		return proto.UnmarshalOptions{Merge: true}.Unmarshal(rest, resp)
 	}
 	return nil
 }
 
-// readBytes reads a length-delimited value: into a slice of its own, or,
-// when it is longer than the limit, nowhere (it is recorded as too large,
-// and nil returned).
-func (a *reconcileAnswer) readBytes(r *mem.Reader, field string) ([]byte, error) {
-	n, err := readLength(r)
+// readBytes reads a length-delimited value, which ends before end bytes
+// remain in r: into a slice of its own, or, when it is longer than the
+// limit, nowhere (it is recorded as too large, and nil returned).
+func (a *reconcileAnswer) readBytes(r *mem.Reader, field string, end int) ([]byte, error) {
+	n, err := readLength(r, end)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", field, err)
 	}
@@ -172,16 +181,81 @@ func (a *reconcileAnswer) readBytes(r *mem.Reader, field string) ([]byte, error)
 }
 
 // readLength reads the length of a length-delimited value and checks that
-// the reader holds that many bytes.
-func readLength(r *mem.Reader) (int, error) {
+// the reader holds that many bytes before its last end.
+func readLength(r *mem.Reader, end int) (int, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return 0, err
 	}
-	if n > uint64(r.Remaining()) {
+	if n > uint64(r.Remaining()-end) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	return int(n), nil
+}
+
+// decode reads a ReconcileStreamResponse from r: its ReconcileResponse, if
+// it holds one, as a reconcileAnswer bounded by a.limit.
+func (a *streamAnswer) decode(r *mem.Reader) error {
+	a.id, a.kind, a.finalize, a.err = 0, 0, nil, nil
+	if a.reconcile != nil {
+		proto.Reset(a.reconcile.resp)
+		a.reconcile.tooLarge = nil
+	}
+	var skipped []byte
+	for r.Remaining() > 0 {
+		tag, err := binary.ReadUvarint(r)
+		if err != nil {
+			return fmt.Errorf("reading a field tag: %w", err)
+		}
+		num, typ := protowire.DecodeTag(tag)
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			if a.id, err = binary.ReadUvarint(r); err != nil {
+				return fmt.Errorf("reading the id: %w", err)
+			}
+			continue
+		case num == streamReconcileField && typ == protowire.BytesType:
+			n, err := readLength(r, 0)
+			if err != nil {
+				return fmt.Errorf("reading the ReconcileResponse: %w", err)
+			}
+			if a.reconcile == nil {
+				a.reconcile = &reconcileAnswer{resp: &polyopv1alpha1.ReconcileResponse{}, limit: a.limit}
+			}
+			if err := a.reconcile.decode(r, n); err != nil {
+				return err
+			}
+			a.kind = streamReconcileField
+			continue
+		case (num == streamFinalizeField || num == streamErrorField) && typ == protowire.BytesType:
+			n, err := readLength(r, 0)
+			if err != nil {
+				return fmt.Errorf("reading field %d: %w", num, err)
+			}
+			b := make([]byte, n)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return fmt.Errorf("reading field %d: %w", num, err)
+			}
+			var m proto.Message
+			if num == streamFinalizeField {
+				a.finalize = &polyopv1alpha1.FinalizeResponse{}
+				m = a.finalize
+			} else {
+				a.err = &polyopv1alpha1.CallStatus{}
+				m = a.err
+			}
+			if err := proto.Unmarshal(b, m); err != nil {
+				return fmt.Errorf("decoding field %d: %w", num, err)
+			}
+			a.kind = int32(num)
+			continue
+		}
+		// A field this host does not know: skipped.
+		if skipped, err = appendValue(skipped[:0], r, num, typ, 0); err != nil {
+			return fmt.Errorf("reading field %d: %w", num, err)
+		}
+	}
+	return nil
 }
 
 // appendVarint copies a varint from r to out, byte for byte, and decodes it.

@@ -72,6 +72,13 @@ type Options struct {
 	// nil: calls are not traced and carry no trace context.
 	TracerProvider trace.TracerProvider
 
+	// DisableStreams makes every Reconcile and Finalize call a unary call,
+	// even to a sidecar that serves ReconcileStream. Defaults to false: with
+	// a sidecar whose DescribeResponse sets reconcile_stream, the calls go on
+	// streams, one per concurrent caller (see ReconcileStream in the
+	// protocol).
+	DisableStreams bool
+
 	// DialOptions are appended to the client's own, for tests and TLS.
 	DialOptions []grpc.DialOption
 }
@@ -104,6 +111,12 @@ type Client struct {
 	conn   *grpc.ClientConn
 	svc    polyopv1alpha1.SidecarServiceClient
 	health healthpb.HealthClient
+	// streams carry the Reconcile and Finalize calls once Describe found
+	// that the sidecar serves ReconcileStream.
+	streams *streams
+	// tracer traces the calls made on streams; nil without
+	// Options.TracerProvider.
+	tracer trace.Tracer
 }
 
 // New creates a Client for the sidecar at opts.Address. It does not connect:
@@ -128,19 +141,26 @@ func New(opts Options) (*Client, error) {
 		dialOpts = append(dialOpts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
 			otelgrpc.WithTracerProvider(opts.TracerProvider),
 			otelgrpc.WithPropagators(tracing.Propagator()),
-			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
+			// A ReconcileStream lives as long as the client: each call on it
+			// has a span of its own (see startStreamSpan).
+			otelgrpc.WithFilter(filters.None(filters.HealthCheck(), filters.MethodName("ReconcileStream"))),
 		)))
 	}
 	conn, err := grpc.NewClient(target, dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("sidecar at %s: %w", opts.Address, err)
 	}
-	return &Client{
-		opts:   opts,
-		conn:   conn,
-		svc:    polyopv1alpha1.NewSidecarServiceClient(conn),
-		health: healthpb.NewHealthClient(conn),
-	}, nil
+	c := &Client{
+		opts:    opts,
+		conn:    conn,
+		svc:     polyopv1alpha1.NewSidecarServiceClient(conn),
+		health:  healthpb.NewHealthClient(conn),
+		streams: newStreams(conn),
+	}
+	if opts.TracerProvider != nil {
+		c.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
+	return c, nil
 }
 
 // connectParams is gRPC's connection backoff with its maximum delay set to
@@ -163,8 +183,20 @@ func connectParams(maxDelay time.Duration) grpc.ConnectParams {
 // Address is the sidecar's address, as configured.
 func (c *Client) Address() string { return c.opts.Address }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// tracerName is the instrumentation scope of the spans of calls made on
+// streams: otelgrpc's, which makes the spans of unary calls.
+const tracerName = otelgrpc.ScopeName
+
+// Close ends the streams and closes the connection.
+func (c *Client) Close() error {
+	c.streams.close()
+	return c.conn.Close()
+}
+
+// Streams reports whether Reconcile and Finalize calls go on
+// ReconcileStreams: the sidecar announced them, Options.DisableStreams is
+// false, and no attempt to open one failed with UNIMPLEMENTED.
+func (c *Client) Streams() bool { return c.streams.on.Load() }
 
 // Check asks the sidecar's health service whether it is serving, within
 // Options.CheckTimeout. It is the host's readiness check: it has the signature
@@ -229,12 +261,19 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.
 
 // Describe asks the sidecar what it implements and validates the answer. A
 // protocol version other than ProtocolVersion is an error that names both.
+// When the answer sets reconcile_stream, and Options.DisableStreams is
+// false, the Reconcile and Finalize calls made after it go on streams.
 func (c *Client) Describe(ctx context.Context, hostVersion string) (*description.Description, error) {
 	resp, err := c.DescribeRaw(ctx, hostVersion)
 	if err != nil {
 		return nil, err
 	}
-	return description.NewDescription(resp)
+	desc, err := description.NewDescription(resp)
+	if err != nil {
+		return nil, err
+	}
+	c.streams.on.Store(resp.GetReconcileStream() && !c.opts.DisableStreams)
+	return desc, nil
 }
 
 // DescribeRaw asks the sidecar what it implements and returns the answer
@@ -269,7 +308,15 @@ func (c *Client) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
 	defer cancel()
 	answer := &reconcileAnswer{resp: &polyopv1alpha1.ReconcileResponse{}, limit: c.opts.MaxObjectSize}
-	err := c.conn.Invoke(ctx, polyopv1alpha1.SidecarService_Reconcile_FullMethodName, req, answer, grpc.ForceCodecV2(answerCodec{}))
+	err := errUnaryFallback
+	if c.streams.on.Load() {
+		err = c.callOnStream(ctx, methodReconcile, req.GetController(), &polyopv1alpha1.ReconcileStreamRequest{
+			Call: &polyopv1alpha1.ReconcileStreamRequest_Reconcile{Reconcile: req},
+		}, &streamAnswer{reconcile: answer, limit: c.opts.MaxObjectSize})
+	}
+	if errors.Is(err, errUnaryFallback) {
+		err = c.conn.Invoke(ctx, polyopv1alpha1.SidecarService_Reconcile_FullMethodName, req, answer, grpc.ForceCodecV2(answerCodec{}))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +328,18 @@ func (c *Client) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 func (c *Client) Finalize(ctx context.Context, req *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
 	defer cancel()
+	if c.streams.on.Load() {
+		answer := &streamAnswer{}
+		err := c.callOnStream(ctx, methodFinalize, req.GetController(), &polyopv1alpha1.ReconcileStreamRequest{
+			Call: &polyopv1alpha1.ReconcileStreamRequest_Finalize{Finalize: req},
+		}, answer)
+		if !errors.Is(err, errUnaryFallback) {
+			if err != nil {
+				return nil, err
+			}
+			return answer.finalize, nil
+		}
+	}
 	return c.svc.Finalize(ctx, req)
 }
 

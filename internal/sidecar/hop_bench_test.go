@@ -51,6 +51,12 @@ import (
 //     the status and its client's interceptor and stats handler, the SDK's
 //     dispatch, reconciler call, status encoding and logging.
 //
+// stream/<transport> is reconcile/<transport> on a ReconcileStream, as the
+// host calls a sidecar that announces streams (reconcile/<transport> is the
+// unary call, as with --sidecar-streams=false); stream-vs-bare-unary/
+// <transport> reports its ratio to bare-unary as reconcile-vs-bare-unary
+// does.
+//
 // Two more baselines:
 //
 //   - health-check/<transport>: a bare gRPC health check over the same
@@ -90,9 +96,13 @@ func BenchmarkHop(b *testing.B) {
 				return sc.Reconcile(ctx, req)
 			})
 		}
+		streaming := describedClient(b, sc.Address())
+		stream := func(ctx context.Context) error { return hostSide(ctx, obj, streaming.Reconcile) }
 		b.Run("bare-unary/"+transport, func(b *testing.B) { runHop(b, bare) })
 		b.Run("reconcile/"+transport, func(b *testing.B) { runHop(b, reconcile) })
+		b.Run("stream/"+transport, func(b *testing.B) { runHop(b, stream) })
 		b.Run("reconcile-vs-bare-unary/"+transport, func(b *testing.B) { runPaired(b, reconcile, bare) })
+		b.Run("stream-vs-bare-unary/"+transport, func(b *testing.B) { runPaired(b, stream, bare) })
 	}
 	benchTracedHop(b, obj)
 }
@@ -235,6 +245,24 @@ func dial(b *testing.B, srv *sdk.Server, transport string) (*grpc.ClientConn, *s
 	go func() { defer close(done); _ = srv.ServeListener(ctx, lis) }()
 	b.Cleanup(func() { cancel(); <-done })
 	return connect(b, address)
+}
+
+// describedClient is a host-side Client to the sidecar at address that has
+// described it, so that it calls on streams when the sidecar serves them;
+// closed when the benchmark ends.
+func describedClient(b *testing.B, address string) *sidecar.Client {
+	sc, err := sidecar.New(sidecar.Options{Address: address})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sc.Close() })
+	if _, err := sc.Describe(context.Background(), "bench"); err != nil {
+		b.Fatal(err)
+	}
+	if !sc.Streams() {
+		b.Fatal("the sidecar does not announce ReconcileStream")
+	}
+	return sc
 }
 
 // socketAddress is the address of a unix socket named name in a fresh

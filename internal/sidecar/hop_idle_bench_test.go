@@ -69,7 +69,10 @@ func serveHopSidecar(address string) error {
 // so, on a loaded machine, is the tail a user sees (make bench measured a no-op
 // reconcile's p99 +2.8 ms end to end). Its sub-benchmarks, in one run:
 //
-//   - reconcile: the host's Client and the SDK, as in BenchmarkHop;
+//   - reconcile: the host's Client and the SDK, as in BenchmarkHop, with a
+//     unary call (--sidecar-streams=false);
+//   - stream: the same on a ReconcileStream, as the host calls a sidecar
+//     that announces streams;
 //   - bare-unary: BenchmarkHop's baseline, a plain unary call of the same
 //     bytes that the sidecar answers after decoding the object;
 //   - bare-stream: the same messages on one long-lived bidirectional stream
@@ -102,6 +105,7 @@ func BenchmarkHopIdle(b *testing.B) {
 		if err := sc.WaitReady(context.Background(), time.Minute, logr.Discard()); err != nil {
 			b.Fatal(err)
 		}
+		streaming := describedClient(b, address)
 		calls := []struct {
 			name string
 			op   func(context.Context) error
@@ -110,6 +114,9 @@ func BenchmarkHopIdle(b *testing.B) {
 				return hostSide(ctx, obj, func(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 					return sc.Reconcile(ctx, req)
 				})
+			}},
+			{"stream", func(ctx context.Context) error {
+				return hostSide(ctx, obj, streaming.Reconcile)
 			}},
 			{"bare-unary", bareUnaryCall(b, obj, conn)},
 			{"bare-stream", bareStreamCall(b, obj, conn)},

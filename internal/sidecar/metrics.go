@@ -111,10 +111,16 @@ func InitCallMetrics(controller string, methods ...string) {
 func observeCall(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	start := time.Now()
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	name := path.Base(method)
-	callDuration.WithLabelValues(name, status.Code(err).String()).Observe(time.Since(start).Seconds())
-	callsTotal.WithLabelValues(controllerOf(req), name, classify(reply, err)).Inc()
+	observe(path.Base(method), controllerOf(req), start, reply, err)
 	return err
+}
+
+// observe records a call of method (its name, as "Reconcile") for
+// controller, made at start, that answered reply or failed with err, in
+// callDuration and callsTotal.
+func observe(method, controller string, start time.Time, reply any, err error) {
+	callDuration.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+	callsTotal.WithLabelValues(controller, method, classify(reply, err)).Inc()
 }
 
 // controllerOf is the controller a request is for, or "".
@@ -188,12 +194,24 @@ func (messageSizes) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.
 	return context.WithValue(ctx, methodKey{}, path.Base(info.FullMethodName))
 }
 
+// HandleRPC measures a message. One on a ReconcileStream counts as a
+// message of the unary method of its call, Reconcile or Finalize: the same
+// bytes and a few more (its id, timeout and trace context).
 func (messageSizes) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	method, _ := ctx.Value(methodKey{}).(string)
 	switch p := s.(type) {
 	case *stats.OutPayload:
+		if r, ok := p.Payload.(*polyopv1alpha1.ReconcileStreamRequest); ok {
+			method = methodReconcile
+			if r.GetFinalize() != nil {
+				method = methodFinalize
+			}
+		}
 		requestBytes.WithLabelValues(method).Observe(float64(p.Length))
 	case *stats.InPayload:
+		if a, ok := p.Payload.(*streamAnswer); ok {
+			method = a.method
+		}
 		responseBytes.WithLabelValues(method).Observe(float64(p.Length))
 	}
 }

@@ -23,8 +23,8 @@ func TestCreateWritesStatusAndRecordsEvent(t *testing.T) {
 
 	f.create(f.window("first", nil))
 	u := f.waitPhase("first", "Reconciled", time.Minute)
-	if out := host.Output(); !contains(out, `"msg":"sidecar described itself"`, `"sdk":"polyop-go"`, `"sdkVersion":"`) {
-		t.Errorf("the host does not log the sidecar's SDK and its version at start")
+	if out := host.Output(); !contains(out, `"msg":"sidecar described itself"`, `"sdk":"polyop-go"`, `"sdkVersion":"`, `"streams":true`) {
+		t.Errorf("the host does not log the sidecar's SDK and its version, and that it calls on streams, at start")
 	}
 	if got := condition(u, "Ready"); got != "True" {
 		t.Errorf("Ready condition = %q, want True", got)
@@ -44,6 +44,22 @@ func TestCreateWritesStatusAndRecordsEvent(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d events", len(list.Items))
 	})
+}
+
+func TestWithoutStreamsTheHostCallsUnary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.startTestSidecar()
+	host := f.startHost("--sidecar-streams=false")
+
+	f.create(f.window("unary", nil))
+	u := f.waitPhase("unary", "Reconciled", time.Minute)
+	if got := condition(u, "Ready"); got != "True" {
+		t.Errorf("Ready condition = %q, want True", got)
+	}
+	if out := host.Output(); !contains(out, `"msg":"sidecar described itself"`, `"streams":false`) {
+		t.Errorf("the host does not log that it makes unary calls")
+	}
 }
 
 func TestSpecChangeReconcilesAgainButStatusChangeDoesNot(t *testing.T) {

@@ -64,10 +64,24 @@ type Options struct {
 	// to nil: served on a unix socket, not on a TCP address.
 	Reflection *bool
 
+	// ReconcileStream serves SidecarService.ReconcileStream and announces it
+	// in DescribeResponse.reconcile_stream, so that the host sends its
+	// Reconcile and Finalize calls on streams, one per worker: each call is
+	// served exactly as the unary call (the same handler, deadline, errors,
+	// logs and spans), for a message each way instead of a new gRPC call.
+	// False: the host calls the unary Reconcile and Finalize, and a stream
+	// it opens anyway fails with UNIMPLEMENTED. Defaults to nil: true.
+	ReconcileStream *bool
+
 	// Logger is the Server's logger; every reconcile gets a child of it, with
 	// the controller, kind, namespace and name, through log.FromContext.
 	// Defaults to controller-runtime's log.Log named "sidecar".
 	Logger logr.Logger
+}
+
+// reconcileStream tells whether the Server serves ReconcileStream.
+func (o *Options) reconcileStream() bool {
+	return o.ReconcileStream == nil || *o.ReconcileStream
 }
 
 func (o Options) withDefaults() Options {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -66,6 +67,7 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 	}()
 	var tracingOpts []grpc.ServerOption
 	if tp != nil {
+		s.tracer = tp.Tracer(otelgrpc.ScopeName)
 		tracingOpts = append(tracingOpts, tracedServer(tp))
 		s.cluster.conn.setDialOptions(tracedClient(tp))
 	}
@@ -104,6 +106,7 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 
 	s.log.Info("Stopping: waiting for the calls in flight", "timeout", s.opts.GracefulShutdownTimeout)
 	hs.shutdown()
+	close(s.stopping)
 	stopped := make(chan struct{})
 	go func() {
 		gs.GracefulStop()

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -52,6 +53,13 @@ type Server struct {
 	cachedKinds []*polyopv1alpha1.CachedKind       // see CacheKind
 
 	cluster clusterAccess // the host's Cluster service, for GetClient
+
+	// tracer traces the calls on ReconcileStreams; nil when the Server does
+	// not trace. Set before it serves.
+	tracer trace.Tracer
+	// stopping is closed when the Server starts to stop: idle
+	// ReconcileStreams end then.
+	stopping chan struct{}
 }
 
 var _ polyopv1alpha1.SidecarServiceServer = (*Server)(nil)
@@ -87,6 +95,7 @@ func New(opts Options) (*Server, error) {
 		opts:        opts,
 		log:         opts.Logger,
 		controllers: map[string]*controller{},
+		stopping:    make(chan struct{}),
 	}, nil
 }
 
@@ -138,6 +147,7 @@ func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 		SdkName:         SDKName,
 		SdkVersion:      SDKVersion,
 		Controllers:     make([]*polyopv1alpha1.ControllerDescription, 0, len(s.order)),
+		ReconcileStream: s.opts.reconcileStream(),
 	}
 	for _, name := range s.order {
 		resp.Controllers = append(resp.Controllers, proto.CloneOf(s.controllers[name].desc))

@@ -36,8 +36,10 @@ func (s *Server) setUpTracing(ctx context.Context) (trace.TracerProvider, func(c
 }
 
 // untraced are the calls that make no spans: health checks (the host makes
-// one every few seconds) and server reflection.
-var untraced = filters.None(filters.HealthCheck(), filters.ServicePrefix("grpc.reflection."))
+// one every few seconds), server reflection, and ReconcileStreams, which
+// live as long as the host's connection: each call on one has a span of its
+// own (see startStreamSpan).
+var untraced = filters.None(filters.HealthCheck(), filters.ServicePrefix("grpc.reflection."), filters.MethodName("ReconcileStream"))
 
 // tracedServer is the server option that continues the host's trace in every
 // call: the handler's ctx holds a server span whose parent is the host's.
