@@ -41,6 +41,19 @@ func Members(data []byte) ([]Member, error) {
 // expects JSON that a decoder already validated, as json.Unmarshal does
 // before it calls an UnmarshalJSON method, or that the API server sent.
 func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
+	return each(data, func(token, value []byte) error {
+		key, err := unquote(token)
+		if err != nil {
+			return err
+		}
+		return fn(key, value)
+	})
+}
+
+// each is Each, with each key as its JSON string token (quotes included),
+// not decoded: a reader that only compares or copies keys allocates nothing
+// for them.
+func each(data []byte, fn func(key, value []byte) error) error {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return fmt.Errorf("not a JSON object")
@@ -57,18 +70,15 @@ func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
 		if err != nil {
 			return err
 		}
-		key, err := unquote(data[i:end])
-		if err != nil {
-			return err
-		}
+		key := data[i:end]
 		i = skipSpace(data, end)
 		if i >= len(data) || data[i] != ':' {
-			return fmt.Errorf("expected ':' after key %q", key)
+			return fmt.Errorf("expected ':' after key %s", key)
 		}
 		start := skipSpace(data, i+1)
 		end, err = skipValue(data, start)
 		if err != nil {
-			return fmt.Errorf("member %q: %w", key, err)
+			return fmt.Errorf("member %s: %w", key, err)
 		}
 		if err := fn(key, data[start:end]); err != nil {
 			return stopped(err)
@@ -76,7 +86,7 @@ func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
 		next, done, ok := afterValue(data, end, '}')
 		switch {
 		case !ok:
-			return fmt.Errorf("expected ',' or '}' after member %q", key)
+			return fmt.Errorf("expected ',' or '}' after member %s", key)
 		case done:
 			return trailing(data, next)
 		}

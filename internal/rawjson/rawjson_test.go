@@ -77,3 +77,58 @@ func TestAppendMemberWritesJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendCanonical(t *testing.T) {
+	t.Parallel()
+	for doc, want := range map[string]string{
+		` { "b" : [ 1 , 2.50 , "x" ] , "a" : { "d" : null , "c" : true } } `: `{"a":{"c":true,"d":null},"b":[1,2.5,"x"]}`,
+		`{"a":1,"a":2}`: `{"a":2}`,
+		`{"n":1.0,"e":1E3,"f":-2.5e-7,"i":-0,"s":1}`: `{"e":1000,"f":-2.5e-07,"i":-0,"n":1,"s":1}`,
+		`{"k\u00e9y":"\u003c\/\u0041>","b\"":"é"}`:   `{"b\"":"é","kéy":"\u003c/A\u003e"}`,
+		`{"z":{},"y":[],"x":""}`:                     `{"x":"","y":[],"z":{}}`,
+		`"plain"`:                                    `"plain"`,
+	} {
+		got, err := rawjson.AppendCanonical([]byte("prefix"), []byte(doc))
+		if err != nil || string(got) != "prefix"+want {
+			t.Errorf("AppendCanonical(%s) = %s, %v; want prefix%s", doc, got, err, want)
+			continue
+		}
+		// encoding/json's encoding of the same value is the same value.
+		var v any
+		if err := json.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatal(err)
+		}
+		std, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := rawjson.AppendCanonical(nil, std); err != nil || string(again) != want {
+			t.Errorf("AppendCanonical(%s), encoded again as %s, is %s, %v; want %s", doc, std, again, err, want)
+		}
+	}
+	// A number out of a float's range is kept as it is written.
+	if got, err := rawjson.AppendCanonical(nil, []byte(`{"b":1e400,"a":1.0}`)); err != nil || string(got) != `{"a":1,"b":1e400}` {
+		t.Errorf("AppendCanonical of 1e400 = %s, %v", got, err)
+	}
+	for _, doc := range []string{``, ` `, `{"a":1`, `{"a" 1}`, `[1,}`, `{"a":[1}`} {
+		if got, err := rawjson.AppendCanonical(nil, []byte(doc)); err == nil {
+			t.Errorf("AppendCanonical(%q) = %s, want an error", doc, got)
+		}
+	}
+}
+
+// AppendCanonical into a buffer large enough allocates nothing for JSON
+// without escapes: it runs on every status the host compares.
+func TestAppendCanonicalAllocatesNothing(t *testing.T) {
+	doc := []byte(`{"observedGeneration":1,"configMap":"w-0001","conditions":[{"type":"Ready","status":"True",` +
+		`"observedGeneration":1,"lastTransitionTime":"2026-01-02T03:04:05Z","reason":"ConfigMapApplied","message":"ok","ratio":0.5}]}`)
+	buf := make([]byte, 0, 2*len(doc))
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := rawjson.AppendCanonical(buf[:0], doc); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("AppendCanonical allocates %.0f times, want none", allocs)
+	}
+}
