@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,7 +81,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 	var writes []int
 	for i, c := range desired {
 		if o := observedByID[c.id]; o != nil {
-			if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(o, c.obj, prev.resourceVersion) {
+			if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(o, c, prev.resourceVersion) {
 				outcomes[i] = outcome{applied: prev, unchanged: true}
 				continue
 			}
@@ -161,10 +163,10 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 		}
 		endSpan(span, nil)
 	}()
-	out := c.obj.DeepCopy()
-	err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+	out := c.configuration()
+	err := r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
 	if err == nil {
-		return out.GetResourceVersion(), false, nil
+		return out.applied.GetResourceVersion(), false, nil
 	}
 	fields := immutableFields(err)
 	switch {
@@ -181,14 +183,14 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
 			"deleting child %s to replace it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
-	out = c.obj.DeepCopy()
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+	out = c.configuration()
+	if err := r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
 		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
 			"creating child %s again after deleting it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
 	logf.FromContext(ctx).Info("replaced a child whose immutable fields changed", "child", c.id.String(), "fields", fields)
 	r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
-	return out.GetResourceVersion(), true, nil
+	return out.applied.GetResourceVersion(), true, nil
 }
 
 // cachedChild reads the object id names from the cache; nil when there is
@@ -210,3 +212,43 @@ func (r *Reconciler) cachedChild(ctx context.Context, id childID) (*object.Objec
 func (r *Reconciler) fieldManager() string {
 	return "polyop/" + r.Controller.Name
 }
+
+// childConfiguration is a desired child's configuration as the client
+// applies it (a runtime.ApplyConfiguration): its JSON, as validateChildren
+// made it, is the request's body as it is, and the API server's answer is
+// decoded into an object.Object (its metadata decoded, the rest kept as
+// JSON), not into unstructured content: the host reads only its
+// resourceVersion.
+type childConfiguration struct {
+	apiVersion, kind, namespace, name string
+	raw                               []byte
+	// applied is the API server's answer.
+	applied object.Object
+}
+
+var (
+	_ runtime.ApplyConfiguration = &childConfiguration{}
+	_ json.Marshaler             = &childConfiguration{}
+	_ json.Unmarshaler           = &childConfiguration{}
+)
+
+// configuration is c's configuration, to apply.
+func (c desiredChild) configuration() *childConfiguration {
+	return &childConfiguration{apiVersion: c.apiVersion, kind: c.id.gvk.Kind, namespace: c.id.namespace, name: c.id.name, raw: c.raw}
+}
+
+// IsApplyConfiguration implements runtime.ApplyConfiguration.
+func (*childConfiguration) IsApplyConfiguration() {}
+
+// GetAPIVersion, GetKind, GetNamespace and GetName name the object to apply,
+// as controller-runtime's client asks an apply configuration.
+func (c *childConfiguration) GetAPIVersion() *string { return &c.apiVersion }
+func (c *childConfiguration) GetKind() *string       { return &c.kind }
+func (c *childConfiguration) GetNamespace() *string  { return &c.namespace }
+func (c *childConfiguration) GetName() *string       { return &c.name }
+
+// MarshalJSON is the configuration's JSON, the apply's body.
+func (c *childConfiguration) MarshalJSON() ([]byte, error) { return c.raw, nil }
+
+// UnmarshalJSON decodes the API server's answer into applied.
+func (c *childConfiguration) UnmarshalJSON(data []byte) error { return c.applied.UnmarshalJSON(data) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,7 +21,23 @@ import (
 // It reads v in place and allocates nothing beyond out's growth, except for
 // a key or a string it must unescape.
 func AppendCanonical(out, v []byte) ([]byte, error) {
+	return appendCanonical(out, v, false)
+}
+
+// AppendAsMarshalled appends to out what json.Marshal writes for the value
+// the API machinery's decoder (k8s.io/apimachinery/pkg/util/json.Unmarshal
+// into an interface) reads from the JSON value v: AppendCanonical's
+// encoding, but with a whole number that fits an int64 written as that
+// int64, and any other number as the float64 it reads as, in encoding/json's
+// notation. A number out of a float64's range is an error, as it is for the
+// decoder. Like Each, it expects JSON that a decoder already validated.
+func AppendAsMarshalled(out, v []byte) ([]byte, error) {
+	return appendCanonical(out, v, true)
+}
+
+func appendCanonical(out, v []byte, asMarshalled bool) ([]byte, error) {
 	c := canonicalizers.Get().(*canonicalizer)
+	c.asMarshalled = asMarshalled
 	out, err := c.append(out, v)
 	// The members point into v: dropped, so that the pool holds no
 	// caller's JSON.
@@ -37,6 +54,8 @@ func AppendCanonical(out, v []byte) ([]byte, error) {
 // written.
 type canonicalizer struct {
 	members []canonicalMember
+	// asMarshalled writes numbers as AppendAsMarshalled does.
+	asMarshalled bool
 }
 
 // canonicalMember is a member of an object being written: its key,
@@ -71,6 +90,9 @@ func (c *canonicalizer) append(out, v []byte) ([]byte, error) {
 		}
 		return append(out, v...), nil
 	case b == '-' || b >= '0' && b <= '9':
+		if c.asMarshalled {
+			return appendMarshalledNumber(out, v)
+		}
 		if bytes.ContainsAny(v, ".eE") {
 			if f, err := strconv.ParseFloat(string(v), 64); err == nil {
 				return strconv.AppendFloat(out, f, 'g', -1, 64), nil
@@ -84,16 +106,7 @@ func (c *canonicalizer) append(out, v []byte) ([]byte, error) {
 func (c *canonicalizer) appendObject(out, v []byte) ([]byte, error) {
 	base := len(c.members)
 	defer func() { c.members = c.members[:base] }()
-	err := each(v, func(key, value []byte) error {
-		if plainString(key) {
-			key = key[1 : len(key)-1]
-		} else {
-			s, err := unquote(key)
-			if err != nil {
-				return err
-			}
-			key = []byte(s)
-		}
+	err := EachRaw(v, func(key []byte, value json.RawMessage) error {
 		c.members = append(c.members, canonicalMember{key: key, value: value})
 		return nil
 	})
@@ -114,7 +127,7 @@ func (c *canonicalizer) appendObject(out, v []byte) ([]byte, error) {
 			out = append(out, ',')
 		}
 		first = false
-		out = appendStringBytes(out, m.key)
+		out = AppendStringBytes(out, m.key)
 		out = append(out, ':')
 		if out, err = c.append(out, m.value); err != nil {
 			return nil, err
@@ -152,9 +165,9 @@ func plainString(s []byte) bool {
 	return true
 }
 
-// appendStringBytes is AppendString of a string held as bytes, which it
+// AppendStringBytes is AppendString of a string held as bytes, which it
 // converts only when it must escape something.
-func appendStringBytes(out, s []byte) []byte {
+func AppendStringBytes(out, s []byte) []byte {
 	for _, c := range s {
 		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return AppendString(out, string(s))
@@ -163,4 +176,65 @@ func appendStringBytes(out, s []byte) []byte {
 	out = append(out, '"')
 	out = append(out, s...)
 	return append(out, '"')
+}
+
+// appendMarshalledNumber appends the number token v as AppendAsMarshalled
+// writes it: as the API machinery's decoder reads it (an int64 when it has
+// no fraction and fits one, a float64 otherwise), then as json.Marshal
+// writes that.
+func appendMarshalledNumber(out, v []byte) ([]byte, error) {
+	if bytes.IndexByte(v, '.') < 0 {
+		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return strconv.AppendInt(out, i, 10), nil
+		}
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return nil, fmt.Errorf("number %s does not fit a float64", v)
+	}
+	// encoding/json's float64 encoding (its floatEncoder).
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	start := len(out)
+	out = strconv.AppendFloat(out, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 is written e-9.
+		if n := len(out) - start; n >= 4 && out[len(out)-4] == 'e' && out[len(out)-3] == '-' && out[len(out)-2] == '0' {
+			out[len(out)-2] = out[len(out)-1]
+			out = out[:len(out)-1]
+		}
+	}
+	return out, nil
+}
+
+// NumbersFit reports whether every number in the JSON data fits a float64,
+// as the API machinery's decoder into interface values requires: 1e400
+// does not. Like Each, it expects JSON that a decoder already validated.
+func NumbersFit(data []byte) bool {
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			end, err := skipString(data, i)
+			if err != nil {
+				return false
+			}
+			i = end - 1
+		case c == '-' || c >= '0' && c <= '9':
+			j := i
+			for j < len(data) && isLiteralByte(data[j]) {
+				j++
+			}
+			// Only an exponent, or more digits than a float64's range
+			// has, can overflow.
+			if tok := data[i:j]; len(tok) > 300 || bytes.ContainsAny(tok, "eE") {
+				if _, err := strconv.ParseFloat(string(tok), 64); err != nil {
+					return false
+				}
+			}
+			i = j - 1
+		}
+	}
+	return true
 }

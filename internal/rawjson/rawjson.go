@@ -4,6 +4,7 @@
 package rawjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,23 @@ func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
 			return err
 		}
 		return fn(key, value)
+	})
+}
+
+// EachRaw is Each with each key as bytes: sliced from data when it has
+// nothing to unescape, decoded into a copy otherwise. fn must not modify
+// it.
+func EachRaw(data []byte, fn func(key []byte, value json.RawMessage) error) error {
+	return each(data, func(token, value []byte) error {
+		inner := token[1 : len(token)-1]
+		if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			return fn(inner, value)
+		}
+		key, err := unquote(token)
+		if err != nil {
+			return err
+		}
+		return fn([]byte(key), value)
 	})
 }
 

@@ -3,7 +3,10 @@ package rawjson_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/polyop/polyop/internal/rawjson"
 )
@@ -130,5 +133,66 @@ func TestAppendCanonicalAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("AppendCanonical allocates %.0f times, want none", allocs)
+	}
+}
+
+// AppendAsMarshalled writes what json.Marshal writes for what the API
+// machinery's decoder reads.
+func TestAppendAsMarshalled(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{
+		`null`, `true`, `0`, `-0`, `-0.0`, `1.0`, `1E3`, `12`, `9223372036854775807`, `9223372036854775808`,
+		`18446744073709551616`, `1.5`, `1e-7`, `1e-6`, `0.000001`, `1e20`, `1e21`, `123456789.125`, `-2.5e-300`,
+		`""`, `"plain"`, `"<&>\"\\\u2028\u0001é☃"`, `"\ud800"`, "\"caf\xc3\xa9 \xff\"", `[]`, `{}`,
+		`[null,1,"a",[],{}]`,
+		` { "b" : 1 , "a" : { "z" : [ 1 , 2 , { "y" : null , "x" : "\t" } ] , "é" : true , "A" : false } , "" : "e" , "a\u0000" : 0 , "b" : 2 } `,
+		"{\"k\xff\":1,\"k\\ufffd\":2}",
+	} {
+		var v any
+		if err := utiljson.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rawjson.AppendAsMarshalled([]byte("prefix"), []byte(doc))
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Errorf("AppendAsMarshalled(%s) = %s, %v; want prefix%s", doc, got, err, want)
+		}
+	}
+	if got, err := rawjson.AppendAsMarshalled(nil, []byte(`{"a":1e400}`)); err == nil {
+		t.Errorf("AppendAsMarshalled of 1e400 = %s, want an error", got)
+	}
+}
+
+func TestNumbersFit(t *testing.T) {
+	t.Parallel()
+	for doc, want := range map[string]bool{
+		`{"a":1,"b":-2.5e300,"c":"1e400","d":[1e308]}`: true,
+		`{"a":1e400}`:                 false,
+		`[1,-1E+309]`:                 false,
+		`{"s":"\"1e999\"","n":1e-5}`:  true,
+		`123456789012345678901234567`: true,
+	} {
+		if got := rawjson.NumbersFit([]byte(doc)); got != want {
+			t.Errorf("NumbersFit(%s) = %v, want %v", doc, got, want)
+		}
+		var v any
+		if err := utiljson.Unmarshal([]byte(doc), &v); (err == nil) != want {
+			t.Errorf("%s: the API machinery's decoder says %v", doc, err)
+		}
+	}
+}
+
+func TestEachRaw(t *testing.T) {
+	t.Parallel()
+	var keys []string
+	err := rawjson.EachRaw([]byte(`{"plain":1,"esc\u0061ped":2,"caf\u00e9":3,"é":4}`), func(key []byte, value json.RawMessage) error {
+		keys = append(keys, string(key)+"="+string(value))
+		return nil
+	})
+	if want := []string{"plain=1", "escaped=2", "café=3", "é=4"}; err != nil || !slices.Equal(keys, want) {
+		t.Errorf("keys %q (%v), want %q", keys, err, want)
 	}
 }
