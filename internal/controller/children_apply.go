@@ -18,6 +18,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // childResult says what applyChildren did: counts for the log, and the
@@ -166,7 +167,7 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 	out := c.configuration()
 	err := r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
 	if err == nil {
-		return out.applied.GetResourceVersion(), false, nil
+		return out.resourceVersion, false, nil
 	}
 	fields := immutableFields(err)
 	switch {
@@ -190,7 +191,7 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 	}
 	logf.FromContext(ctx).Info("replaced a child whose immutable fields changed", "child", c.id.String(), "fields", fields)
 	r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
-	return out.applied.GetResourceVersion(), true, nil
+	return out.resourceVersion, true, nil
 }
 
 // cachedChild reads the object id names from the cache; nil when there is
@@ -215,15 +216,14 @@ func (r *Reconciler) fieldManager() string {
 
 // childConfiguration is a desired child's configuration as the client
 // applies it (a runtime.ApplyConfiguration): its JSON, as validateChildren
-// made it, is the request's body as it is, and the API server's answer is
-// decoded into an object.Object (its metadata decoded, the rest kept as
-// JSON), not into unstructured content: the host reads only its
-// resourceVersion.
+// made it, is the request's body as it is, and of the API server's answer
+// only the resourceVersion is read, without decoding the rest: the host
+// keeps nothing else of it.
 type childConfiguration struct {
 	apiVersion, kind, namespace, name string
 	raw                               []byte
-	// applied is the API server's answer.
-	applied object.Object
+	// resourceVersion is the answer's metadata.resourceVersion.
+	resourceVersion string
 }
 
 var (
@@ -250,5 +250,26 @@ func (c *childConfiguration) GetName() *string       { return &c.name }
 // MarshalJSON is the configuration's JSON, the apply's body.
 func (c *childConfiguration) MarshalJSON() ([]byte, error) { return c.raw, nil }
 
-// UnmarshalJSON decodes the API server's answer into applied.
-func (c *childConfiguration) UnmarshalJSON(data []byte) error { return c.applied.UnmarshalJSON(data) }
+// UnmarshalJSON reads the resourceVersion of the API server's answer, a
+// JSON object encoding/json has checked.
+func (c *childConfiguration) UnmarshalJSON(data []byte) error {
+	c.resourceVersion = ""
+	err := rawjson.EachRaw(data, func(key []byte, metadata json.RawMessage) error {
+		if string(key) != "metadata" {
+			return nil
+		}
+		return rawjson.EachRaw(metadata, func(key []byte, value json.RawMessage) error {
+			if string(key) != "resourceVersion" {
+				return nil
+			}
+			if err := json.Unmarshal(value, &c.resourceVersion); err != nil {
+				return fmt.Errorf("metadata.resourceVersion: %w", err)
+			}
+			return rawjson.Stop
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("reading the answer to the apply of %s %s/%s: %w", c.kind, c.namespace, c.name, err)
+	}
+	return nil
+}

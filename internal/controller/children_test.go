@@ -308,3 +308,29 @@ func objectOf(tb testing.TB, c desiredChild) *unstructured.Unstructured {
 	}
 	return u
 }
+
+// A child's configuration is applied as validateChildren made it, and of the
+// answer only the resourceVersion is kept.
+func TestChildConfigurationSendsItsJSONAndReadsTheResourceVersion(t *testing.T) {
+	t.Parallel()
+	got, err := validateChildren([][]byte{[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`)},
+		owner(), "widget", []ChildKind{{GVK: configMapGVK, Namespaced: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got[0].configuration()
+	if *c.GetAPIVersion() != "v1" || *c.GetKind() != "ConfigMap" || *c.GetNamespace() != "ns" || *c.GetName() != "a" {
+		t.Errorf("the configuration names %s %s %s/%s, want v1 ConfigMap ns/a", *c.GetAPIVersion(), *c.GetKind(), *c.GetNamespace(), *c.GetName())
+	}
+	body, err := json.Marshal(c)
+	if err != nil || string(body) != string(got[0].raw) {
+		t.Errorf("body %s (%v), want %s", body, err, got[0].raw)
+	}
+	answer := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","resourceVersion":"42","managedFields":[{"manager":"polyop/widget"}]},"data":{"k":"v"}}`
+	if err := json.Unmarshal([]byte(answer), c); err != nil || c.resourceVersion != "42" {
+		t.Errorf("resourceVersion %q (%v), want 42", c.resourceVersion, err)
+	}
+	if err := json.Unmarshal([]byte(`{"metadata":{"resourceVersion":7}}`), c); err == nil || !strings.Contains(err.Error(), "ConfigMap ns/a") {
+		t.Errorf("an answer with a resourceVersion that is not a string: %v, want an error naming the child", err)
+	}
+}
