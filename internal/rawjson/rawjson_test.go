@@ -84,7 +84,7 @@ func TestAppendMemberWritesJSON(t *testing.T) {
 func TestAppendCanonical(t *testing.T) {
 	t.Parallel()
 	for doc, want := range map[string]string{
-		` { "b" : [ 1 , 2.50 , "x" ] , "a" : { "d" : null , "c" : true } } `: `{"a":{"c":true,"d":null},"b":[1,2.5,"x"]}`,
+		`{ "b" : [ 1 , 2.50 , "x" ] , "a" : { "d" : null , "c" : true } }`: `{"a":{"c":true,"d":null},"b":[1,2.5,"x"]}`,
 		`{"a":1,"a":2}`: `{"a":2}`,
 		`{"n":1.0,"e":1E3,"f":-2.5e-7,"i":-0,"s":1}`: `{"e":1000,"f":-2.5e-07,"i":-0,"n":1,"s":1}`,
 		`{"k\u00e9y":"\u003c\/\u0041>","b\"":"é"}`:   `{"b\"":"é","kéy":"\u003c/A\u003e"}`,
