@@ -184,12 +184,12 @@ func validateLabelledChildren(raws [][]byte, owner client.Object, controller str
 			bad("%s: metadata.labels: %v", label, err)
 			continue
 		}
-		config, err := configuration(members, u.Object["metadata"])
+		config, metadata, err := configuration(members, u.Object["metadata"])
 		if err != nil {
 			bad("%s cannot be encoded: %v", label, err)
 			continue
 		}
-		hash, err := hashConfiguration(config)
+		hash, err := hashConfiguration(members, metadata)
 		if err != nil {
 			bad("%s cannot be encoded: %v", label, err)
 			continue
@@ -258,14 +258,16 @@ func decodeValue(raw []byte) (any, error) {
 
 // configuration is the JSON object of a desired child's configuration: its
 // members as readChild kept them, in their order, with metadata, as
-// validateChildren set it, in place of the sidecar's.
-func configuration(members []childMember, metadata any) ([]byte, error) {
+// validateChildren set it, in place of the sidecar's (and written as
+// json.Marshal writes it: metadataJSON, sliced from config).
+func configuration(members []childMember, metadata any) (config, metadataJSON []byte, err error) {
 	size := 2
 	for _, m := range members {
 		size += len(m.key) + len(m.value) + 4
 	}
 	out := make([]byte, 0, size+256)
 	out = append(out, '{')
+	start, end := 0, 0
 	for i, m := range members {
 		if i > 0 {
 			out = append(out, ',')
@@ -276,12 +278,14 @@ func configuration(members []childMember, metadata any) ([]byte, error) {
 			out = append(out, m.value...)
 			continue
 		}
-		var err error
+		start = len(out)
 		if out, err = appendJSON(out, metadata); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		end = len(out)
 	}
-	return append(out, '}'), nil
+	out = append(out, '}')
+	return out, out[start:end], nil
 }
 
 // childLabel names a desired child in a message, as its kind and quoted
@@ -354,23 +358,38 @@ func stringsOnly(m map[string]any) bool {
 	return true
 }
 
-// hashConfiguration identifies a child's configuration (as configuration
-// wrote it): the hash of json.Marshal's encoding of its content as the API
-// machinery decodes it (rawjson.AppendAsMarshalled: object keys sorted, of a
-// key given twice the last), so that a sidecar that sends a child with other
-// bytes (another key order, a new resourceVersion) but the same
-// configuration causes no apply. It is written into a pooled buffer, from
-// the JSON, without decoding it: it runs for every desired child of every
-// reconcile.
-func hashConfiguration(config []byte) (configHash, error) {
+// hashConfiguration identifies a child's configuration, its members as
+// readChild kept them with metadata (metadataJSON, as configuration wrote
+// it): the hash of json.Marshal's encoding of its content as the API
+// machinery decodes it (keys sorted; rawjson.AppendAsMarshalled for the
+// members' values; metadataJSON is that already), so that a sidecar that
+// sends a child with other bytes (another key order, a new resourceVersion)
+// but the same configuration causes no apply. It is written into a pooled
+// buffer, from the JSON, without decoding it: it runs for every desired
+// child of every reconcile. It sorts members.
+func hashConfiguration(members []childMember, metadataJSON []byte) (configHash, error) {
 	buf := hashBuffers.Get().(*[]byte)
 	defer hashBuffers.Put(buf)
-	canonical, err := rawjson.AppendAsMarshalled((*buf)[:0], config)
-	if err != nil {
-		return configHash{}, err
+	slices.SortFunc(members, func(a, b childMember) int { return bytes.Compare(a.key, b.key) })
+	out := append((*buf)[:0], '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = rawjson.AppendStringBytes(out, m.key)
+		out = append(out, ':')
+		if string(m.key) == "metadata" {
+			out = append(out, metadataJSON...)
+			continue
+		}
+		var err error
+		if out, err = rawjson.AppendAsMarshalled(out, m.value); err != nil {
+			return configHash{}, err
+		}
 	}
-	*buf = canonical[:0]
-	return sha256.Sum256(canonical), nil
+	out = append(out, '}')
+	*buf = out[:0]
+	return sha256.Sum256(out), nil
 }
 
 // hashBuffers are the buffers of hashConfiguration.
