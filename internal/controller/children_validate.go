@@ -371,7 +371,8 @@ func hashConfiguration(members []childMember, metadataJSON []byte) (configHash, 
 	buf := hashBuffers.Get().(*[]byte)
 	defer hashBuffers.Put(buf)
 	slices.SortFunc(members, func(a, b childMember) int { return bytes.Compare(a.key, b.key) })
-	out := append((*buf)[:0], '{')
+	out := (*buf)[:0]
+	out = append(out, '{')
 	for i, m := range members {
 		if i > 0 {
 			out = append(out, ',')
