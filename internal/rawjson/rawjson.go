@@ -1,6 +1,8 @@
 // Package rawjson reads the members of a JSON object without decoding their
 // values, and writes members back: for code that changes or keeps part of an
-// object the API server sent and passes the rest on as it is.
+// object the API server sent and passes the rest on as it is. It also writes
+// canonical encodings of a JSON value (AppendCanonical, AppendAsMarshalled),
+// to compare or hash JSON without decoding it.
 package rawjson
 
 import (
