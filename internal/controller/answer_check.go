@@ -49,7 +49,11 @@ func CheckAnswer(resp *polyopv1alpha1.ReconcileResponse, owner client.Object, co
 	}
 	out := make([]*unstructured.Unstructured, 0, len(desired))
 	for _, d := range desired {
-		out = append(out, d.obj)
+		u, err := d.object()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
 	}
 	return out, nil
 }

@@ -3,7 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,9 +61,11 @@ func idOf(obj client.Object) childID {
 // modified.
 func (r *Reconciler) observedChildren(ctx context.Context, owner client.Object) ([]*object.Object, error) {
 	var out []*object.Object
+	byOwner := client.MatchingFields{OwnerIndex: string(owner.GetUID())}
 	for _, k := range r.Children {
 		list := object.NewList(k.GVK)
-		opts := []client.ListOption{client.MatchingFields{OwnerIndex: string(owner.GetUID())}, client.UnsafeDisableDeepCopy}
+		opts := make([]client.ListOption, 0, 3)
+		opts = append(opts, byOwner, client.UnsafeDisableDeepCopy)
 		if k.Namespaced {
 			opts = append(opts, client.InNamespace(owner.GetNamespace()))
 		}
@@ -75,15 +78,15 @@ func (r *Reconciler) observedChildren(ctx context.Context, owner client.Object) 
 			out = append(out, c)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := idOf(out[i]), idOf(out[j])
+	slices.SortStableFunc(out, func(x, y *object.Object) int {
+		a, b := idOf(x), idOf(y)
 		if a.gvk != b.gvk {
-			return a.gvk.String() < b.gvk.String()
+			return strings.Compare(a.gvk.String(), b.gvk.String())
 		}
 		if a.namespace != b.namespace {
-			return a.namespace < b.namespace
+			return strings.Compare(a.namespace, b.namespace)
 		}
-		return a.name < b.name
+		return strings.Compare(a.name, b.name)
 	})
 	return out, nil
 }

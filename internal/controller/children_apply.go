@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,12 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/rawjson"
 )
 
 // childResult says what applyChildren did: counts for the log, and the
@@ -79,7 +82,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 	var writes []int
 	for i, c := range desired {
 		if o := observedByID[c.id]; o != nil {
-			if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(o, c.obj, prev.resourceVersion) {
+			if prev, ok := findApplied(last, c.id); ok && prev.hash == c.hash && unchanged(o, c, prev.resourceVersion) {
 				outcomes[i] = outcome{applied: prev, unchanged: true}
 				continue
 			}
@@ -161,10 +164,10 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 		}
 		endSpan(span, nil)
 	}()
-	out := c.obj.DeepCopy()
-	err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+	out := c.configuration()
+	err := r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
 	if err == nil {
-		return out.GetResourceVersion(), false, nil
+		return out.resourceVersion, false, nil
 	}
 	fields := immutableFields(err)
 	switch {
@@ -181,14 +184,14 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
 			"deleting child %s to replace it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
-	out = c.obj.DeepCopy()
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+	out = c.configuration()
+	if err := r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
 		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
 			"creating child %s again after deleting it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
 	logf.FromContext(ctx).Info("replaced a child whose immutable fields changed", "child", c.id.String(), "fields", fields)
 	r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
-	return out.GetResourceVersion(), true, nil
+	return out.resourceVersion, true, nil
 }
 
 // cachedChild reads the object id names from the cache; nil when there is
@@ -209,4 +212,64 @@ func (r *Reconciler) cachedChild(ctx context.Context, id childID) (*object.Objec
 // fieldManager is the field manager of the controller's children.
 func (r *Reconciler) fieldManager() string {
 	return "polyop/" + r.Controller.Name
+}
+
+// childConfiguration is a desired child's configuration as the client
+// applies it (a runtime.ApplyConfiguration): its JSON, as validateChildren
+// made it, is the request's body as it is, and of the API server's answer
+// only the resourceVersion is read, without decoding the rest: the host
+// keeps nothing else of it.
+type childConfiguration struct {
+	apiVersion, kind, namespace, name string
+	raw                               []byte
+	// resourceVersion is the answer's metadata.resourceVersion.
+	resourceVersion string
+}
+
+var (
+	_ runtime.ApplyConfiguration = &childConfiguration{}
+	_ json.Marshaler             = &childConfiguration{}
+	_ json.Unmarshaler           = &childConfiguration{}
+)
+
+// configuration is c's configuration, to apply.
+func (c desiredChild) configuration() *childConfiguration {
+	return &childConfiguration{apiVersion: c.apiVersion, kind: c.id.gvk.Kind, namespace: c.id.namespace, name: c.id.name, raw: c.raw}
+}
+
+// IsApplyConfiguration implements runtime.ApplyConfiguration.
+func (*childConfiguration) IsApplyConfiguration() {}
+
+// GetAPIVersion, GetKind, GetNamespace and GetName name the object to apply,
+// as controller-runtime's client asks an apply configuration.
+func (c *childConfiguration) GetAPIVersion() *string { return &c.apiVersion }
+func (c *childConfiguration) GetKind() *string       { return &c.kind }
+func (c *childConfiguration) GetNamespace() *string  { return &c.namespace }
+func (c *childConfiguration) GetName() *string       { return &c.name }
+
+// MarshalJSON is the configuration's JSON, the apply's body.
+func (c *childConfiguration) MarshalJSON() ([]byte, error) { return c.raw, nil }
+
+// UnmarshalJSON reads the resourceVersion of the API server's answer, a
+// JSON object encoding/json has checked.
+func (c *childConfiguration) UnmarshalJSON(data []byte) error {
+	c.resourceVersion = ""
+	err := rawjson.EachRaw(data, func(key []byte, metadata json.RawMessage) error {
+		if string(key) != "metadata" {
+			return nil
+		}
+		return rawjson.EachRaw(metadata, func(key []byte, value json.RawMessage) error {
+			if string(key) != "resourceVersion" {
+				return nil
+			}
+			if err := json.Unmarshal(value, &c.resourceVersion); err != nil {
+				return fmt.Errorf("metadata.resourceVersion: %w", err)
+			}
+			return rawjson.Stop
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("reading the answer to the apply of %s %s/%s: %w", c.kind, c.namespace, c.name, err)
+	}
+	return nil
 }

@@ -175,7 +175,7 @@ func BenchmarkFirstWriteOfAChild(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			return c.Create(ctx, desired[0].obj, client.FieldOwner(r.fieldManager()))
+			return c.Create(ctx, objectOf(b, desired[0]), client.FieldOwner(r.fieldManager()))
 		}},
 	} {
 		b.Run(write.name, func(b *testing.B) {

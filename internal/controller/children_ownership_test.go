@@ -171,7 +171,7 @@ func TestValidateChildrenSetsTheControllerLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := got[0].obj.GetLabels(); l["mine"] != "x" || l[ControllerLabel] != "widget" {
+	if l := objectOf(t, got[0]).GetLabels(); l["mine"] != "x" || l[ControllerLabel] != "widget" {
 		t.Errorf("labels %v, want the child's own and %s=widget", l, ControllerLabel)
 	}
 	_, err = validateChildren([][]byte{[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"n":1}}}`)},
@@ -316,7 +316,7 @@ func TestValidateLabelledChildrenSetsTheExtraLabelsBeforeHashing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := a[0].obj.GetLabels(); l["mine"] != "x" || l[ControllerLabel] != "widget" || l["shard.sharding.polyop.dev/w"] != "host-a" {
+	if l := objectOf(t, a[0]).GetLabels(); l["mine"] != "x" || l[ControllerLabel] != "widget" || l["shard.sharding.polyop.dev/w"] != "host-a" {
 		t.Errorf("labels %v, want the child's own, %s=widget and the shard label host-a", l, ControllerLabel)
 	}
 	b, err := validateLabelledChildren(raw, owner(), "widget", kinds, map[string]string{"shard.sharding.polyop.dev/w": "host-b"})

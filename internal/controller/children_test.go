@@ -42,7 +42,7 @@ func TestValidateChildren(t *testing.T) {
 		"if a child names no namespace, it gets its owner's, and the controller owner reference": {
 			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`},
 			check: func(t *testing.T, got []desiredChild) {
-				c := got[0].obj
+				c := objectOf(t, got[0])
 				refs := c.GetOwnerReferences()
 				if c.GetNamespace() != "ns" || len(refs) != 1 || refs[0].UID != "owner-uid" || refs[0].Kind != "Widget" ||
 					!ptr.Deref(refs[0].Controller, false) || !ptr.Deref(refs[0].BlockOwnerDeletion, false) {
@@ -53,7 +53,7 @@ func TestValidateChildren(t *testing.T) {
 		"if a child carries what the API server sets, and a status, they are dropped": {
 			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5","uid":"u","managedFields":[{}],"creationTimestamp":"2026-01-01T00:00:00Z"},"status":{"x":1}}`},
 			check: func(t *testing.T, got []desiredChild) {
-				c := got[0].obj
+				c := objectOf(t, got[0])
 				if c.GetResourceVersion() != "" || c.GetUID() != "" || c.GetManagedFields() != nil || c.Object["status"] != nil {
 					t.Errorf("child %v still carries server-set fields", c.Object)
 				}
@@ -62,7 +62,7 @@ func TestValidateChildren(t *testing.T) {
 		"if a child keeps another, non-controller owner reference, both stay": {
 			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"pod-uid"}]}}`},
 			check: func(t *testing.T, got []desiredChild) {
-				if refs := got[0].obj.GetOwnerReferences(); len(refs) != 2 || refs[0].UID != "pod-uid" || refs[1].UID != "owner-uid" {
+				if refs := objectOf(t, got[0]).GetOwnerReferences(); len(refs) != 2 || refs[0].UID != "pod-uid" || refs[1].UID != "owner-uid" {
 					t.Errorf("owner references %+v, want the Pod's and the owner's", refs)
 				}
 			},
@@ -70,15 +70,15 @@ func TestValidateChildren(t *testing.T) {
 		"if a cluster-scoped child names no namespace, it stays cluster-scoped": {
 			children: []string{`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"r"}}`},
 			check: func(t *testing.T, got []desiredChild) {
-				if got[0].obj.GetNamespace() != "" {
-					t.Errorf("namespace %q, want none", got[0].obj.GetNamespace())
+				if objectOf(t, got[0]).GetNamespace() != "" {
+					t.Errorf("namespace %q, want none", objectOf(t, got[0]).GetNamespace())
 				}
 			},
 		},
 		"if the same content comes twice, it hashes the same": {
 			children: []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"x":"1","y":"2"}}`, `{"kind":"ConfigMap","data":{"y":"2","x":"1"},"apiVersion":"v1","metadata":{"name":"b"}}`},
 			check: func(t *testing.T, got []desiredChild) {
-				a, b := got[0].obj.DeepCopy(), got[1].obj.DeepCopy()
+				a, b := objectOf(t, got[0]), objectOf(t, got[1])
 				b.SetName("a")
 				if got[0].hash == (configHash{}) || got[0].hash == got[1].hash {
 					t.Errorf("hashes %x and %x: want distinct, non-empty hashes for distinct children", got[0].hash, got[1].hash)
@@ -214,7 +214,7 @@ func TestHolds(t *testing.T) {
 
 func TestUnchangedTrustsItsOwnApplyOverAStaleCache(t *testing.T) {
 	t.Parallel()
-	desired := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": "new"}}}
+	desired := desiredChild{raw: []byte(`{"data":{"k":"new"}}`)}
 	observed := object.New(configMapGVK)
 	if err := json.Unmarshal([]byte(`{"metadata":{"name":"a"},"data":{"k":"old"}}`), observed); err != nil {
 		t.Fatal(err)
@@ -296,5 +296,41 @@ func TestOwnerIndexKeys(t *testing.T) {
 				t.Errorf("keys %v (%v), want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// objectOf is the configuration of c, decoded.
+func objectOf(tb testing.TB, c desiredChild) *unstructured.Unstructured {
+	tb.Helper()
+	u, err := c.object()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
+// A child's configuration is applied as validateChildren made it, and of the
+// answer only the resourceVersion is kept.
+func TestChildConfigurationSendsItsJSONAndReadsTheResourceVersion(t *testing.T) {
+	t.Parallel()
+	got, err := validateChildren([][]byte{[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`)},
+		owner(), "widget", []ChildKind{{GVK: configMapGVK, Namespaced: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got[0].configuration()
+	if *c.GetAPIVersion() != "v1" || *c.GetKind() != "ConfigMap" || *c.GetNamespace() != "ns" || *c.GetName() != "a" {
+		t.Errorf("the configuration names %s %s %s/%s, want v1 ConfigMap ns/a", *c.GetAPIVersion(), *c.GetKind(), *c.GetNamespace(), *c.GetName())
+	}
+	body, err := json.Marshal(c)
+	if err != nil || string(body) != string(got[0].raw) {
+		t.Errorf("body %s (%v), want %s", body, err, got[0].raw)
+	}
+	answer := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","resourceVersion":"42","managedFields":[{"manager":"polyop/widget"}]},"data":{"k":"v"}}`
+	if err := json.Unmarshal([]byte(answer), c); err != nil || c.resourceVersion != "42" {
+		t.Errorf("resourceVersion %q (%v), want 42", c.resourceVersion, err)
+	}
+	if err := json.Unmarshal([]byte(`{"metadata":{"resourceVersion":7}}`), c); err == nil || !strings.Contains(err.Error(), "ConfigMap ns/a") {
+		t.Errorf("an answer with a resourceVersion that is not a string: %v, want an error naming the child", err)
 	}
 }

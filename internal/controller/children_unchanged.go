@@ -13,7 +13,7 @@ import (
 // the version that apply wrote, or an older one (the event of the apply is
 // on its way and brings another reconcile), or the observed child, changed
 // since, still holds every field the configuration sets.
-func unchanged(observed *object.Object, desired *unstructured.Unstructured, applied string) bool {
+func unchanged(observed *object.Object, desired desiredChild, applied string) bool {
 	if observed == nil {
 		return false
 	}
@@ -24,7 +24,11 @@ func unchanged(observed *object.Object, desired *unstructured.Unstructured, appl
 	if err != nil {
 		return false
 	}
-	return holds(u, desired)
+	d, err := desired.object()
+	if err != nil {
+		return false
+	}
+	return holds(u, d)
 }
 
 // holds reports whether observed still holds every field desired sets, owner

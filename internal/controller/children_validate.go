@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,10 +27,26 @@ import (
 type desiredChild struct {
 	id   childID
 	kind ChildKind
-	obj  *unstructured.Unstructured
+	// apiVersion is the child's apiVersion, as the sidecar wrote it.
+	apiVersion string
+	// raw is the configuration to apply: the sidecar's JSON object, each
+	// member once, without status, with the metadata validateChildren set
+	// (see configuration). It is applied as it is, never decoded but for
+	// the rare comparison with a child someone else changed (object).
+	raw []byte
 	// hash identifies the applied configuration, to tell whether it changed
 	// since the last apply.
 	hash configHash
+}
+
+// object decodes the child's configuration, as the API machinery decodes
+// unstructured content.
+func (c desiredChild) object() (*unstructured.Unstructured, error) {
+	var content map[string]any
+	if err := utiljson.Unmarshal(c.raw, &content); err != nil {
+		return nil, fmt.Errorf("decoding child %s: %w", c.id, err)
+	}
+	return &unstructured.Unstructured{Object: content}, nil
 }
 
 // configHash is the SHA-256 of a child's applied configuration, kept as an
@@ -88,21 +106,25 @@ func validateLabelledChildren(raws [][]byte, owner client.Object, controller str
 	var errs []error
 	out := make([]desiredChild, 0, len(raws))
 	seen := map[childID]int{}
+	// The members of the child at hand; a child has few.
+	var membersBuf [8]childMember
 	for i, raw := range raws {
 		bad := func(format string, args ...any) {
 			errs = append(errs, fmt.Errorf("desired_children[%d]: %s", i, fmt.Sprintf(format, args...)))
 		}
-		var content any
-		if err := utiljson.Unmarshal(raw, &content); err != nil {
-			bad("not valid JSON: %v (%q)", err, truncate(raw))
-			continue
+		if !json.Valid(raw) || !rawjson.NumbersFit(raw) {
+			// The API machinery's decoder says what is wrong.
+			var content any
+			if err := utiljson.Unmarshal(raw, &content); err != nil {
+				bad("not valid JSON: %v (%q)", err, truncate(raw))
+				continue
+			}
 		}
-		m, ok := content.(map[string]any)
+		members, u, ok := readChild(membersBuf[:0], raw)
 		if !ok {
 			bad("not a JSON object: %q", truncate(raw))
 			continue
 		}
-		u := &unstructured.Unstructured{Object: m}
 		gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
 		if err != nil || u.GetAPIVersion() == "" || u.GetKind() == "" {
 			bad("apiVersion and kind are required, got apiVersion %q and kind %q", u.GetAPIVersion(), u.GetKind())
@@ -145,7 +167,6 @@ func validateLabelledChildren(raws [][]byte, owner client.Object, controller str
 		for _, f := range serverSetMetadata {
 			delete(meta, f)
 		}
-		delete(u.Object, "status")
 		if _, set := meta["ownerReferences"]; !set && meta != nil {
 			// What SetOwnerReferences below would set, without its
 			// conversion through reflection: the usual case.
@@ -163,17 +184,108 @@ func validateLabelledChildren(raws [][]byte, owner client.Object, controller str
 			bad("%s: metadata.labels: %v", label, err)
 			continue
 		}
-		hash, err := hashChild(u)
+		config, metadata, err := configuration(members, u.Object["metadata"])
 		if err != nil {
 			bad("%s cannot be encoded: %v", label, err)
 			continue
 		}
-		out = append(out, desiredChild{id: id, kind: kind, obj: u, hash: hash})
+		hash, err := hashConfiguration(members, metadata)
+		if err != nil {
+			bad("%s cannot be encoded: %v", label, err)
+			continue
+		}
+		out = append(out, desiredChild{id: id, kind: kind, apiVersion: u.GetAPIVersion(), raw: config, hash: hash})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("the sidecar returned invalid desired children, so none was applied: %w", err)
 	}
 	return out, nil
+}
+
+// childMember is a top-level member of a desired child's JSON: its key,
+// decoded, and its value's JSON.
+type childMember struct {
+	key, value []byte
+}
+
+// readChild reads a desired child, valid JSON: the members it keeps (the
+// last of each key; not status, which is its own controller's to write),
+// appended to members, and its apiVersion, kind and metadata decoded into
+// u, as the API machinery decodes unstructured content, for the checks and
+// the changes of its metadata. The rest of it is left as it is. ok is false
+// when raw is not a JSON object.
+func readChild(members []childMember, raw []byte) (_ []childMember, u *unstructured.Unstructured, ok bool) {
+	err := rawjson.EachRaw(raw, func(key []byte, value json.RawMessage) error {
+		for j := range members {
+			if bytes.Equal(members[j].key, key) {
+				// Of a key given twice, the last counts, as for a decoder.
+				members = slices.Delete(members, j, j+1)
+				break
+			}
+		}
+		if string(key) != "status" {
+			members = append(members, childMember{key: key, value: value})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, false
+	}
+	head := make(map[string]any, 3)
+	for _, m := range members {
+		switch k := string(m.key); k {
+		case "apiVersion", "kind", "metadata":
+			v, err := decodeValue(m.value)
+			if err != nil {
+				return nil, nil, false
+			}
+			head[k] = v
+		}
+	}
+	return members, &unstructured.Unstructured{Object: head}, true
+}
+
+// decodeValue decodes a JSON value as the API machinery decodes
+// unstructured content; a string without escapes costs one copy.
+func decodeValue(raw []byte) (any, error) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var v any
+	err := utiljson.Unmarshal(raw, &v)
+	return v, err
+}
+
+// configuration is the JSON object of a desired child's configuration: its
+// members as readChild kept them, in their order, with metadata, as
+// validateChildren set it, in place of the sidecar's (and written as
+// json.Marshal writes it: metadataJSON, sliced from config).
+func configuration(members []childMember, metadata any) (config, metadataJSON []byte, err error) {
+	size := 2
+	for _, m := range members {
+		size += len(m.key) + len(m.value) + 4
+	}
+	out := make([]byte, 0, size+256)
+	out = append(out, '{')
+	start, end := 0, 0
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = rawjson.AppendStringBytes(out, m.key)
+		out = append(out, ':')
+		if string(m.key) != "metadata" {
+			out = append(out, m.value...)
+			continue
+		}
+		start = len(out)
+		if out, err = appendJSON(out, metadata); err != nil {
+			return nil, nil, err
+		}
+		end = len(out)
+	}
+	out = append(out, '}')
+	return out, out[start:end], nil
 }
 
 // childLabel names a desired child in a message, as its kind and quoted
@@ -246,27 +358,42 @@ func stringsOnly(m map[string]any) bool {
 	return true
 }
 
-// hashChild identifies the configuration to apply, u as validateChildren
-// made it (server-set metadata and status dropped, the owner reference and
-// the label set):
-// its canonical JSON's hash, so that a sidecar that sends a child with other
-// bytes (another key order, a new resourceVersion) but the same configuration
-// causes no apply. The canonical JSON is json.Marshal's encoding of
-// u.Object (object keys sorted), written by appendJSON into a pooled buffer
-// without encoding/json's reflection: it runs for every desired child of
-// every reconcile.
-func hashChild(u *unstructured.Unstructured) (configHash, error) {
+// hashConfiguration identifies a child's configuration, its members as
+// readChild kept them with metadata (metadataJSON, as configuration wrote
+// it): the hash of json.Marshal's encoding of its content as the API
+// machinery decodes it (keys sorted; rawjson.AppendAsMarshalled for the
+// members' values; metadataJSON is that already), so that a sidecar that
+// sends a child with other bytes (another key order, a new resourceVersion)
+// but the same configuration causes no apply. It is written into a pooled
+// buffer, from the JSON, without decoding it: it runs for every desired
+// child of every reconcile. It sorts members.
+func hashConfiguration(members []childMember, metadataJSON []byte) (configHash, error) {
 	buf := hashBuffers.Get().(*[]byte)
 	defer hashBuffers.Put(buf)
-	canonical, err := appendJSON((*buf)[:0], u.Object)
-	*buf = canonical[:0]
-	if err != nil {
-		return configHash{}, err
+	slices.SortFunc(members, func(a, b childMember) int { return bytes.Compare(a.key, b.key) })
+	out := (*buf)[:0]
+	out = append(out, '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = rawjson.AppendStringBytes(out, m.key)
+		out = append(out, ':')
+		if string(m.key) == "metadata" {
+			out = append(out, metadataJSON...)
+			continue
+		}
+		var err error
+		if out, err = rawjson.AppendAsMarshalled(out, m.value); err != nil {
+			return configHash{}, err
+		}
 	}
-	return sha256.Sum256(canonical), nil
+	out = append(out, '}')
+	*buf = out[:0]
+	return sha256.Sum256(out), nil
 }
 
-// hashBuffers are the buffers of hashChild.
+// hashBuffers are the buffers of hashConfiguration.
 var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // appendJSON appends json.Marshal's encoding of v to out, for the values of

@@ -452,11 +452,12 @@ func decide(resp *polyopv1alpha1.ReconcileResponse) (reconcile.Result, error) {
 // updated to what the API server stored.
 func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status []byte) (bool, error) {
 	current, _ := obj.Field("status")
-	if sameStatus(current, status) {
+	cmp := compareStatus(current, status)
+	if cmp.same {
 		r.statusSettled(obj)
 		return false, nil
 	}
-	if r.statusAsWritten(obj, current, status) {
+	if r.statusAsWritten(obj, cmp) {
 		return false, nil
 	}
 	ctx, span := r.startWrite(ctx, spanWriteStatus)
@@ -469,7 +470,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status
 		}
 		return false, fmt.Errorf("writing the status of %s %s/%s: %w", obj.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
-	r.rememberStatus(obj, status)
+	r.rememberStatus(obj, cmp.sent, cmp.sentOK)
 	return true, nil
 }
 

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"sort"
-	"strconv"
+	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,25 +25,65 @@ func checkStatus(raw []byte) error {
 	return nil
 }
 
-// sameStatus reports whether the status the object has (current, its JSON;
-// nil when it has none) is the one the sidecar returned (status, a JSON
-// object checkStatus accepted). An empty status and none are the same:
-// writing one over the other would change nothing a client reads. Two
-// statuses are the same when they differ only in the order of their keys, in
-// white space, in how strings are escaped or how numbers are written (1.0 and
-// 1): the API server stores its own encoding of what it was sent, so the
-// status read back is rarely the sidecar's bytes.
-func sameStatus(current, status []byte) bool {
-	if emptyJSON(current) {
-		return emptyJSON(status)
-	}
-	if bytes.Equal(current, status) {
-		return true
-	}
-	a, errA := appendCanonical(nil, current)
-	b, errB := appendCanonical(nil, status)
-	return errA == nil && errB == nil && bytes.Equal(a, b)
+// statusComparison is what writeStatus knows of the status an object has
+// (current, its JSON; nil when it has none) and the one the sidecar returned
+// (status, a JSON object checkStatus accepted), from one canonical encoding
+// of each (rawjson.AppendCanonical): whether they are the same, and the
+// hashes statusAsWritten and rememberStatus compare with the host's last
+// write.
+type statusComparison struct {
+	// same: the two are the same status. An empty status and none are
+	// the same: writing one over the other would change nothing a client
+	// reads. Two statuses are the same when they differ only in the order
+	// of their keys, in white space, in how strings are escaped or how
+	// numbers are written (1.0 and 1): the API server stores its own
+	// encoding of what it was sent, so the status read back is rarely the
+	// sidecar's bytes.
+	same bool
+	// sent and stored are the statusHash of status and of current, when
+	// ok (unset when same was told without them).
+	sent, stored     uint64
+	sentOK, storedOK bool
 }
+
+// compareStatus compares the status an object has (current) with the one
+// the sidecar returned (status). Equal bytes, or two empty statuses, are the
+// same without further work; otherwise each is encoded canonically once.
+func compareStatus(current, status []byte) statusComparison {
+	if emptyJSON(current) && emptyJSON(status) || bytes.Equal(current, status) {
+		return statusComparison{same: true}
+	}
+	bufs := canonicalBuffers.Get().(*[2][]byte)
+	defer func() {
+		if cap(bufs[0]) <= maxPooledCanonical && cap(bufs[1]) <= maxPooledCanonical {
+			canonicalBuffers.Put(bufs)
+		}
+	}()
+	var c statusComparison
+	var errCurrent, errStatus error
+	bufs[0], errCurrent = canonicalStatus(bufs[0][:0], current)
+	bufs[1], errStatus = canonicalStatus(bufs[1][:0], status)
+	if errCurrent == nil {
+		c.stored, c.storedOK = fnv64a(bufs[0]), true
+	}
+	if errStatus == nil {
+		c.sent, c.sentOK = fnv64a(bufs[1]), true
+	}
+	c.same = c.storedOK && c.sentOK && bytes.Equal(bufs[0], bufs[1])
+	return c
+}
+
+// sameStatus reports whether the status an object has (current) is the one
+// the sidecar returned (status): see statusComparison.same.
+func sameStatus(current, status []byte) bool {
+	return compareStatus(current, status).same
+}
+
+// canonicalBuffers are the buffers of compareStatus's two canonical
+// encodings; maxPooledCanonical bounds those kept.
+var canonicalBuffers = sync.Pool{New: func() any { return &[2][]byte{make([]byte, 0, 1024), make([]byte, 0, 1024)} }}
+
+const maxPooledCanonical = 64 << 10
 
 // emptyJSON reports whether raw is nothing, null or an empty object.
 func emptyJSON(raw []byte) bool {
@@ -59,85 +97,27 @@ func emptyJSON(raw []byte) bool {
 	return len(bytes.TrimSpace(raw[1:len(raw)-1])) == 0
 }
 
-// appendCanonical appends to out a canonical encoding of the valid JSON
-// value v: compact, object keys sorted, strings escaped as encoding/json
-// escapes them, numbers with a fraction or an exponent in their shortest
-// form, and of a key given twice the last value only. It reads v in place:
-// the only copy it makes is out.
-func appendCanonical(out, v []byte) ([]byte, error) {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 {
-		return nil, fmt.Errorf("empty JSON value")
+// canonicalStatus appends to out the canonical encoding of the status raw;
+// an empty status (none, null or {}) is {}.
+func canonicalStatus(out, raw []byte) ([]byte, error) {
+	if emptyJSON(raw) {
+		return append(out, "{}"...), nil
 	}
-	switch c := v[0]; {
-	case c == '{':
-		members, err := rawjson.Members(v)
-		if err != nil {
-			return nil, err
-		}
-		sort.SliceStable(members, func(i, j int) bool { return members[i].Key < members[j].Key })
-		out = append(out, '{')
-		first := true
-		for i, m := range members {
-			if i+1 < len(members) && members[i+1].Key == m.Key {
-				continue // of a key given twice, the last counts, as the API server keeps it
-			}
-			if !first {
-				out = append(out, ',')
-			}
-			first = false
-			out = rawjson.AppendString(out, m.Key)
-			out = append(out, ':')
-			if out, err = appendCanonical(out, m.Value); err != nil {
-				return nil, err
-			}
-		}
-		return append(out, '}'), nil
-	case c == '[':
-		out = append(out, '[')
-		first := true
-		err := rawjson.EachElement(v, func(e json.RawMessage) error {
-			if !first {
-				out = append(out, ',')
-			}
-			first = false
-			var err error
-			out, err = appendCanonical(out, e)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		return append(out, ']'), nil
-	case c == '"':
-		if !plainString(v) {
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
-				return nil, err
-			}
-			return rawjson.AppendString(out, s), nil
-		}
-		return append(out, v...), nil
-	case c == '-' || c >= '0' && c <= '9':
-		if bytes.ContainsAny(v, ".eE") {
-			if f, err := strconv.ParseFloat(string(v), 64); err == nil {
-				return strconv.AppendFloat(out, f, 'g', -1, 64), nil
-			}
-			// Out of a float's range (1e400): kept as it is written.
-		}
-	}
-	return append(out, v...), nil
+	return rawjson.AppendCanonical(out, raw)
 }
 
-// plainString reports whether the JSON string token s is already encoded as
-// rawjson.AppendString would encode it: nothing escaped, nothing to escape.
-func plainString(s []byte) bool {
-	for _, c := range s[1 : len(s)-1] {
-		if c < 0x20 || c >= 0x7f || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
+// fnv64a is the FNV-1a hash of b, as hash/fnv's New64a sums it.
+func fnv64a(b []byte) uint64 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= prime
 	}
-	return true
+	return h
 }
 
 // statusPatch is the JSON patch (RFC 6902) that replaces an object's status
@@ -160,7 +140,7 @@ func statusPatch(resourceVersion string, status []byte) []byte {
 
 // writtenStatus is what the host remembers of its last status write of one
 // object: the write's resourceVersion, and hashes of the canonical encodings
-// (appendCanonical) of the status it sent and of the status the API server
+// (rawjson.AppendCanonical) of the status it sent and of the status the API server
 // stored, which differs when the server drops fields the schema does not
 // know, or fills in defaults.
 type writtenStatus struct {
@@ -175,50 +155,48 @@ type writtenStatuses = keyed[writtenStatus]
 func newWrittenStatuses() *writtenStatuses { return newKeyed[writtenStatus]() }
 
 // statusHash is the hash of raw's canonical encoding; an empty status (none,
-// null or {}) hashes as {}. ok is false for JSON appendCanonical refuses.
+// null or {}) hashes as {}. ok is false for JSON rawjson.AppendCanonical
+// refuses.
 func statusHash(raw []byte) (h uint64, ok bool) {
-	if emptyJSON(raw) {
-		raw = []byte("{}")
-	}
-	canonical, err := appendCanonical(nil, raw)
-	if err != nil {
+	bufs := canonicalBuffers.Get().(*[2][]byte)
+	defer func() {
+		if cap(bufs[0]) <= maxPooledCanonical {
+			canonicalBuffers.Put(bufs)
+		}
+	}()
+	var err error
+	if bufs[0], err = canonicalStatus(bufs[0][:0], raw); err != nil {
 		return 0, false
 	}
-	f := fnv.New64a()
-	_, _ = f.Write(canonical)
-	return f.Sum64(), true
+	return fnv64a(bufs[0]), true
 }
 
-// statusAsWritten reports whether writing status over obj (whose status is
-// current, which differs from status) would only repeat the host's own last
-// write: the sidecar answers the status the host last sent, and obj either
-// is older than that write (the cache has not seen it yet) or still holds
-// what the API server stored then (the server changed what it was sent, by
-// pruning or defaulting). Any other writer's change of the status since, or
-// another status from the sidecar, is written.
-func (r *Reconciler) statusAsWritten(obj *object.Object, current, status []byte) bool {
+// statusAsWritten reports whether writing the sidecar's status over obj,
+// whose status differs from it (cmp, from compareStatus), would only repeat
+// the host's own last write: the sidecar answers the status the host last
+// sent, and obj either is older than that write (the cache has not seen it
+// yet) or still holds what the API server stored then (the server changed
+// what it was sent, by pruning or defaulting). Any other writer's change of
+// the status since, or another status from the sidecar, is written.
+func (r *Reconciler) statusAsWritten(obj *object.Object, cmp statusComparison) bool {
 	last, ok := r.statuses.lookup(client.ObjectKeyFromObject(obj))
-	if !ok {
-		return false
-	}
-	if sent, ok := statusHash(status); !ok || sent != last.sent {
+	if !ok || !cmp.sentOK || cmp.sent != last.sent {
 		return false
 	}
 	if olderThan(obj.GetResourceVersion(), last.resourceVersion) {
 		return true
 	}
-	stored, ok := statusHash(current)
-	return ok && stored == last.stored
+	return cmp.storedOK && cmp.stored == last.stored
 }
 
 // rememberStatus records the host's status write of obj, as the API server
-// stored it (obj, read back from the write), from status as sent.
-func (r *Reconciler) rememberStatus(obj *object.Object, status []byte) {
+// stored it (obj, read back from the write), from the status as sent, whose
+// statusHash is sent (when sentOK).
+func (r *Reconciler) rememberStatus(obj *object.Object, sent uint64, sentOK bool) {
 	key := client.ObjectKeyFromObject(obj)
-	sent, okSent := statusHash(status)
 	current, _ := obj.Field("status")
 	stored, okStored := statusHash(current)
-	if !okSent || !okStored {
+	if !sentOK || !okStored {
 		r.statuses.forget(key)
 		return
 	}

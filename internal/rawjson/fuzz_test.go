@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
 	"github.com/polyop/polyop/internal/rawjson"
 )
 
@@ -159,4 +161,47 @@ func checkSlices(t *testing.T, data []byte, members []rawjson.Member) {
 			t.Fatalf("%q: the value of member %q has surrounding space: %q", data, m.Key, m.Value)
 		}
 	}
+}
+
+// FuzzAppendAsMarshalled checks AppendAsMarshalled against the API
+// machinery's decoder and encoding/json: for any JSON the decoder reads, it
+// writes what json.Marshal writes for what the decoder read; and
+// AppendCanonical of its own encoding is that encoding again.
+//
+// The seeds run with go test; `make fuzz` runs it longer.
+func FuzzAppendAsMarshalled(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"b":1,"a":[1.0,-0,1e3,"x\u00e9"],"a":{"z":null}}`, `{"n":9223372036854775808,"f":1e-7,"g":1e21}`,
+		`{"huge":1e400}`, `"\ud800"`, "{\"caf\xc3\xa9\":\"\xff\"}", `[true,false,null]`, `-0.0`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var v any
+		decodeErr := utiljson.Unmarshal(data, &v)
+		if fits := rawjson.NumbersFit(data); fits != (decodeErr == nil) {
+			t.Fatalf("%q: NumbersFit says %v, the decoder %v", data, fits, decodeErr)
+		}
+		got, err := rawjson.AppendAsMarshalled(nil, data)
+		if decodeErr != nil {
+			if err == nil {
+				t.Fatalf("%q: the decoder refuses it (%v), AppendAsMarshalled writes %s", data, decodeErr, got)
+			}
+			return
+		}
+		want, err2 := json.Marshal(v)
+		if err != nil || err2 != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%q: AppendAsMarshalled = %s, %v; json.Marshal = %s, %v", data, got, err, want, err2)
+		}
+		canonical, err := rawjson.AppendCanonical(nil, data)
+		if err != nil {
+			t.Fatalf("%q: %v", data, err)
+		}
+		if again, err := rawjson.AppendCanonical(nil, canonical); err != nil || !bytes.Equal(again, canonical) {
+			t.Fatalf("%q: canonical %s, again %s, %v", data, canonical, again, err)
+		}
+	})
 }

@@ -1,9 +1,12 @@
 // Package rawjson reads the members of a JSON object without decoding their
 // values, and writes members back: for code that changes or keeps part of an
-// object the API server sent and passes the rest on as it is.
+// object the API server sent and passes the rest on as it is. It also writes
+// canonical encodings of a JSON value (AppendCanonical, AppendAsMarshalled),
+// to compare or hash JSON without decoding it.
 package rawjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +44,36 @@ func Members(data []byte) ([]Member, error) {
 // expects JSON that a decoder already validated, as json.Unmarshal does
 // before it calls an UnmarshalJSON method, or that the API server sent.
 func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
+	return each(data, func(token, value []byte) error {
+		key, err := unquote(token)
+		if err != nil {
+			return err
+		}
+		return fn(key, value)
+	})
+}
+
+// EachRaw is Each with each key as bytes: sliced from data when it has
+// nothing to unescape, decoded into a copy otherwise. fn must not modify
+// it.
+func EachRaw(data []byte, fn func(key []byte, value json.RawMessage) error) error {
+	return each(data, func(token, value []byte) error {
+		inner := token[1 : len(token)-1]
+		if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			return fn(inner, value)
+		}
+		key, err := unquote(token)
+		if err != nil {
+			return err
+		}
+		return fn([]byte(key), value)
+	})
+}
+
+// each is Each, with each key as its JSON string token (quotes included),
+// not decoded: a reader that only compares or copies keys allocates nothing
+// for them.
+func each(data []byte, fn func(key, value []byte) error) error {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return fmt.Errorf("not a JSON object")
@@ -57,18 +90,15 @@ func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
 		if err != nil {
 			return err
 		}
-		key, err := unquote(data[i:end])
-		if err != nil {
-			return err
-		}
+		key := data[i:end]
 		i = skipSpace(data, end)
 		if i >= len(data) || data[i] != ':' {
-			return fmt.Errorf("expected ':' after key %q", key)
+			return fmt.Errorf("expected ':' after key %s", key)
 		}
 		start := skipSpace(data, i+1)
 		end, err = skipValue(data, start)
 		if err != nil {
-			return fmt.Errorf("member %q: %w", key, err)
+			return fmt.Errorf("member %s: %w", key, err)
 		}
 		if err := fn(key, data[start:end]); err != nil {
 			return stopped(err)
@@ -76,7 +106,7 @@ func Each(data []byte, fn func(key string, value json.RawMessage) error) error {
 		next, done, ok := afterValue(data, end, '}')
 		switch {
 		case !ok:
-			return fmt.Errorf("expected ',' or '}' after member %q", key)
+			return fmt.Errorf("expected ',' or '}' after member %s", key)
 		case done:
 			return trailing(data, next)
 		}
