@@ -21,6 +21,9 @@ import (
 //   - go/reconcile: the Go SDK sidecar, in process (as in BenchmarkHop);
 //   - <lang>/reconcile: the other sidecar, in its own process, started as
 //     command followed by the socket's address;
+//   - go/stream and <lang>/stream: the same calls on a ReconcileStream, as
+//     the host makes them to a sidecar that announces streams (the unary
+//     calls above are what --sidecar-streams=false makes);
 //   - <lang>/health-check: a bare gRPC health check of the other sidecar, the
 //     cost of its gRPC server alone.
 //
@@ -41,6 +44,8 @@ func benchForeignHop(b *testing.B, lang string, command ...string) {
 	}
 	b.Run("go/reconcile", func(b *testing.B) { runHop(b, reconcile(goSidecar)) })
 	b.Run(lang+"/reconcile", func(b *testing.B) { runHop(b, reconcile(other)) })
+	b.Run("go/stream", func(b *testing.B) { runHop(b, reconcile(describedClient(b, goSidecar.Address()))) })
+	b.Run(lang+"/stream", func(b *testing.B) { runHop(b, reconcile(describedClient(b, other.Address()))) })
 	b.Run(lang+"/health-check", func(b *testing.B) {
 		runHop(b, func(ctx context.Context) error {
 			_, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
