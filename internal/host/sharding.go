@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -267,7 +268,8 @@ func (s *shardRuntime) cacheOptions(o *cache.Options) {
 	s.plan.shardCacheOptions(*o)
 	if s.share != nil {
 		primary := s.plan.primary
-		o.NewInformer = s.share.NewInformer(func(gvk schema.GroupVersionKind) bool { return gvk == primary })
+		// The cache asks for the primary kind's informer with object.New(gvk).
+		o.NewInformer = s.share.NewInformer(func(obj runtime.Object) bool { return obj.GetObjectKind().GroupVersionKind() == primary })
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -43,11 +42,12 @@ func (s *Share) Selector() string {
 }
 
 // NewInformer returns a cache.Options.NewInformer for controller-runtime's
-// cache: the informers of the kinds sharded reports true for list and watch
-// the replica's share (ListerWatcher); the others are client-go's own.
-func (s *Share) NewInformer(sharded func(schema.GroupVersionKind) bool) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+// cache: the informers of the objects sharded reports true for (the object
+// the informer was asked for: its GVK, or its Go type) list and watch the
+// replica's share (ListerWatcher); the others are client-go's own.
+func (s *Share) NewInformer(sharded func(runtime.Object) bool) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-		if sharded(obj.GetObjectKind().GroupVersionKind()) {
+		if sharded(obj) {
 			lw = s.ListerWatcher(lw)
 		}
 		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
