@@ -3,6 +3,7 @@ package serverside
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,16 +198,18 @@ const invalidSelector = "shardRange(object.metadata.uid, '0xnothex', '0x1')"
 
 // CheckServed tells whether the API server serves sharded list and watch,
 // through list, a list of the sharded kind (with Limit 1): it lists with an
-// invalid shard selector, which a server that serves them refuses as a bad
-// request, while one without the feature ignores the field and answers. It
-// returns nil when served, ErrNotServed when not, and the list's error when
-// that says nothing about the feature (forbidden, not found…).
+// invalid shard selector, which a server that serves them refuses (a
+// Kubernetes 1.37 API server answers 500, "invalid shard selector: …"; a
+// later one may answer 400), while one without the feature ignores the field
+// and answers, whether objects exist or not. It returns nil when served,
+// ErrNotServed when not, and the list's error when that says nothing about
+// the feature (forbidden, not found…).
 func CheckServed(ctx context.Context, list func(context.Context, metav1.ListOptions) error) error {
 	err := list(ctx, metav1.ListOptions{Limit: 1, ShardSelector: invalidSelector})
 	switch {
 	case err == nil:
 		return ErrNotServed
-	case apierrors.IsBadRequest(err) || apierrors.IsInvalid(err):
+	case apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || strings.Contains(err.Error(), "shard selector"):
 		return nil
 	default:
 		return err

@@ -46,12 +46,51 @@ type Detector struct {
 	inFlight   map[types.NamespacedName]string
 	overlaps   []string
 	reconciled map[types.NamespacedName][]string // members, in order
+	holds      map[hold]*held
+}
+
+// hold names a member's reconciles of an object that Hold keeps in flight.
+type hold struct {
+	member string
+	key    types.NamespacedName
+}
+
+type held struct {
+	inFlight bool
+	release  chan struct{}
 }
 
 // NewDetector returns a Detector whose reconcilers ask to reconcile each
 // object again after requeue.
 func NewDetector(requeue time.Duration) *Detector {
-	return &Detector{requeue: requeue, inFlight: map[types.NamespacedName]string{}, reconciled: map[types.NamespacedName][]string{}}
+	return &Detector{requeue: requeue, inFlight: map[types.NamespacedName]string{}, reconciled: map[types.NamespacedName][]string{}, holds: map[hold]*held{}}
+}
+
+// Hold keeps member's next reconcile of key in flight until release is
+// called (once or more); Held tells when it is.
+func (d *Detector) Hold(member string, key types.NamespacedName) (release func()) {
+	h := &held{release: make(chan struct{})}
+	d.mu.Lock()
+	d.holds[hold{member, key}] = h
+	d.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			delete(d.holds, hold{member, key})
+			close(h.release)
+		})
+	}
+}
+
+// Held reports whether a reconcile of key that Hold keeps is in flight in
+// member.
+func (d *Detector) Held(member string, key types.NamespacedName) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.holds[hold{member, key}]
+	return h != nil && h.inFlight
 }
 
 // Reconciler is member's reconciler of the primary kind.
@@ -64,10 +103,17 @@ func (d *Detector) Reconciler(member string) reconcile.Reconciler {
 			d.inFlight[req.NamespacedName] = member
 		}
 		d.reconciled[req.NamespacedName] = append(d.reconciled[req.NamespacedName], member)
+		h := d.holds[hold{member, req.NamespacedName}]
+		if h != nil {
+			h.inFlight = true
+		}
 		d.mu.Unlock()
 		// The reconcile's work: it keeps the object in flight for a while,
 		// so that a reconcile of it elsewhere would meet it.
 		time.Sleep(10 * time.Millisecond)
+		if h != nil {
+			<-h.release
+		}
 		d.mu.Lock()
 		if d.inFlight[req.NamespacedName] == member {
 			delete(d.inFlight, req.NamespacedName)
