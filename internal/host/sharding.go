@@ -32,8 +32,8 @@ import (
 
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sharding/membership"
 	"github.com/polyop/polyop/internal/sharding"
+	"github.com/polyop/polyop/internal/sharding/membership"
 	"github.com/polyop/polyop/internal/sharding/serverside"
 	"github.com/polyop/polyop/internal/sharding/sharder"
 )

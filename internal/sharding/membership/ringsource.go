@@ -59,4 +59,3 @@ func (r *RingSource) Start(ctx context.Context) error {
 		}
 	}
 }
-
