@@ -2,7 +2,7 @@ package serverside
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -190,7 +190,7 @@ func (w *shareWatch) ResultChan() <-chan watch.Event { return w.result }
 
 // ErrNotServed is returned by CheckServed when the API server ignores the
 // shard selector.
-var ErrNotServed = fmt.Errorf("the API server does not serve sharded list and watch (its feature gate ShardedListAndWatch is off)")
+var ErrNotServed = errors.New("the API server does not serve sharded list and watch (its feature gate ShardedListAndWatch is off)")
 
 // invalidSelector is a shard selector the API server must refuse when it
 // serves sharded list and watch: its bounds are not hexadecimal.
