@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/sharding"
+	"github.com/polyop/polyop/internal/sharding/ring"
 	"github.com/polyop/polyop/internal/testenv"
 )
 
@@ -65,13 +66,21 @@ func TestShardedReplicasShareTheObjectsAndTakeOverADeadOnesShare(t *testing.T) {
 // so the child informers of the owner select it: the Secrets (owned, and not
 // watched) are cached by the replica that owns their Widget only; the
 // ConfigMaps, which the sidecar also watches, are labelled too but cached
-// whole.
+// whole. In label mode a Widget's replica is its label; in server mode,
+// where Widgets carry none, the ring's owner of its UID.
 func TestShardedReplicasLabelTheChildrenTheyApply(t *testing.T) {
 	t.Parallel()
-	const (
-		n        = 30
-		ringName = "shardchildren"
-	)
+	for _, mode := range []string{"labels", "server"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			testShardedChildren(t, mode)
+		})
+	}
+}
+
+func testShardedChildren(t *testing.T, mode string) {
+	const n = 30
+	ringName := "shardchildren-" + mode
 	f := newFixture(t)
 	dir := filepath.Dir(f.socket)
 	shardLabel := sharding.ShardLabel(ringName)
@@ -80,15 +89,30 @@ func TestShardedReplicasLabelTheChildrenTheyApply(t *testing.T) {
 		r := &shardReplica{id: fmt.Sprintf("child-host-%d", i), metrics: freePort(t)}
 		socket := "unix://" + filepath.Join(dir, r.id+".sock")
 		f.start("sidecar", childSidecarBin, "--address", socket, "--name", ringName, "--log-file", filepath.Join(dir, r.id+".jsonl"))
-		r.host = f.startHost(
+		args := []string{
 			"--sidecar-address", socket,
-			"--cluster-address", "unix://"+filepath.Join(dir, r.id+"-cluster.sock"),
+			"--cluster-address", "unix://" + filepath.Join(dir, r.id+"-cluster.sock"),
 			"--metrics-bind-address", r.metrics, "--metrics-secure=false",
-			"--leader-elect", "--leader-election-namespace", f.ns,
-			"--leader-election-lease-duration", "6s", "--leader-election-renew-deadline", "4s", "--leader-election-retry-period", "1s",
-			"--sharding", "labels", "--shard-replica-id", r.id, "--shard-lease-duration", "6s",
-		)
+			"--leader-election-namespace", f.ns,
+			"--sharding", mode, "--shard-replica-id", r.id, "--shard-lease-duration", "6s",
+		}
+		if mode == "labels" {
+			args = append(args, "--leader-elect",
+				"--leader-election-lease-duration", "6s", "--leader-election-renew-deadline", "4s", "--leader-election-retry-period", "1s")
+		}
+		r.host = f.startHost(args...)
 		replicas[i] = r
+	}
+	ids := make([]string, len(replicas))
+	for i, r := range replicas {
+		ids[i] = r.id
+	}
+	// owner is the replica a Widget belongs to.
+	owner := func(w *unstructured.Unstructured) string {
+		if mode == "labels" {
+			return w.GetLabels()[shardLabel]
+		}
+		return ring.New(ids, 0).OwnerOf(w.GetUID())
 	}
 	for i := range n {
 		f.createWidget(fmt.Sprintf("w%02d", i), map[string]any{
@@ -104,9 +128,9 @@ func TestShardedReplicasLabelTheChildrenTheyApply(t *testing.T) {
 			if w == nil || phase(w) != "Ready" {
 				return false, fmt.Sprintf("w%02d is not ready", i)
 			}
-			owner := w.GetLabels()[shardLabel]
-			owners[w.GetName()] = owner
-			labelled[owner]++
+			who := owner(w)
+			owners[w.GetName()] = who
+			labelled[who]++
 		}
 		secrets := map[string]int{}
 		for i := range n {
