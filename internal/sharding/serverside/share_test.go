@@ -118,8 +118,8 @@ func TestTheShareListsAndWatchesItsRangesAndEndsTheWatchWhenTheyChange(t *testin
 // A replica that is no member of the ring lists nothing.
 func TestANonMemberListsNothing(t *testing.T) {
 	inner := &recordingLW{}
-	lw := NewShare(sharder.NewStaticSource(ring.New([]string{"b"}, 0)), "a").ListerWatcher(inner)
-	if _, err := lw.List(metav1.ListOptions{}); err != nil {
+	lw := NewShare(sharder.NewStaticSource(ring.New([]string{"b"}, 0)), "a").ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := inner.lists[0].ShardSelector; got != nothing {
