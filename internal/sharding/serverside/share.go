@@ -199,8 +199,8 @@ const invalidSelector = "shardRange(object.metadata.uid, '0xnothex', '0x1')"
 // CheckServed tells whether the API server serves sharded list and watch,
 // through list, a list of the sharded kind (with Limit 1): it lists with an
 // invalid shard selector, which a server that serves them refuses (a
-// Kubernetes 1.37 API server answers 500, "invalid shard selector: …"; a
-// later one may answer 400), while one without the feature ignores the field
+// Kubernetes 1.37 API server with the error "invalid shard selector: …"; a
+// later one may answer 400 Bad Request), while one without the feature ignores the field
 // and answers, whether objects exist or not. It returns nil when served,
 // ErrNotServed when not, and the list's error when that says nothing about
 // the feature (forbidden, not found…).
