@@ -87,8 +87,15 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	cacheOpts := cacheOptions(res, opts.KeepManagedFields)
+	var shards *shardRuntime
 	if plan != nil {
-		plan.shardCacheOptions(cacheOpts)
+		if shards, err = newShardRuntime(cfg, httpClient, plan, opts); err != nil {
+			return err
+		}
+		if err := shards.checkServed(ctx, cfg, httpClient, mapper, res); err != nil {
+			return err
+		}
+		shards.cacheOptions(&cacheOpts)
 	}
 	mapper = withFixedMappings(mapper, cachedKindList(cacheOpts))
 
@@ -158,19 +165,20 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 	}
 	var sharded map[schema.GroupVersionKind]bool
-	if plan != nil {
-		shards, err := setUpSharding(mgr, cfg, httpClient, res, plan, opts)
-		if err != nil {
+	if shards != nil {
+		if err := shards.setUp(mgr, res, opts); err != nil {
 			return err
 		}
 		probes.addReadyz("shard-lease", shards.member.Check, true)
 		probes.addReadyz("shard-ring", shards.source.Check, true)
 		ctrlOpts.ChildLabels = shards.childLabels
-		ctrlOpts.WrapReconciler = shards.wrap
+		ctrlOpts.WrapReconciler = shards.wrap(mgr)
 		ctrlOpts.EveryReplica = true
-		ctrlOpts.UpdateLabels = []string{sharding.ShardLabel(plan.shard.Ring), sharding.DrainLabel(plan.shard.Ring)}
+		if plan.mode == ShardingLabels {
+			ctrlOpts.UpdateLabels = []string{sharding.ShardLabel(plan.shard.Ring), sharding.DrainLabel(plan.shard.Ring)}
+		}
 		sharded = plan.sharded
-		log.Info("sharding by label", "ring", plan.shard.Ring, "replica", plan.shard.Member, "leaseNamespace", plan.namespace,
+		log.Info("sharding", "mode", plan.mode, "ring", plan.shard.Ring, "replica", plan.shard.Member, "leaseNamespace", plan.namespace,
 			"kind", description.GVKString(plan.primary), "shardedKinds", len(plan.sharded))
 	}
 	if err := controller.Setup(mgr, sc, res, ctrlOpts); err != nil {

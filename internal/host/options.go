@@ -108,11 +108,13 @@ type Options struct {
 	// saves 20–30% of the memory of each cached object.
 	KeepManagedFields bool
 
-	// Sharding shards the objects among the host's replicas: "off", or
+	// Sharding shards the objects among the host's replicas: "off";
 	// "labels" (the elected replica labels each object of the reconciled
 	// kind with the replica that owns it, and each replica caches and
-	// reconciles the objects labelled with it; needs LeaderElection).
-	// Defaults to "off".
+	// reconciles the objects labelled with it; needs LeaderElection); or
+	// "server" (each replica lists and watches its share of the reconciled
+	// kind through the API server's sharded list and watch, which needs its
+	// ShardedListAndWatch feature gate). Defaults to "off".
 	Sharding string
 	// ShardReplicaID names this replica in the ring: its Lease's holder and
 	// the value of the shard label on the objects it owns. Defaults to "":
@@ -215,10 +217,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.KeepManagedFields, "keep-managed-fields", o.KeepManagedFields,
 		"Keep metadata.managedFields in the cache and in the objects sent to the sidecar.")
 	fs.StringVar(&o.Sharding, "sharding", o.Sharding,
-		"Share the objects among the host's replicas: off, or labels (the elected replica labels each object of the reconciled kind with the replica "+
-			"that owns it, each replica caches and reconciles only the objects labelled with it; needs --leader-elect). See docs/sharding.md.")
+		"Share the objects among the host's replicas: off; labels (the elected replica labels each object of the reconciled kind with the replica "+
+			"that owns it, each replica caches and reconciles only the objects labelled with it; needs --leader-elect); or server (each replica lists and "+
+			"watches only its share of the reconciled kind through the API server's sharded list and watch, which needs the API server's "+
+			"ShardedListAndWatch feature gate; no labels on the objects, no leader election). See docs/sharding.md.")
 	fs.StringVar(&o.ShardReplicaID, "shard-replica-id", o.ShardReplicaID,
-		"This replica's name in the ring, unique among the replicas: its Lease's holder and the shard label's value on the objects it owns (default: $POD_NAME, else the hostname and a random suffix).")
+		"This replica's name in the ring, unique among the replicas: its Lease's holder and the shard label's value on the objects (and children) it owns (default: $POD_NAME, else the hostname and a random suffix).")
 	fs.DurationVar(&o.ShardLeaseDuration, "shard-lease-duration", o.ShardLeaseDuration,
 		"How long a replica's Lease in the ring stays live after each renewal: a replica that dies keeps its share this long.")
 	fs.DurationVar(&o.ShardRenewInterval, "shard-renew-interval", o.ShardRenewInterval,

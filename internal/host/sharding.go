@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,8 +14,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,8 +32,9 @@ import (
 
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/object"
+	"github.com/polyop/polyop/internal/sharding"
 	"github.com/polyop/polyop/internal/sharding/membership"
-	"github.com/polyop/polyop/internal/sharding/ring"
+	"github.com/polyop/polyop/internal/sharding/serverside"
 	"github.com/polyop/polyop/internal/sharding/sharder"
 )
 
@@ -40,20 +46,27 @@ const (
 	// of the primary kind with its replica, and each replica caches and
 	// reconciles the objects labelled with it.
 	ShardingLabels = "labels"
+	// ShardingServer shards by the API server's sharded list and watch: each
+	// replica's informers of the primary kind list and watch its ranges of
+	// the hash space (the ShardedListAndWatch feature gate), and a barrier
+	// through the replicas' Leases hands objects over.
+	ShardingServer = "server"
 )
 
 // serviceAccountNamespace is where a pod finds its namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// shardPlan is what label-mode sharding changes in a host: the ring, the
+// shardPlan is what sharding changes in a host: the mode, the ring, the
 // replica's shard, the primary kind, and the kinds its cache holds only the
 // replica's share of.
 type shardPlan struct {
+	mode      string // ShardingLabels or ShardingServer
 	shard     sharder.Shard
 	namespace string // the Leases'
 	primary   schema.GroupVersionKind
-	// sharded are the primary kind and the owned kinds whose cache selects
-	// the shard label.
+	// sharded are the primary kind and the owned kinds whose cache holds
+	// the replica's share: by the shard label, or for the primary kind in
+	// server mode by the shard selector.
 	sharded map[schema.GroupVersionKind]bool
 }
 
@@ -63,11 +76,11 @@ func planSharding(res *description.Resolved, opts Options) (*shardPlan, error) {
 	switch opts.Sharding {
 	case "", ShardingOff:
 		return nil, nil
-	case ShardingLabels:
+	case ShardingLabels, ShardingServer:
 	default:
-		return nil, fmt.Errorf("--sharding=%s: the modes are %s and %s", opts.Sharding, ShardingOff, ShardingLabels)
+		return nil, fmt.Errorf("--sharding=%s: the modes are %s, %s and %s", opts.Sharding, ShardingOff, ShardingLabels, ShardingServer)
 	}
-	if !opts.LeaderElection {
+	if opts.Sharding == ShardingLabels && !opts.LeaderElection {
 		return nil, fmt.Errorf("--sharding=%s needs --leader-elect: the elected replica labels the objects with their replicas", opts.Sharding)
 	}
 	var primaries []schema.GroupVersionKind
@@ -100,7 +113,7 @@ func planSharding(res *description.Resolved, opts Options) (*shardPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &shardPlan{shard: shard, namespace: namespace, primary: primaries[0], sharded: shardedKinds(res, primaries[0])}, nil
+	return &shardPlan{mode: opts.Sharding, shard: shard, namespace: namespace, primary: primaries[0], sharded: shardedKinds(res, primaries[0])}, nil
 }
 
 // shardedKinds are the kinds whose cache holds only the replica's share:
@@ -169,11 +182,13 @@ func shardNamespace(flagValue string) (string, error) {
 }
 
 // shardCacheOptions makes the cache of each sharded kind select the shard
-// label, beside the selector it already has.
+// label, beside the selector it already has; in server mode, the primary
+// kind's cache selects the shard selector instead (shardRuntime.cacheOptions).
 func (p *shardPlan) shardCacheOptions(o cache.Options) {
 	reqs, _ := p.shard.Selector().Requirements()
 	for obj, by := range o.ByObject {
-		if !p.sharded[obj.GetObjectKind().GroupVersionKind()] {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		if !p.sharded[gvk] || (p.mode == ShardingServer && gvk == p.primary) {
 			continue
 		}
 		if by.Label == nil {
@@ -185,13 +200,18 @@ func (p *shardPlan) shardCacheOptions(o cache.Options) {
 	}
 }
 
-// shardRuntime is the label-mode sharding of a running host.
+// shardRuntime is the sharding of a running host, in either mode: the
+// replica's membership (its Lease and the ring), and what reconciles by it.
 type shardRuntime struct {
 	plan   *shardPlan
 	member *membership.Member
 	source *membership.Source
-	// client reads from the replica's cache and writes to the API server.
-	client   client.Client
+	ring   *membership.RingSource
+	// share is the replica's share of the hash space (server mode).
+	share *serverside.Share
+	// barrier lets the replica's reconciles begin (server mode).
+	barrier *serverside.Barrier
+	// inFlight tracks the replica's reconciles for the handoff (label mode).
 	inFlight *sharder.InFlight
 	// active counts the replica's reconciles, so that it gives its Lease up
 	// only once they have ended.
@@ -201,10 +221,9 @@ type shardRuntime struct {
 	retry time.Duration
 }
 
-// setUpSharding adds the replica's membership (its Lease and the ring) to
-// mgr, the sharder (on the leader) from a metadata cache of its own, and the
-// count of the objects the replica caches.
-func setUpSharding(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, plan *shardPlan, opts Options) (*shardRuntime, error) {
+// newShardRuntime builds the replica's membership (before the manager: in
+// server mode the cache's informers list by the ring).
+func newShardRuntime(cfg *rest.Config, httpClient *http.Client, plan *shardPlan, opts Options) (*shardRuntime, error) {
 	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("sharding: building the client of the ring's Leases: %w", err)
@@ -221,36 +240,6 @@ func setUpSharding(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, 
 	if err != nil {
 		return nil, err
 	}
-	ringSource := newRingSource(source)
-	active := &activeReconciles{}
-	releaseAfter := opts.ReconcileTimeout
-	if releaseAfter <= 0 {
-		releaseAfter = 30 * time.Second
-	}
-	held := &lastToLetGo{member: member, active: active, bound: releaseAfter}
-	for _, r := range []manager.LeaderElectionRunnable{held, source, ringSource} {
-		if err := mgr.Add(r.(manager.Runnable)); err != nil {
-			return nil, err
-		}
-	}
-
-	view := res.Views[plan.primary]
-	sc, err := sharder.NewCache(mgr, cache.Options{
-		DefaultNamespaces:    namespaceConfigs(view.Namespaces),
-		DefaultLabelSelector: view.Labels,
-		DefaultTransform:     cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := sharder.Add(mgr, sharder.Options{Ring: ringName, GVK: plan.primary, Source: ringSource, Cache: sc}); err != nil {
-		return nil, err
-	}
-	for gvk := range plan.sharded {
-		if err := countCached(mgr, ringName, gvk); err != nil {
-			return nil, err
-		}
-	}
 	retry := opts.ShardRenewInterval
 	if retry <= 0 {
 		retry = opts.ShardLeaseDuration / 3
@@ -258,7 +247,71 @@ func setUpSharding(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, 
 	if retry <= 0 {
 		retry = membership.DefaultLeaseDuration / 3
 	}
-	return &shardRuntime{plan: plan, member: member, source: source, client: mgr.GetClient(), inFlight: sharder.NewInFlight(), active: active, retry: retry}, nil
+	s := &shardRuntime{plan: plan, member: member, source: source, ring: membership.NewRingSource(source), active: &activeReconciles{}, retry: retry}
+	switch plan.mode {
+	case ShardingServer:
+		s.share = serverside.NewShare(s.ring, replicaID)
+		s.barrier, err = serverside.NewBarrier(serverside.BarrierOptions{Member: replicaID, Ring: s.ring, Publisher: member, Leases: source})
+		if err != nil {
+			return nil, err
+		}
+	default:
+		s.inFlight = sharder.NewInFlight()
+	}
+	return s, nil
+}
+
+// cacheOptions narrows the cache of each sharded kind to the replica's
+// share: by the shard label, and in server mode the primary kind by the
+// shard selector of its ranges.
+func (s *shardRuntime) cacheOptions(o *cache.Options) {
+	s.plan.shardCacheOptions(*o)
+	if s.share != nil {
+		primary := s.plan.primary
+		// The cache asks for the primary kind's informer with object.New(gvk).
+		o.NewInformer = s.share.NewInformer(func(obj runtime.Object) bool { return obj.GetObjectKind().GroupVersionKind() == primary })
+	}
+}
+
+// setUp adds the replica's membership to mgr, which releases the Lease last
+// (lastToLetGo); in label mode the sharder (on the leader) from a metadata
+// cache of its own, in server mode the handoff barrier; and the count of the
+// objects the replica caches.
+func (s *shardRuntime) setUp(mgr ctrl.Manager, res *description.Resolved, opts Options) error {
+	releaseAfter := opts.ReconcileTimeout
+	if releaseAfter <= 0 {
+		releaseAfter = 30 * time.Second
+	}
+	held := &lastToLetGo{member: s.member, active: s.active, bound: releaseAfter}
+	runnables := []manager.LeaderElectionRunnable{held, s.source, s.ring}
+	if s.barrier != nil {
+		runnables = append(runnables, s.barrier)
+	}
+	for _, r := range runnables {
+		if err := mgr.Add(r.(manager.Runnable)); err != nil {
+			return err
+		}
+	}
+	if s.plan.mode == ShardingLabels {
+		view := res.Views[s.plan.primary]
+		sc, err := sharder.NewCache(mgr, cache.Options{
+			DefaultNamespaces:    namespaceConfigs(view.Namespaces),
+			DefaultLabelSelector: view.Labels,
+			DefaultTransform:     cache.TransformStripManagedFields(),
+		})
+		if err != nil {
+			return err
+		}
+		if err := sharder.Add(mgr, sharder.Options{Ring: s.plan.shard.Ring, GVK: s.plan.primary, Source: s.ring, Cache: sc}); err != nil {
+			return err
+		}
+	}
+	for gvk := range s.plan.sharded {
+		if err := countCached(mgr, s.plan.shard.Ring, gvk); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func namespaceConfigs(namespaces []string) map[string]cache.Config {
@@ -272,28 +325,78 @@ func namespaceConfigs(namespaces []string) map[string]cache.Config {
 	return out
 }
 
-// childLabels are the labels the host sets on each child of owner: its shard
-// label.
+// childLabels are the labels the host sets on each child of owner: its
+// shard label. In label mode that is the owner's own label; in server mode,
+// where the owner carries none, this replica, which reconciles only what it
+// owns.
 func (s *shardRuntime) childLabels(owner client.Object) map[string]string {
+	if s.plan.mode == ShardingServer {
+		return map[string]string{sharding.ShardLabel(s.plan.shard.Ring): s.plan.shard.Member}
+	}
 	return sharder.ChildLabels(s.plan.shard.Ring, owner)
 }
 
 // wrap wraps a controller's reconciler of the primary kind: it reconciles
-// only while the replica holds its Lease, and only the objects labelled with
-// the replica (handing off those the sharder asks it to drain), tracked in
-// one InFlight shared by every controller of the replica.
-func (s *shardRuntime) wrap(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error) {
-	gvk := c.GVK
-	inner, err := s.plan.shard.Reconciler(r, sharder.ReconcilerOptions{
-		Reader:    s.client,
-		Client:    s.client,
-		NewObject: func() client.Object { return object.New(gvk) },
-		InFlight:  s.inFlight,
-	})
-	if err != nil {
-		return nil, err
+// only while the replica holds its Lease, and only the objects it owns: in
+// label mode those labelled with the replica (handing off those the sharder
+// asks it to drain), tracked in one InFlight shared by every controller of
+// the replica; in server mode those the handoff barrier lets begin.
+func (s *shardRuntime) wrap(mgr ctrl.Manager) func(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error) {
+	return func(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error) {
+		gvk := c.GVK
+		newObject := func() client.Object { return object.New(gvk) }
+		var (
+			inner reconcile.Reconciler
+			err   error
+		)
+		if s.barrier != nil {
+			inner, err = serverside.NewReconciler(r, serverside.ReconcilerOptions{
+				Reader: mgr.GetCache(), NewObject: newObject, Barrier: s.barrier, NotOwned: s.retry,
+			})
+		} else {
+			inner, err = s.plan.shard.Reconciler(r, sharder.ReconcilerOptions{
+				Reader: mgr.GetClient(), Client: mgr.GetClient(), NewObject: newObject, InFlight: s.inFlight,
+			})
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &holdingReconciler{inner: inner, member: s.member, active: s.active, retry: s.retry, ring: s.plan.shard.Ring, replica: s.plan.shard.Member}, nil
 	}
-	return &holdingReconciler{inner: inner, member: s.member, active: s.active, retry: s.retry, ring: s.plan.shard.Ring, replica: s.plan.shard.Member}, nil
+}
+
+// checkServed fails, saying what to do, when the API server does not serve
+// sharded list and watch of the primary kind (server mode).
+func (s *shardRuntime) checkServed(ctx context.Context, cfg *rest.Config, httpClient *http.Client, mapper meta.RESTMapper, res *description.Resolved) error {
+	if s.plan.mode != ShardingServer {
+		return nil
+	}
+	gvk := s.plan.primary
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("--sharding=server: mapping %s: %w", description.GVKString(gvk), err)
+	}
+	mc, err := metadata.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return fmt.Errorf("--sharding=server: %w", err)
+	}
+	resource := mc.Resource(mapping.Resource)
+	var lister metadata.ResourceInterface = resource
+	if ns := res.Views[gvk].Namespaces; len(ns) > 0 && mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		lister = resource.Namespace(ns[0])
+	}
+	err = serverside.CheckServed(ctx, func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := lister.List(ctx, o)
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, serverside.ErrNotServed):
+		return fmt.Errorf("--sharding=server needs the API server's ShardedListAndWatch feature gate, which is off (a list of %s ignored its shard selector); use --sharding=labels", description.GVKString(gvk))
+	default:
+		return fmt.Errorf("--sharding=server: checking that the API server serves sharded lists of %s: %w", description.GVKString(gvk), err)
+	}
 }
 
 // holdingReconciler reconciles only while the replica holds its Lease. A
@@ -411,53 +514,6 @@ func (l *lastToLetGo) Start(ctx context.Context) error {
 	cancelWait()
 	cancel()
 	return <-done
-}
-
-// ringSource adapts membership.Source to sharder.RingSource.
-type ringSource struct {
-	src  *membership.Source
-	subs <-chan struct{}
-
-	mu      sync.Mutex
-	changed chan struct{}
-}
-
-func newRingSource(src *membership.Source) *ringSource {
-	return &ringSource{src: src, subs: src.Subscribe(), changed: make(chan struct{})}
-}
-
-// Current implements sharder.RingSource: an empty ring until the Leases are
-// listed.
-func (r *ringSource) Current() *ring.Ring {
-	if c := r.src.Current(); c != nil {
-		return c
-	}
-	return ring.New(nil, 0)
-}
-
-// Changes implements sharder.RingSource.
-func (r *ringSource) Changes() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.changed
-}
-
-// NeedLeaderElection is false: it follows the Source, which runs everywhere.
-func (r *ringSource) NeedLeaderElection() bool { return false }
-
-// Start passes on the Source's changes until ctx ends.
-func (r *ringSource) Start(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.subs:
-			r.mu.Lock()
-			close(r.changed)
-			r.changed = make(chan struct{})
-			r.mu.Unlock()
-		}
-	}
 }
 
 // ownedObjects counts, per ring and kind, the objects the replica's cache

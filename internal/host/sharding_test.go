@@ -91,8 +91,8 @@ func TestPlanShardingShardsThePrimaryKindAndItsChildrenNotWatchedKinds(t *testin
 func TestPlanShardingRefusesWhatItCannotShard(t *testing.T) {
 	noLeader := shardingOptions()
 	noLeader.LeaderElection = false
-	server := shardingOptions()
-	server.Sharding = "server"
+	unknown := shardingOptions()
+	unknown.Sharding = "uid"
 	badID := shardingOptions()
 	badID.ShardReplicaID = "not a label value"
 	twoKinds := shardingResolved(
@@ -105,7 +105,7 @@ func TestPlanShardingRefusesWhatItCannotShard(t *testing.T) {
 		want string
 	}{
 		"without leader election":  {shardingResolved(), noLeader, "needs --leader-elect"},
-		"an unknown mode":          {shardingResolved(), server, "the modes are off and labels"},
+		"an unknown mode":          {shardingResolved(), unknown, "the modes are off, labels and server"},
 		"two reconciled kinds":     {twoKinds, shardingOptions(), "Frigate.example.polyop.dev/v1, ConfigMap.v1"},
 		"a replica ID not a label": {shardingResolved(), badID, "--shard-replica-id"},
 		"no controller at all":     {shardingResolved([]description.Controller{}...), shardingOptions(), ""},
@@ -120,6 +120,39 @@ func TestPlanShardingRefusesWhatItCannotShard(t *testing.T) {
 				t.Errorf("planSharding = %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// In server mode the API server selects the replica's share of the primary
+// kind (by the shard selector, not a label); the children it owns are still
+// selected by their shard label. No leader election is needed.
+func TestPlanShardingInServerModeSelectsOnlyTheChildrenByLabel(t *testing.T) {
+	o := shardingOptions()
+	o.Sharding = ShardingServer
+	o.LeaderElection = false
+	plan, err := planSharding(shardingResolved(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.mode != ShardingServer || !plan.sharded[frigateGVK] || !plan.sharded[configMapGVK] || plan.sharded[secretGVK] {
+		t.Errorf("plan %+v", plan)
+	}
+	cacheOpts := cacheOptions(shardingResolved(), false)
+	plan.shardCacheOptions(cacheOpts)
+	for obj, by := range cacheOpts.ByObject {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		got := ""
+		if by.Label != nil {
+			got = by.Label.String()
+		}
+		want := map[schema.GroupVersionKind]string{
+			frigateGVK:   "tier=gold",
+			configMapGVK: "shard.sharding.polyop.dev/frigate=host-a",
+			secretGVK:    "",
+		}[gvk]
+		if got != want {
+			t.Errorf("the cache of %s selects %q, want %q", gvk.Kind, got, want)
+		}
 	}
 }
 

@@ -34,9 +34,10 @@ written; events recorded), bound to the host's ServiceAccount:
     kinds, a ClusterRole and ClusterRoleBinding;
   - with --leader-election, a Role and RoleBinding for the leader election
     lease in --service-account-namespace;
-  - with --sharding, patch on each reconciled kind (the shard labels) and that
-    Role on leases (each replica's Lease in the ring), for the host's
-    --sharding=labels.
+  - with --sharding (or --sharding=labels), patch on each reconciled kind (the
+    shard labels) and that Role on leases (each replica's Lease in the ring),
+    for the host's --sharding=labels; with --sharding=server, that Role on
+    leases only, for the host's --sharding=server.
 
 Pass the host's --namespace flags here too, so that a host scoped to a
 namespace is granted nothing outside it.
@@ -68,7 +69,8 @@ Flags:`)
 		`(default: the one --namespace, when there is one, else "default").`)
 	fs.StringVar(&opts.ServiceAccount, "service-account", "", "The host's ServiceAccount (default: --name).")
 	fs.BoolVar(&opts.LeaderElection, "leader-election", true, "Add a Role for the leader election lease (the host's --leader-elect).")
-	fs.BoolVar(&opts.Sharding, "sharding", false, "Add what the host's --sharding=labels needs: patch on each reconciled kind, and the Role on leases.")
+	fs.Var((*shardingFlag)(&opts.Sharding), "sharding", "Add what the host's --sharding needs: --sharding or --sharding=labels, patch on each reconciled kind and the Role on leases; "+
+		"--sharding=server, the Role on leases.")
 	fs.BoolVar(&opts.MetricsAuth, "metrics-auth", false, "Add the rules the secure metrics endpoint needs (the host's --metrics-secure with metrics served).")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Resolve resources through the discovery of the API server this kubeconfig names (default: guess them from the kinds).")
 	if err := fs.Parse(args); err != nil {
@@ -128,4 +130,26 @@ func discoveryMapper(kubeconfig string) (meta.RESTMapper, error) {
 		return nil, fmt.Errorf("host rbac: discovery: %w", err)
 	}
 	return mapper, nil
+}
+
+// shardingFlag is host rbac's --sharding: alone it means labels (as when it
+// was a boolean), or it names the host's mode, labels or server.
+type shardingFlag string
+
+func (f *shardingFlag) String() string { return string(*f) }
+
+func (f *shardingFlag) IsBoolFlag() bool { return true }
+
+func (f *shardingFlag) Set(v string) error {
+	switch v {
+	case "true", manifests.ShardingLabels:
+		*f = manifests.ShardingLabels
+	case "false":
+		*f = ""
+	case manifests.ShardingServer:
+		*f = manifests.ShardingServer
+	default:
+		return fmt.Errorf("the host's sharding modes are %s and %s", manifests.ShardingLabels, manifests.ShardingServer)
+	}
+	return nil
 }

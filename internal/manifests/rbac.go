@@ -33,13 +33,22 @@ type RBACOptions struct {
 	// (--metrics-secure): creating TokenReviews and SubjectAccessReviews.
 	// Defaults to false.
 	MetricsAuth bool
-	// Sharding adds what the host's --sharding=labels needs: patch on each
-	// reconciled kind (the elected replica labels each object with its
-	// replica, and a replica removes its labels to hand an object off), and
-	// the Role on leases in Namespace that LeaderElection adds, where each
-	// replica holds its Lease in the ring. Defaults to false.
-	Sharding bool
+	// Sharding adds what the host's --sharding mode needs: for both modes
+	// ("labels" and "server"), the Role on leases in Namespace that
+	// LeaderElection adds, where each replica holds its Lease in the ring;
+	// for "labels", patch on each reconciled kind too (the elected replica
+	// labels each object with its replica, and a replica removes its labels
+	// to hand an object off). Server mode labels no object of the reconciled
+	// kind (the children, which the host writes anyway, carry the shard
+	// label). Defaults to "": no sharding.
+	Sharding string
 }
+
+// The values of RBACOptions.Sharding.
+const (
+	ShardingLabels = "labels"
+	ShardingServer = "server"
+)
 
 func (o RBACOptions) withDefaults(desc *description.Resolved) RBACOptions {
 	if o.Name == "" {
@@ -88,7 +97,7 @@ var (
 // nothing. With LeaderElection, a Role in the host's namespace on leases, and
 // on the core events leader election records, and its RoleBinding, are added.
 // With Sharding, that Role too (each replica holds a Lease in the ring), and
-// patch on each reconciled kind (its objects' shard labels).
+// in label mode patch on each reconciled kind (its objects' shard labels).
 //
 // The kinds the sidecar declares for cached reads (cached_kinds) or indexes
 // need get, list and watch where the host caches them.
@@ -125,7 +134,7 @@ func RBAC(res *description.Resolved, opts RBACOptions) ([]runtime.Object, error)
 		if c.Finalizer != "" {
 			add(c.GVK.Group, reconciled, "", "update", "patch")
 		}
-		if opts.Sharding {
+		if opts.Sharding == ShardingLabels {
 			add(c.GVK.Group, reconciled, "", "patch")
 		}
 		if len(c.Owns) > 0 {
@@ -199,7 +208,7 @@ func RBAC(res *description.Resolved, opts RBACOptions) ([]runtime.Object, error)
 			objs = append(objs, role(opts.Name, ns, rules)...)
 		}
 	}
-	if opts.LeaderElection || opts.Sharding {
+	if opts.LeaderElection || opts.Sharding != "" {
 		le := ruleSet{}
 		le.add("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "patch", "delete")
 		le.add("", "events", "create", "patch")

@@ -345,7 +345,7 @@ func TestRBACForShardingPatchesTheReconciledKindAndHoldsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", Sharding: true})
+	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", Sharding: ShardingLabels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,6 +354,33 @@ func TestRBACForShardingPatchesTheReconciledKindAndHoldsLeases(t *testing.T) {
 	}
 	if got := rulesOf(objs[0].(*rbacv1.ClusterRole).Rules); !slices.Contains(got, "example.com/widgetz: get,list,watch,patch") {
 		t.Errorf("the ClusterRole does not patch widgetz: %v", got)
+	}
+	role := objs[2].(*rbacv1.Role)
+	if got := rulesOf(role.Rules); role.Namespace != "ops" || !slices.Contains(got, "coordination.k8s.io/leases: get,list,watch,create,update,patch,delete") {
+		t.Errorf("Role %s/%s rules %v, want leases in ops", role.Namespace, role.Name, got)
+	}
+}
+
+// --sharding=server labels no object of the reconciled kind: it holds a
+// Lease per replica, and patches nothing it would not patch unsharded.
+func TestRBACForServerShardingHoldsLeasesOnly(t *testing.T) {
+	t.Parallel()
+	desc := &description.Description{Name: "shop", Controllers: []description.Controller{{Name: "widgets", GVK: widgetKind}}}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.AddSpecific(widgetKind, widgetKind.GroupVersion().WithResource("widgetz"), widgetKind.GroupVersion().WithResource("widget"), meta.RESTScopeNamespace)
+	res, err := description.Resolve(mapper, desc, description.ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", Sharding: ShardingServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 4 {
+		t.Fatalf("%d objects, want a ClusterRole, a ClusterRoleBinding, a Role and a RoleBinding", len(objs))
+	}
+	if got := rulesOf(objs[0].(*rbacv1.ClusterRole).Rules); !slices.Contains(got, "example.com/widgetz: get,list,watch") {
+		t.Errorf("the ClusterRole grants on widgetz %v, want get, list and watch only", got)
 	}
 	role := objs[2].(*rbacv1.Role)
 	if got := rulesOf(role.Rules); role.Namespace != "ops" || !slices.Contains(got, "coordination.k8s.io/leases: get,list,watch,create,update,patch,delete") {

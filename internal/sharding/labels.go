@@ -22,6 +22,11 @@ const (
 	drainLabelPrefix = "drain.sharding.polyop.dev/"
 	// DrainValue is the drain label's value.
 	DrainValue = "true"
+	// AdoptedRingAnnotation, on a member's Lease, holds the ID of the ring
+	// (ring.Ring.ID) the member has adopted in the server-side mode: it
+	// reconciles by that ring, and no reconcile of an object that ring gives
+	// another member is in flight there.
+	AdoptedRingAnnotation = "sharding.polyop.dev/adopted-ring"
 )
 
 // ShardLabel is the label that names the member owning an object of the

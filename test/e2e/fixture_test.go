@@ -32,19 +32,12 @@ type fixture struct {
 	ns      string
 	socket  string
 	callLog string
-	// c and kubeconfig reach the fixture's API server: the suite's, unless
-	// the test started one of its own (newFixtureOn).
+	// c and kubeconfig reach the fixture's API server: the suite's.
 	c          client.Client
 	kubeconfig string
 }
 
 func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	return newFixtureOn(t, env, k8s)
-}
-
-// newFixtureOn is newFixture on the API server of e, through c.
-func newFixtureOn(t *testing.T, e *testenv.Env, c client.Client) *fixture {
 	t.Helper()
 	// A short directory: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "po-")
@@ -58,8 +51,8 @@ func newFixtureOn(t *testing.T, e *testenv.Env, c client.Client) *fixture {
 		socket:  filepath.Join(dir, "sidecar.sock"),
 		callLog: filepath.Join(dir, "calls.jsonl"),
 
-		c:          c,
-		kubeconfig: e.Kubeconfig,
+		c:          k8s,
+		kubeconfig: env.Kubeconfig,
 	}
 	if err := f.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
 		t.Fatal(err)

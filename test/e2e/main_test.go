@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 			"./test/indexsidecar":             &indexSidecarBin,
 			"./test/tracesidecar":             &traceSidecarBin,
 		},
-		Env:    &env,
-		Client: &k8s,
+		// Server-mode sharding lists and watches by shard selector.
+		FeatureGates: []string{"ShardedListAndWatch"},
+		Env:          &env,
+		Client:       &k8s,
 	}.Run(m))
 }

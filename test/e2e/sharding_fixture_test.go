@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,52 +18,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/sharding"
+	"github.com/polyop/polyop/internal/sharding/ring"
 	"github.com/polyop/polyop/internal/testenv"
 )
 
 // shardingMode is one way the replicas of a sharding test select their
-// share: the host's flags, and what the API server needs for them.
+// share. The suite's API server runs with every feature gate a mode needs
+// (ShardedListAndWatch).
 type shardingMode struct {
 	name     string
 	hostArgs []string
-	// featureGates are the API server's feature gates the mode needs; a
-	// mode that names any runs on a control plane of its own.
-	featureGates []string
+	// leaderElect says the replicas run leader election: label mode's
+	// leader runs the sharder.
+	leaderElect bool
+	// byRing says the objects carry no shard label: each belongs to the
+	// member the ring of the live replicas gives its UID (server mode).
+	byRing bool
 }
 
 // labelMode is --sharding=labels: the sharder labels each object with its
 // owner, and each replica's informers select their label.
-var labelMode = shardingMode{name: "labels", hostArgs: []string{"--sharding", "labels"}}
+var labelMode = shardingMode{name: "labels", hostArgs: []string{"--sharding", "labels"}, leaderElect: true}
 
-// shardingModes are the modes the sharding tests that take one run in. A mode
-// is one entry; the API server's sharded list and watch would be
-//
-//	{name: "server", hostArgs: []string{"--sharding", "server"}, featureGates: []string{"ShardedListAndWatch"}},
-var shardingModes = []shardingMode{labelMode}
+// serverMode is --sharding=server: each replica's informers list and watch
+// the ranges of the hash space the ring gives it, through the API server's
+// sharded list and watch; no label, no sharder, no leader.
+var serverMode = shardingMode{name: "server", hostArgs: []string{"--sharding", "server"}, byRing: true}
 
-// fixture returns a fixture on an API server that serves the mode: the
-// suite's, or, for a mode that needs feature gates, one of its own, stopped
-// when the test ends.
-func (m shardingMode) fixture(t *testing.T) *fixture {
-	t.Helper()
-	if len(m.featureGates) == 0 {
-		return newFixture(t)
-	}
-	e, err := testenv.StartWith(testenv.Options{CRDDirs: crdDirs, FeatureGates: m.featureGates})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Stop(); err != nil {
-			t.Errorf("stopping the control plane of mode %s: %v", m.name, err)
-		}
-	})
-	c, err := client.New(e.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newFixtureOn(t, e, c)
-}
+// shardingModes are the modes the sharding tests that take one run in.
+var shardingModes = []shardingMode{labelMode, serverMode}
 
 // shardRing is the host replicas of one ring, each with its own sidecar, in
 // one fixture's namespace, and the MaintenanceWindows w0000… they share.
@@ -129,7 +111,8 @@ func (s *shardRing) testSidecar(args ...string) func(r *shardReplica, socket str
 }
 
 // start starts a replica named id: its sidecar, and a host in the ring's mode
-// with a short lease.
+// with a short lease (and, in a mode with leader election, a leader
+// election's lease as long).
 func (s *shardRing) start(id string) *shardReplica {
 	s.f.t.Helper()
 	r := &shardReplica{id: id, metrics: freePort(s.f.t), callLog: filepath.Join(s.dir, id+".jsonl")}
@@ -140,11 +123,15 @@ func (s *shardRing) start(id string) *shardReplica {
 		"--sidecar-address", socket,
 		"--cluster-address", "unix://" + filepath.Join(s.dir, id+"-cluster.sock"),
 		"--metrics-bind-address", r.metrics, "--metrics-secure=false",
-		"--leader-elect", "--leader-election-namespace", s.f.ns,
-		"--leader-election-lease-duration", lease, "--leader-election-renew-deadline", (s.leaseDuration * 2 / 3).String(),
-		"--leader-election-retry-period", "1s",
+		// The ring's Leases live in the leader election's namespace.
+		"--leader-election-namespace", s.f.ns,
 		"--shard-replica-id", id, "--shard-lease-duration", lease,
 	}, s.mode.hostArgs...)...)
+	if s.mode.leaderElect {
+		args = append(args, "--leader-elect",
+			"--leader-election-lease-duration", lease, "--leader-election-renew-deadline", (s.leaseDuration * 2 / 3).String(),
+			"--leader-election-retry-period", "1s")
+	}
 	if s.quiet {
 		args = append(args, "--zap-log-level", "info")
 	}
@@ -175,19 +162,43 @@ func (s *shardRing) process(name, bin string, args ...string) *testenv.Process {
 // window is the name of the i-th MaintenanceWindow.
 func (s *shardRing) window(i int) string { return fmt.Sprintf("w%04d", i) }
 
-// shardCounts is what converged saw: the objects labelled with each replica,
-// and the objects and children each replica's cache holds.
+// owners returns the function that names the replica an object belongs to
+// while live are the live replicas: in label mode its shard label; in server
+// mode, where nothing labels the objects, the owner of its UID in the ring of
+// the live replicas (an object that carries a shard label there is named
+// "labelled <value>", which no replica is).
+func (s *shardRing) owners(live []*shardReplica) func(u *unstructured.Unstructured) string {
+	if !s.mode.byRing {
+		return func(u *unstructured.Unstructured) string { return u.GetLabels()[s.label] }
+	}
+	ids := make([]string, len(live))
+	for i, r := range live {
+		ids[i] = r.id
+	}
+	rg := ring.New(ids, 0)
+	return func(u *unstructured.Unstructured) string {
+		if v, labelled := u.GetLabels()[s.label]; labelled {
+			return "labelled " + v
+		}
+		return rg.OwnerOf(u.GetUID())
+	}
+}
+
+// shardCounts is what converged saw: the objects that belong to each replica
+// (labelled with it, in label mode), and the objects and children each
+// replica's cache holds.
 type shardCounts struct {
-	labelled       map[string]int
+	owned          map[string]int
 	cached         map[string]float64
 	cachedChildren map[string]float64
 }
 
-// converged waits until every window is labelled with one of live, reconciled
-// at generation gen by that replica (its sidecar names itself in the Ready
-// condition), and each live replica's cache holds exactly the windows
-// labelled with it (and, with children, their ConfigMaps, which carry their
-// window's label). It returns what it saw last.
+// converged waits until every window belongs to one of live (by the mode's
+// owners), is reconciled at generation gen by that replica (its sidecar names
+// itself in the Ready condition), and each live replica's cache holds exactly
+// the windows that belong to it (and, with children, their ConfigMaps, which
+// carry the shard label of their window's replica). It returns what it saw
+// last.
 func (s *shardRing) converged(live []*shardReplica, gen int64, what string) shardCounts {
 	t := s.f.t
 	t.Helper()
@@ -220,32 +231,33 @@ func (s *shardRing) converged(live []*shardReplica, gen int64, what string) shar
 
 // check is one look of converged.
 func (s *shardRing) check(ctx context.Context, live []*shardReplica, gen int64) (ok bool, seen string, counts shardCounts) {
-	counts = shardCounts{labelled: map[string]int{}, cached: map[string]float64{}, cachedChildren: map[string]float64{}}
+	counts = shardCounts{owned: map[string]int{}, cached: map[string]float64{}, cachedChildren: map[string]float64{}}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(windowGVK.GroupVersion().WithKind("MaintenanceWindowList"))
 	if err := s.f.c.List(ctx, list, client.InNamespace(s.f.ns)); err != nil {
 		return false, err.Error(), counts
 	}
+	ownerOf := s.owners(live)
 	owners := make(map[string]string, len(list.Items))
 	pending, foreign := 0, 0
 	var example string
 	for i := range list.Items {
 		u := &list.Items[i]
-		owner := u.GetLabels()[s.label]
+		owner := ownerOf(u)
 		owners[u.GetName()] = owner
-		counts.labelled[owner]++
+		counts.owned[owner]++
 		og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		switch {
 		case phase(u) != "Reconciled" || og != gen:
 			pending++
 		case readyMessage(u) != "Reconciled by "+owner:
 			foreign++
-			example = fmt.Sprintf("%s is labelled %q, its status says %q", u.GetName(), owner, readyMessage(u))
+			example = fmt.Sprintf("%s belongs to %q, its status says %q", u.GetName(), owner, readyMessage(u))
 		}
 	}
 	if len(list.Items) != s.n || pending > 0 || foreign > 0 {
-		return false, fmt.Sprintf("%d objects, %d not reconciled at generation %d, %d last reconciled by another replica than their label's (%s); labelled %v",
-			len(list.Items), pending, gen, foreign, example, counts.labelled), counts
+		return false, fmt.Sprintf("%d objects, %d not reconciled at generation %d, %d last reconciled by another replica than their owner (%s); owned %v",
+			len(list.Items), pending, gen, foreign, example, counts.owned), counts
 	}
 	childLabelled := map[string]int{}
 	if s.children {
@@ -261,7 +273,7 @@ func (s *shardRing) check(ctx context.Context, live []*shardReplica, gen int64) 
 			}
 			children++
 			if got := cm.Labels[s.label]; got != owner {
-				return false, fmt.Sprintf("ConfigMap %s is labelled %q, its window %q", cm.Name, got, owner), counts
+				return false, fmt.Sprintf("ConfigMap %s is labelled %q, its window belongs to %q", cm.Name, got, owner), counts
 			}
 			childLabelled[owner]++
 		}
@@ -277,8 +289,8 @@ func (s *shardRing) check(ctx context.Context, live []*shardReplica, gen int64) 
 		}
 		cached := metric(scrape, "polyop_shard_owned_objects", "ring", s.name, "kind", "MaintenanceWindow.examples.polyop.dev/v1")
 		counts.cached[r.id] = cached
-		if int(cached) != counts.labelled[r.id] || counts.labelled[r.id] == 0 {
-			return false, fmt.Sprintf("%s caches %v objects, %d are labelled with it (labelled %v)", r.id, cached, counts.labelled[r.id], counts.labelled), counts
+		if int(cached) != counts.owned[r.id] || counts.owned[r.id] == 0 {
+			return false, fmt.Sprintf("%s caches %v objects, %d are its own (owned %v)", r.id, cached, counts.owned[r.id], counts.owned), counts
 		}
 		if s.children {
 			children := metric(scrape, "polyop_shard_owned_objects", "ring", s.name, "kind", "ConfigMap.v1")
@@ -290,10 +302,10 @@ func (s *shardRing) check(ctx context.Context, live []*shardReplica, gen int64) 
 		if share := metric(scrape, "polyop_shard_hash_space_share", "ring", s.name); share <= 0 {
 			return false, fmt.Sprintf("%s owns a share %v of the hash space", r.id, share), counts
 		}
-		total += counts.labelled[r.id]
+		total += counts.owned[r.id]
 	}
 	if total != s.n {
-		return false, fmt.Sprintf("the live replicas own %d of %d objects: labelled %v", total, s.n, counts.labelled), counts
+		return false, fmt.Sprintf("the live replicas own %d of %d objects: owned %v", total, s.n, counts.owned), counts
 	}
 	return true, "", counts
 }
@@ -320,7 +332,7 @@ func (s *shardRing) noOverlap() {
 }
 
 // leader waits until exactly one of live leads (runs the sharder), and
-// returns it.
+// returns it. Only in a mode with leader election.
 func (s *shardRing) leader(live []*shardReplica) *shardReplica {
 	s.f.t.Helper()
 	var leader *shardReplica
@@ -421,6 +433,34 @@ func vmRSS(pid int) string {
 		}
 	}
 	return ""
+}
+
+// pickNonLeader returns a replica of live that does not lead, once one
+// leads; in a mode without leader election, the first.
+func (s *shardRing) pickNonLeader(live []*shardReplica) *shardReplica {
+	s.f.t.Helper()
+	var leader *shardReplica
+	if s.mode.leaderElect {
+		leader = s.leader(live)
+	}
+	for _, r := range live {
+		if r != leader {
+			return r
+		}
+	}
+	s.f.t.Fatal("no replica but the leader")
+	return nil
+}
+
+// changeEveryWindow sets a new duration on every window, so that each is
+// reconciled again at its next generation.
+func (s *shardRing) changeEveryWindow(duration string) {
+	s.f.t.Helper()
+	for i := range s.n {
+		s.f.update(s.window(i), func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, duration, "spec", "duration")
+		}, false)
+	}
 }
 
 // without returns replicas without r.

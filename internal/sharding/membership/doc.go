@@ -18,6 +18,11 @@
 // Neither needs leader election: both are manager.Runnables that run on every
 // replica.
 //
+// In the server-side mode a Member also publishes, in its Lease's annotation
+// sharding.AdoptedRingAnnotation, the ring its replica has adopted
+// (Publish), and the Source reads the Leases back from the API server
+// (ReadLeases) for the handoff barrier of package serverside.
+//
 // A replica claims an object only while its Member is Holding and the
 // Source's Current ring names it as the object's owner; the package only
 // tells, and the host's sharding modes (label or server-side selectors) act on

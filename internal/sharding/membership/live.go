@@ -8,6 +8,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/polyop/polyop/internal/sharding"
+
 	"github.com/polyop/polyop/internal/sharding/ring"
 )
 
@@ -22,6 +24,9 @@ type MemberLease struct {
 	// Expires is RenewTime plus the Lease's duration: the member is live
 	// until then.
 	Expires time.Time
+	// AdoptedRing is the ID of the ring the member has adopted
+	// (sharding.AdoptedRingAnnotation; server-side mode), "" for none.
+	AdoptedRing string
 }
 
 // Live reports whether the member is live at now.
@@ -43,6 +48,8 @@ func Leases(leases []coordinationv1.Lease) []MemberLease {
 			Lease:     leases[i].Name,
 			RenewTime: renewed,
 			Expires:   renewed.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second),
+
+			AdoptedRing: leases[i].Annotations[sharding.AdoptedRingAnnotation],
 		})
 	}
 	slices.SortFunc(out, func(a, b MemberLease) int {

@@ -83,11 +83,19 @@ type Member struct {
 	clock  clock.WithTicker
 	notes  notifier
 
+	// poke asks the renewal loop to write the Lease now.
+	poke chan struct{}
+
 	mu          sync.Mutex
 	lease       *coordinationv1.Lease // as last written or read
 	lastRenewal time.Time             // the start of the last successful renewal
 	stopped     bool
 	holding     bool // as last notified
+	// adopted is the value of sharding.AdoptedRingAnnotation each write
+	// carries, "" for none; written counts the writes that carried it.
+	adopted        string
+	adoptedWrites  uint64
+	adoptedWritten chan struct{} // closed at each successful write
 }
 
 var _ manager.LeaderElectionRunnable = &Member{}
@@ -124,6 +132,9 @@ func NewMember(cs kubernetes.Interface, opts MemberOptions) (*Member, error) {
 		opts:   opts,
 		name:   LeaseName(opts.Ring, opts.ReplicaID),
 		clock:  opts.Clock,
+		poke:   make(chan struct{}, 1),
+
+		adoptedWritten: make(chan struct{}),
 	}, nil
 }
 
@@ -160,6 +171,36 @@ func (m *Member) Start(ctx context.Context) error {
 			m.stop(log)
 			return nil
 		case <-ticker.C():
+		case <-m.poke:
+		}
+	}
+}
+
+// Publish writes adopted into the Lease's sharding.AdoptedRingAnnotation,
+// and every renewal after carries it. It returns once a write that carried
+// it has succeeded, or with ctx's error; while the renewals fail, it waits.
+// The Member must be running (Start).
+func (m *Member) Publish(ctx context.Context, adopted string) error {
+	m.mu.Lock()
+	m.adopted = adopted
+	m.adoptedWrites = 0
+	m.mu.Unlock()
+	select {
+	case m.poke <- struct{}{}:
+	default:
+	}
+	for {
+		m.mu.Lock()
+		done := m.adoptedWrites > 0 && m.adopted == adopted
+		written := m.adoptedWritten
+		m.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("shard Lease %s/%s: publishing the adopted ring %s: %w", m.opts.Namespace, m.name, adopted, ctx.Err())
+		case <-written:
 		}
 	}
 }
@@ -171,6 +212,7 @@ func (m *Member) renew(ctx context.Context) error {
 	defer cancel()
 	m.mu.Lock()
 	current := m.lease
+	adopted := m.adopted
 	m.mu.Unlock()
 
 	var (
@@ -178,12 +220,12 @@ func (m *Member) renew(ctx context.Context) error {
 		err     error
 	)
 	if current != nil {
-		written, err = m.leases.Update(ctx, m.renewed(current, start), metav1.UpdateOptions{})
+		written, err = m.leases.Update(ctx, m.renewed(current, start, adopted), metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			// Changed by someone else: renew what is there now.
 			current, err = m.leases.Get(ctx, m.name, metav1.GetOptions{})
 			if err == nil {
-				written, err = m.leases.Update(ctx, m.renewed(current, start), metav1.UpdateOptions{})
+				written, err = m.leases.Update(ctx, m.renewed(current, start, adopted), metav1.UpdateOptions{})
 			}
 		}
 	}
@@ -192,11 +234,11 @@ func (m *Member) renew(ctx context.Context) error {
 		written, err = m.leases.Create(ctx, m.renewed(&coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.opts.Namespace},
 			Spec:       coordinationv1.LeaseSpec{AcquireTime: &metav1.MicroTime{Time: start}},
-		}, start), metav1.CreateOptions{})
+		}, start, adopted), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// Left by an earlier run of this replica: take it over.
 			if current, err = m.leases.Get(ctx, m.name, metav1.GetOptions{}); err == nil {
-				written, err = m.leases.Update(ctx, m.renewed(current, start), metav1.UpdateOptions{})
+				written, err = m.leases.Update(ctx, m.renewed(current, start, adopted), metav1.UpdateOptions{})
 			}
 		}
 	}
@@ -212,16 +254,30 @@ func (m *Member) renew(ctx context.Context) error {
 	defer m.mu.Unlock()
 	m.lease = written
 	m.lastRenewal = start
+	if adopted != "" && adopted == m.adopted {
+		m.adoptedWrites++
+		close(m.adoptedWritten)
+		m.adoptedWritten = make(chan struct{})
+	}
 	return nil
 }
 
-// renewed is lease held by this replica and renewed at now.
-func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+// renewed is lease held by this replica and renewed at now, carrying the
+// adopted ring (none when "").
+func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time, adopted string) *coordinationv1.Lease {
 	l := lease.DeepCopy()
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
 	l.Labels[sharding.RingLabel] = m.opts.Ring
+	if adopted != "" {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[sharding.AdoptedRingAnnotation] = adopted
+	} else {
+		delete(l.Annotations, sharding.AdoptedRingAnnotation)
+	}
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.opts.ReplicaID {
 		l.Spec.HolderIdentity = ptr.To(m.opts.ReplicaID)
 		l.Spec.AcquireTime = &metav1.MicroTime{Time: now}

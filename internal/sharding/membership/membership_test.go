@@ -227,3 +227,37 @@ func TestLeasesOfAnotherRingAreIgnored(t *testing.T) {
 	awaitMembers(t, "host-a,host-b", a, b)
 	awaitMembers(t, "host-x", other)
 }
+
+// A Member publishes the ring it adopted in its Lease, and keeps it there
+// through its renewals; a Source reads it back, from the API server.
+func TestAMemberPublishesTheRingItAdopted(t *testing.T) {
+	t.Parallel()
+	cs, ringName := controlPlane(t)
+	a := startReplica(t, cs, ringName, "a", MemberOptions{LeaseDuration: 3 * time.Second, RenewInterval: 500 * time.Millisecond, RenewDeadline: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), converge)
+	defer cancel()
+	if err := a.member.Publish(ctx, "0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := cs.CoordinationV1().Leases("default").Get(ctx, a.member.LeaseName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lease.Annotations[sharding.AdoptedRingAnnotation]; got != "0123456789abcdef" {
+		t.Errorf("the Lease's %s is %q once Publish returned", sharding.AdoptedRingAnnotation, got)
+	}
+	renewed := lease.Spec.RenewTime.Time
+	testenv.Eventually(t, converge, "a renewal keeping the adopted ring", func(ctx context.Context) error {
+		leases, err := a.source.ReadLeases(ctx)
+		if err != nil {
+			return err
+		}
+		if len(leases) != 1 || !leases[0].RenewTime.After(renewed) {
+			return fmt.Errorf("leases %+v, not renewed since %s", leases, renewed)
+		}
+		if leases[0].AdoptedRing != "0123456789abcdef" {
+			return fmt.Errorf("the renewed Lease shows the adopted ring %q", leases[0].AdoptedRing)
+		}
+		return nil
+	})
+}

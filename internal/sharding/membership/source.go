@@ -58,6 +58,8 @@ type Source struct {
 	opts  SourceOptions
 	clock clock.WithTicker
 	notes notifier
+	// leaseNotes tells of every event of the ring's Leases.
+	leaseNotes notifier
 
 	mu      sync.Mutex
 	current *ring.Ring
@@ -132,6 +134,7 @@ func (s *Source) Start(ctx context.Context) error {
 			items[i] = *l
 		}
 		next := s.update(Leases(items), log)
+		s.leaseNotes.notify()
 
 		var expiry <-chan time.Time
 		var timer clock.Timer
@@ -205,6 +208,22 @@ func (s *Source) Leases() []MemberLease {
 // channel is read are folded into one: read Current after each. The channel
 // is never closed.
 func (s *Source) Subscribe() <-chan struct{} { return s.notes.subscribe() }
+
+// SubscribeLeases returns a channel that receives a value after each event
+// of the ring's Leases the Source has seen (a renewal, an annotation
+// written), folded as Subscribe's are. The channel is never closed.
+func (s *Source) SubscribeLeases() <-chan struct{} { return s.leaseNotes.subscribe() }
+
+// ReadLeases reads the ring's Leases from the API server, not from the
+// Source's informer: a consistent read, which sees every write that ended
+// before it began.
+func (s *Source) ReadLeases(ctx context.Context) ([]MemberLease, error) {
+	list, err := s.cs.CoordinationV1().Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: Selector(s.opts.Ring).String()})
+	if err != nil {
+		return nil, fmt.Errorf("sharding membership: reading the Leases of ring %s in namespace %s: %w", s.opts.Ring, s.opts.Namespace, err)
+	}
+	return Leases(list.Items), nil
+}
 
 // Check is a healthz.Checker for readiness: it fails until the first ring is
 // published.

@@ -16,6 +16,7 @@ package ring
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -75,8 +76,9 @@ type point struct {
 // Ring is an immutable assignment of the hash space to members. The zero
 // value and a ring of no members own nothing.
 type Ring struct {
-	members []string
-	points  []point // sorted by hash, then member
+	members      []string
+	virtualNodes int
+	points       []point // sorted by hash, then member
 }
 
 // New returns the ring of the given members (duplicates and empty names are
@@ -90,7 +92,7 @@ func New(members []string, virtualNodes int) *Ring {
 	ms = slices.DeleteFunc(ms, func(m string) bool { return m == "" })
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
-	r := &Ring{members: ms, points: make([]point, 0, len(ms)*virtualNodes)}
+	r := &Ring{members: ms, virtualNodes: virtualNodes, points: make([]point, 0, len(ms)*virtualNodes)}
 	for _, m := range ms {
 		for i := range virtualNodes {
 			r.points = append(r.points, point{hash: pointHash(m, i), member: m})
@@ -123,6 +125,22 @@ func (r *Ring) Members() []string {
 		return nil
 	}
 	return slices.Clone(r.members)
+}
+
+// ID identifies the ring's assignment: two rings with the same ID give
+// every object to the same member. It is a hash of the members and the
+// number of virtual nodes, 16 hex digits; "" for a nil ring.
+func (r *Ring) ID() string {
+	if r == nil {
+		return ""
+	}
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "%d", r.virtualNodes)
+	for _, m := range r.members {
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(m))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // Len is the number of members.

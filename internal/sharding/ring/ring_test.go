@@ -174,3 +174,23 @@ func TestAnEmptyRingOwnsNothing(t *testing.T) {
 		t.Error("a non-member owns ranges")
 	}
 }
+
+func TestTheIDNamesTheAssignment(t *testing.T) {
+	same := New([]string{"x", "y"}, 0).ID() == New([]string{"y", "x", "x"}, 0).ID()
+	if !same {
+		t.Error("two rings of the same members have different IDs")
+	}
+	for name, other := range map[string]*Ring{
+		"another member":         New([]string{"x", "z"}, 0),
+		"one member fewer":       New([]string{"x"}, 0),
+		"other virtual nodes":    New([]string{"x", "y"}, 7),
+		"names that join to one": New([]string{"xy"}, 0),
+	} {
+		if other.ID() == New([]string{"x", "y"}, 0).ID() {
+			t.Errorf("a ring of %s has the same ID", name)
+		}
+	}
+	if len(New(nil, 0).ID()) != 16 {
+		t.Errorf("ID %q is not 16 hex digits", New(nil, 0).ID())
+	}
+}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/polyop/polyop/internal/sharding/shardtest"
 )
 
 // counts are the sharder's counters for a ring.
@@ -38,22 +40,22 @@ func TestEveryObjectIsLabelledWithItsOwnerAndMovesFromADeadOrToANewMemberWithout
 		f.startReplica(m)
 	}
 	r3 := f.setRing("a", "b", "c")
-	f.createObjects(objectCount(t))
+	f.createObjects(shardtest.ObjectCount(t))
 
 	f.awaitConverged(r3)
 	f.awaitReconciledByOwners(r3, nil, nil)
 	f.awaitGauges(r3)
-	f.det.checkNoOverlap(t)
+	f.det.CheckNoOverlap(t)
 
 	t.Log("3 → 2: c dies and leaves the ring; its objects move straight to a and b")
 	before, c0 := f.owners(r3), countsOf(f.ring)
 	f.stop("c")
-	mark := f.det.mark()
+	mark := f.det.Mark()
 	r2 := f.setRing("a", "b")
 	f.awaitConverged(r2)
 	moved := f.awaitReconciledByOwners(r2, before, mark)
 	f.awaitGauges(r2)
-	f.det.checkNoOverlap(t)
+	f.det.CheckNoOverlap(t)
 	after := f.owners(r2)
 	if want := movedFrom(before, after, "c"); moved != want || moved == 0 {
 		t.Fatalf("%d objects changed owners, %d of them c's: consistent hashing moves c's alone", moved, want)
@@ -65,12 +67,12 @@ func TestEveryObjectIsLabelledWithItsOwnerAndMovesFromADeadOrToANewMemberWithout
 	t.Log("2 → 3: d joins; a and b hand its share off through the drain label")
 	before, c0 = after, countsOf(f.ring)
 	f.startReplica("d")
-	mark = f.det.mark()
+	mark = f.det.Mark()
 	r3d := f.setRing("a", "b", "d")
 	f.awaitConverged(r3d)
 	moved = f.awaitReconciledByOwners(r3d, before, mark)
 	f.awaitGauges(r3d)
-	f.det.checkNoOverlap(t)
+	f.det.CheckNoOverlap(t)
 	if moved == 0 {
 		t.Fatal("no object moved to d")
 	}
@@ -83,21 +85,21 @@ func TestScalingFromOneToThreeAndBackMovesEveryObjectWithoutTwoReconcilers(t *te
 	f := newFixture(t, "ring-b")
 	f.startReplica("a")
 	r1 := f.setRing("a")
-	f.createObjects(objectCount(t))
+	f.createObjects(shardtest.ObjectCount(t))
 	f.awaitConverged(r1)
 	f.awaitReconciledByOwners(r1, nil, nil)
-	f.det.checkNoOverlap(t)
+	f.det.CheckNoOverlap(t)
 
 	t.Log("1 → 3: b and c join; a hands off two thirds")
 	before, c0 := f.owners(r1), countsOf(f.ring)
 	f.startReplica("b")
 	f.startReplica("c")
-	mark := f.det.mark()
+	mark := f.det.Mark()
 	r3 := f.setRing("a", "b", "c")
 	f.awaitConverged(r3)
 	moved := f.awaitReconciledByOwners(r3, before, mark)
 	f.awaitGauges(r3)
-	f.det.checkNoOverlap(t)
+	f.det.CheckNoOverlap(t)
 	if c := countsOf(f.ring); c.handoffs-c0.handoffs != float64(moved) {
 		t.Errorf("the sharder counted %v handoffs, want %d", c.handoffs-c0.handoffs, moved)
 	}
@@ -106,10 +108,10 @@ func TestScalingFromOneToThreeAndBackMovesEveryObjectWithoutTwoReconcilers(t *te
 	before = f.owners(r3)
 	f.stop("b")
 	f.stop("c")
-	mark = f.det.mark()
+	mark = f.det.Mark()
 	r1 = f.setRing("a")
 	f.awaitConverged(r1)
 	f.awaitReconciledByOwners(r1, before, mark)
 	f.awaitGauges(r1)
-	f.det.checkNoOverlap(t)
+	f.det.CheckNoOverlap(t)
 }

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/sharding/ring"
+	"github.com/polyop/polyop/internal/sharding/shardtest"
 	"github.com/polyop/polyop/internal/testenv"
 )
 
@@ -51,88 +48,6 @@ const convergeTimeout = 3 * time.Minute
 
 var configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
-// objectCount is how many objects each test spreads over the ring: 300 by
-// default, for a test that stays quick on a loaded machine;
-// POLYOP_SHARDING_TEST_OBJECTS=3000 runs the full size.
-func objectCount(t *testing.T) int {
-	if s := os.Getenv("POLYOP_SHARDING_TEST_OBJECTS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("POLYOP_SHARDING_TEST_OBJECTS=%q is not a positive number", s)
-		}
-		return n
-	}
-	return 300
-}
-
-// detector is the replicas' shared view of their reconciles: it records who
-// reconciled what, and every time two replicas had the same object in
-// flight at once.
-type detector struct {
-	// requeue is how soon each reconcile asks for the next: every object is
-	// reconciled again and again, so that a ring change meets reconciles in
-	// flight.
-	requeue    time.Duration
-	mu         sync.Mutex
-	inFlight   map[types.NamespacedName]string
-	overlaps   []string
-	reconciled map[types.NamespacedName][]string // members, in order
-}
-
-func newDetector(requeue time.Duration) *detector {
-	return &detector{requeue: requeue, inFlight: map[types.NamespacedName]string{}, reconciled: map[types.NamespacedName][]string{}}
-}
-
-// reconciler is member's reconciler of the primary kind.
-func (d *detector) reconciler(member string) reconcile.Reconciler {
-	return reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-		d.mu.Lock()
-		if other, ok := d.inFlight[req.NamespacedName]; ok {
-			d.overlaps = append(d.overlaps, fmt.Sprintf("%s reconciled by %s and %s at once", req.NamespacedName, other, member))
-		} else {
-			d.inFlight[req.NamespacedName] = member
-		}
-		d.reconciled[req.NamespacedName] = append(d.reconciled[req.NamespacedName], member)
-		d.mu.Unlock()
-		// The reconcile's work: it keeps the object in flight for a while,
-		// so that a reconcile of it elsewhere would meet it.
-		time.Sleep(10 * time.Millisecond)
-		d.mu.Lock()
-		if d.inFlight[req.NamespacedName] == member {
-			delete(d.inFlight, req.NamespacedName)
-		}
-		d.mu.Unlock()
-		return reconcile.Result{RequeueAfter: d.requeue}, nil
-	})
-}
-
-// mark is how many reconciles of each object the detector has seen so far.
-func (d *detector) mark() map[types.NamespacedName]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	m := make(map[types.NamespacedName]int, len(d.reconciled))
-	for k, v := range d.reconciled {
-		m[k] = len(v)
-	}
-	return m
-}
-
-// reconciledSince reports whether member reconciled key after mark.
-func (d *detector) reconciledSince(mark map[types.NamespacedName]int, key types.NamespacedName, member string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Contains(d.reconciled[key][mark[key]:], member)
-}
-
-func (d *detector) checkNoOverlap(t *testing.T) {
-	t.Helper()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.overlaps) > 0 {
-		t.Fatalf("%d objects were reconciled by two replicas at once, e.g. %s", len(d.overlaps), d.overlaps[0])
-	}
-}
-
 // fixture is one test's ring: a namespace of objects, the replicas and the
 // sharder, all managers of this process, and the ring they share.
 type fixture struct {
@@ -141,7 +56,7 @@ type fixture struct {
 	scheme   *runtime.Scheme
 	ns, ring string
 	source   *StaticSource
-	det      *detector
+	det      *shardtest.Detector
 	replicas map[string]*replica
 	keys     []types.NamespacedName
 }
@@ -159,7 +74,7 @@ func newFixture(t *testing.T, ringName string) *fixture {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, cfg: cfg, scheme: scheme, ns: ringName, ring: ringName, source: NewStaticSource(nil), det: newDetector(time.Duration(objectCount(t)/300) * time.Second), replicas: map[string]*replica{}}
+	f := &fixture{t: t, cfg: cfg, scheme: scheme, ns: ringName, ring: ringName, source: NewStaticSource(nil), det: shardtest.NewDetector(time.Duration(shardtest.ObjectCount(t)/300) * time.Second), replicas: map[string]*replica{}}
 	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +120,7 @@ func (f *fixture) startReplica(member string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	rec, err := shard.Reconciler(f.det.reconciler(member), ReconcilerOptions{
+	rec, err := shard.Reconciler(f.det.Reconciler(member), ReconcilerOptions{
 		Reader:    mgr.GetCache(),
 		Client:    mgr.GetClient(),
 		NewObject: func() client.Object { return &corev1.ConfigMap{} },
@@ -245,37 +160,9 @@ func (f *fixture) setRing(members ...string) *ring.Ring {
 	return r
 }
 
-// createObjects creates the test's objects, a few at a time.
+// createObjects creates the test's objects.
 func (f *fixture) createObjects(n int) {
-	ctx := context.Background()
-	names := make(chan int)
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range names {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("object-%05d", i)}}
-				if err := k8s.Create(ctx, cm); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	for i := range n {
-		f.keys = append(f.keys, types.NamespacedName{Namespace: f.ns, Name: fmt.Sprintf("object-%05d", i)})
-		select {
-		case names <- i:
-		case err := <-errs:
-			f.t.Fatalf("creating the objects: %v", err)
-		}
-	}
-	close(names)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		f.t.Fatalf("creating the objects: %v", err)
-	}
+	f.keys = append(f.keys, shardtest.CreateConfigMaps(f.t, k8s, f.ns, n)...)
 }
 
 // objects lists the test's objects from the API server.
@@ -368,7 +255,7 @@ func (f *fixture) awaitReconciledByOwners(r *ring.Ring, before map[types.Namespa
 		missing := 0
 		var example string
 		for _, k := range f.keys {
-			if (before == nil || before[k] != owners[k]) && !f.det.reconciledSince(mark, k, owners[k]) {
+			if (before == nil || before[k] != owners[k]) && !f.det.ReconciledSince(mark, k, owners[k]) {
 				missing++
 				example = fmt.Sprintf("%s not by %s", k.Name, owners[k])
 			}
