@@ -478,6 +478,12 @@ func (r *run) alive() error {
 // wait waits for done, failing if ctx ends or a process exits first; what
 // describes the progress for the error.
 func (r *run) wait(ctx context.Context, done <-chan struct{}, what func() string) error {
+	return waitAlive(ctx, done, what, r.alive)
+}
+
+// waitAlive waits for done, failing if ctx ends first or alive fails, which
+// it checks every 100ms; what describes the progress for the error.
+func waitAlive(ctx context.Context, done <-chan struct{}, what func() string, alive func() error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -487,7 +493,7 @@ func (r *run) wait(ctx context.Context, done <-chan struct{}, what func() string
 		case <-ctx.Done():
 			return fmt.Errorf("%w; %s", ctx.Err(), what())
 		case <-tick.C:
-			if err := r.alive(); err != nil {
+			if err := alive(); err != nil {
 				return err
 			}
 		}

@@ -325,20 +325,7 @@ func (s *shardRun) alive() error {
 // wait waits for done, failing if ctx ends or a process of a live replica
 // exits first; what describes the progress for the error.
 func (s *shardRun) wait(ctx context.Context, done <-chan struct{}, what func() string) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("%w; %s", ctx.Err(), what())
-		case <-tick.C:
-			if err := s.alive(); err != nil {
-				return err
-			}
-		}
-	}
+	return waitAlive(ctx, done, what, s.alive)
 }
 
 // poll calls cond every shardPoll until it returns true, failing if ctx ends
