@@ -1,6 +1,7 @@
 // Package shardtest holds what the sharding modes' tests share: a detector
-// of objects reconciled by two replicas at once, the objects' count, and
-// their creation.
+// of objects reconciled by two replicas at once, the objects' count and
+// their creation, and the fixture of a test's ring (its namespace, replicas,
+// the owners and shares of its objects, and the waits on them).
 package shardtest
 
 import (
