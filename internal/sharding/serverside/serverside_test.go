@@ -12,14 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/polyop/polyop/internal/sharding/membership"
 	"github.com/polyop/polyop/internal/sharding/ring"
@@ -108,19 +103,12 @@ func (f *fixture) startReplica(member string, keepLease bool) {
 		f.T.Fatal(err)
 	}
 	share := serverside.NewShare(rs, member)
-	mgr, err := manager.New(f.Config, manager.Options{
-		Scheme:                 f.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{f.NS: {}},
-			NewInformer: share.NewInformer(func(obj runtime.Object) bool {
-				_, ok := obj.(*corev1.ConfigMap)
-				return ok
-			}),
-		},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := manager.New(f.Config, f.ManagerOptions(func(o *cache.Options) {
+		o.NewInformer = share.NewInformer(func(obj runtime.Object) bool {
+			_, ok := obj.(*corev1.ConfigMap)
+			return ok
+		})
+	}))
 	if err != nil {
 		f.T.Fatal(err)
 	}
@@ -140,10 +128,7 @@ func (f *fixture) startReplica(member string, keepLease bool) {
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	if err := builder.ControllerManagedBy(mgr).Named("replica").For(&corev1.ConfigMap{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4, NeedLeaderElection: ptr.To(false)}).Complete(rec); err != nil {
-		f.T.Fatal(err)
-	}
+	f.AddController(mgr, rec)
 	f.Replicas[member] = &replica{Replica: shardtest.Start(mgr), barrier: barrier, reads: reads}
 }
 

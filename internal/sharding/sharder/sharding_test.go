@@ -11,15 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/polyop/polyop/internal/sharding/ring"
 	"github.com/polyop/polyop/internal/sharding/shardtest"
@@ -57,20 +52,14 @@ func (f *fixture) startReplica(member string) {
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	mgr, err := manager.New(f.Config, manager.Options{
-		Scheme:                 f.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{f.NS: {}},
-			ByObject:          map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: shard.Selector()}},
-		},
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-		LeaderElection:                true,
-		LeaderElectionID:              "sharder-" + f.Ring,
-		LeaderElectionNamespace:       f.NS,
-		LeaderElectionReleaseOnCancel: true,
+	opts := f.ManagerOptions(func(o *cache.Options) {
+		o.ByObject = map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: shard.Selector()}}
 	})
+	opts.LeaderElection = true
+	opts.LeaderElectionID = "sharder-" + f.Ring
+	opts.LeaderElectionNamespace = f.NS
+	opts.LeaderElectionReleaseOnCancel = true
+	mgr, err := manager.New(f.Config, opts)
 	if err != nil {
 		f.T.Fatal(err)
 	}
@@ -82,10 +71,7 @@ func (f *fixture) startReplica(member string) {
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	if err := builder.ControllerManagedBy(mgr).Named("replica").For(&corev1.ConfigMap{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4, NeedLeaderElection: ptr.To(false)}).Complete(rec); err != nil {
-		f.T.Fatal(err)
-	}
+	f.AddController(mgr, rec)
 	sharderCache, err := NewCache(mgr, cache.Options{DefaultNamespaces: map[string]cache.Config{f.NS: {}}})
 	if err != nil {
 		f.T.Fatal(err)

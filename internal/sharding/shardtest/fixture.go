@@ -13,8 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/sharding/ring"
 	"github.com/polyop/polyop/internal/testenv"
@@ -153,6 +160,33 @@ func (f *Fixture[R]) AwaitReconciledByOwners(r *ring.Ring, before map[types.Name
 		return missing == 0, fmt.Sprintf("%d not reconciled yet (e.g. %s)", missing, example)
 	})
 	return moved
+}
+
+// ManagerOptions are a replica's manager's options, for its mode to add to:
+// the fixture's scheme, no metrics or health server, a cache of the
+// fixture's namespace shaped by cacheOpts, and controllers named alike in
+// every replica.
+func (f *Fixture[R]) ManagerOptions(cacheOpts func(*cache.Options)) manager.Options {
+	opts := manager.Options{
+		Scheme:                 f.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.NS: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if cacheOpts != nil {
+		cacheOpts(&opts.Cache)
+	}
+	return opts
+}
+
+// AddController adds to mgr the replica's controller of ConfigMaps, which
+// runs rec, four at a time, whether or not the replica leads.
+func (f *Fixture[R]) AddController(mgr manager.Manager, rec reconcile.Reconciler) {
+	if err := builder.ControllerManagedBy(mgr).Named("replica").For(&corev1.ConfigMap{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, NeedLeaderElection: ptr.To(false)}).Complete(rec); err != nil {
+		f.T.Fatal(err)
+	}
 }
 
 // Replica is a manager of this process that runs until stopped.
