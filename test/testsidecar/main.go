@@ -180,7 +180,8 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 	}
 	opts := cfg.sidecar
 	opts.Scheme = scheme
-	opts.ServerOptions = append(opts.ServerOptions, grpc.ChainUnaryInterceptor(garbleStatus, garbleDefault))
+	opts.ServerOptions = append(opts.ServerOptions, grpc.ChainUnaryInterceptor(garbleStatus, garbleDefault),
+		grpc.ChainStreamInterceptor(garbleStreamedStatus))
 	if cfg.protocolVersion != nil || cfg.kindOverride != nil {
 		opts.ServerOptions = append(opts.ServerOptions,
 			grpc.ChainUnaryInterceptor(overrideDescribe(cfg.protocolVersion, cfg.kindOverride)))
@@ -231,30 +232,74 @@ func garbleStatus(ctx context.Context, req any, info *grpc.UnaryServerInfo, hand
 	resp, err := handler(ctx, req)
 	in, ok := req.(*polyopv1alpha1.ReconcileRequest)
 	out, isReconcile := resp.(*polyopv1alpha1.ReconcileResponse)
-	if err != nil || !ok || !isReconcile || len(in.GetObject()) == 0 {
+	if err != nil || !ok || !isReconcile {
 		return resp, err
+	}
+	if err := garble(in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// garbleStreamedStatus does what garbleStatus does to the Reconcile calls
+// made on a ReconcileStream: the host sends one call at a time on a stream,
+// so each answer is garbled by the request read last.
+func garbleStreamedStatus(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &garblingStream{ServerStream: ss})
+}
+
+// garblingStream is a ReconcileStream whose Reconcile answers garble changes.
+type garblingStream struct {
+	grpc.ServerStream
+	last *polyopv1alpha1.ReconcileRequest
+}
+
+func (s *garblingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if req, ok := m.(*polyopv1alpha1.ReconcileStreamRequest); ok && err == nil {
+		s.last = req.GetReconcile()
+	}
+	return err
+}
+
+func (s *garblingStream) SendMsg(m any) error {
+	if resp, ok := m.(*polyopv1alpha1.ReconcileStreamResponse); ok && s.last != nil && resp.GetReconcile() != nil {
+		if err := garble(s.last, resp.GetReconcile()); err != nil {
+			resp.Result = &polyopv1alpha1.ReconcileStreamResponse_Error{Error: &polyopv1alpha1.CallStatus{
+				Code: int32(status.Code(err)), Message: status.Convert(err).Message(),
+			}}
+		}
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+// garble changes out, the answer to in, as in's object's annotations say.
+func garble(in *polyopv1alpha1.ReconcileRequest, out *polyopv1alpha1.ReconcileResponse) error {
+	if len(in.GetObject()) == 0 {
+		return nil
 	}
 	var obj struct {
 		Metadata struct {
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
-	if json.Unmarshal(in.GetObject(), &obj) == nil {
-		if how, bad := obj.Metadata.Annotations[annotationBadStatus]; bad {
-			out.Status = []byte(`["not", "an", "object"]`)
-			if how == "not-json" {
-				out.Status = []byte(`{"phase": `)
-			}
-		}
-		if size, ok := obj.Metadata.Annotations[annotationStatusSize]; ok {
-			q, err := resource.ParseQuantity(size)
-			if err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "annotation %s: %v", annotationStatusSize, err)
-			}
-			out.Status = paddedObject(int(q.Value()))
+	if json.Unmarshal(in.GetObject(), &obj) != nil {
+		return nil
+	}
+	if how, bad := obj.Metadata.Annotations[annotationBadStatus]; bad {
+		out.Status = []byte(`["not", "an", "object"]`)
+		if how == "not-json" {
+			out.Status = []byte(`{"phase": `)
 		}
 	}
-	return out, nil
+	if size, ok := obj.Metadata.Annotations[annotationStatusSize]; ok {
+		q, err := resource.ParseQuantity(size)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "annotation %s: %v", annotationStatusSize, err)
+		}
+		out.Status = paddedObject(int(q.Value()))
+	}
+	return nil
 }
 
 // paddedObject is a JSON object of size bytes (at least 10).
