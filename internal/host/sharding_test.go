@@ -69,6 +69,17 @@ func TestPlanShardingShardsThePrimaryKindAndItsChildrenNotWatchedKinds(t *testin
 		t.Errorf("sharded kinds %v, want Frigate and ConfigMap (Secrets are watched too, so every one is cached)", plan.sharded)
 	}
 
+	checkCacheSelectors(t, plan, map[schema.GroupVersionKind]string{
+		frigateGVK:   "shard.sharding.polyop.dev/frigate=host-a,tier=gold",
+		configMapGVK: "shard.sharding.polyop.dev/frigate=host-a",
+		secretGVK:    "",
+	})
+}
+
+// checkCacheSelectors checks the label selector plan gives the cache of each
+// kind of shardingResolved: want[kind], "" for none.
+func checkCacheSelectors(t *testing.T, plan *shardPlan, want map[schema.GroupVersionKind]string) {
+	t.Helper()
 	cacheOpts := cacheOptions(shardingResolved(), false)
 	plan.shardCacheOptions(cacheOpts)
 	for obj, by := range cacheOpts.ByObject {
@@ -77,13 +88,8 @@ func TestPlanShardingShardsThePrimaryKindAndItsChildrenNotWatchedKinds(t *testin
 		if by.Label != nil {
 			got = by.Label.String()
 		}
-		want := map[schema.GroupVersionKind]string{
-			frigateGVK:   "shard.sharding.polyop.dev/frigate=host-a,tier=gold",
-			configMapGVK: "shard.sharding.polyop.dev/frigate=host-a",
-			secretGVK:    "",
-		}[gvk]
-		if got != want {
-			t.Errorf("the cache of %s selects %q, want %q", gvk.Kind, got, want)
+		if got != want[gvk] {
+			t.Errorf("the cache of %s selects %q, want %q", gvk.Kind, got, want[gvk])
 		}
 	}
 }
@@ -137,23 +143,11 @@ func TestPlanShardingInServerModeSelectsOnlyTheChildrenByLabel(t *testing.T) {
 	if plan.mode != ShardingServer || !plan.sharded[frigateGVK] || !plan.sharded[configMapGVK] || plan.sharded[secretGVK] {
 		t.Errorf("plan %+v", plan)
 	}
-	cacheOpts := cacheOptions(shardingResolved(), false)
-	plan.shardCacheOptions(cacheOpts)
-	for obj, by := range cacheOpts.ByObject {
-		gvk := obj.GetObjectKind().GroupVersionKind()
-		got := ""
-		if by.Label != nil {
-			got = by.Label.String()
-		}
-		want := map[schema.GroupVersionKind]string{
-			frigateGVK:   "tier=gold",
-			configMapGVK: "shard.sharding.polyop.dev/frigate=host-a",
-			secretGVK:    "",
-		}[gvk]
-		if got != want {
-			t.Errorf("the cache of %s selects %q, want %q", gvk.Kind, got, want)
-		}
-	}
+	checkCacheSelectors(t, plan, map[schema.GroupVersionKind]string{
+		frigateGVK:   "tier=gold",
+		configMapGVK: "shard.sharding.polyop.dev/frigate=host-a",
+		secretGVK:    "",
+	})
 }
 
 func TestShardReplicaIDDefaultsToThePodName(t *testing.T) {

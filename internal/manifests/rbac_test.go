@@ -334,10 +334,10 @@ func TestRBACReadsTheDeclaredKindsWhereTheHostCachesThem(t *testing.T) {
 	}
 }
 
-// --sharding=labels patches the reconciled kind's labels and holds a Lease
-// per replica in the host's namespace.
-func TestRBACForShardingPatchesTheReconciledKindAndHoldsLeases(t *testing.T) {
-	t.Parallel()
+// shardingRBAC is the RBAC of a sidecar reconciling widgetz, in namespace
+// ops, sharded in mode: a ClusterRole, its binding, a Role and its binding.
+func shardingRBAC(t *testing.T, mode string) []runtime.Object {
+	t.Helper()
 	desc := &description.Description{Name: "shop", Controllers: []description.Controller{{Name: "widgets", GVK: widgetKind}}}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.AddSpecific(widgetKind, widgetKind.GroupVersion().WithResource("widgetz"), widgetKind.GroupVersion().WithResource("widget"), meta.RESTScopeNamespace)
@@ -345,13 +345,21 @@ func TestRBACForShardingPatchesTheReconciledKindAndHoldsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", Sharding: ShardingLabels})
+	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", Sharding: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(objs) != 4 {
 		t.Fatalf("%d objects, want a ClusterRole, a ClusterRoleBinding, a Role and a RoleBinding", len(objs))
 	}
+	return objs
+}
+
+// --sharding=labels patches the reconciled kind's labels and holds a Lease
+// per replica in the host's namespace.
+func TestRBACForShardingPatchesTheReconciledKindAndHoldsLeases(t *testing.T) {
+	t.Parallel()
+	objs := shardingRBAC(t, ShardingLabels)
 	if got := rulesOf(objs[0].(*rbacv1.ClusterRole).Rules); !slices.Contains(got, "example.com/widgetz: get,list,watch,patch") {
 		t.Errorf("the ClusterRole does not patch widgetz: %v", got)
 	}
@@ -365,20 +373,7 @@ func TestRBACForShardingPatchesTheReconciledKindAndHoldsLeases(t *testing.T) {
 // Lease per replica, and patches nothing it would not patch unsharded.
 func TestRBACForServerShardingHoldsLeasesOnly(t *testing.T) {
 	t.Parallel()
-	desc := &description.Description{Name: "shop", Controllers: []description.Controller{{Name: "widgets", GVK: widgetKind}}}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.AddSpecific(widgetKind, widgetKind.GroupVersion().WithResource("widgetz"), widgetKind.GroupVersion().WithResource("widget"), meta.RESTScopeNamespace)
-	res, err := description.Resolve(mapper, desc, description.ResolveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := RBAC(res, RBACOptions{Name: "shop-host", Namespace: "ops", ServiceAccount: "host", Sharding: ShardingServer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(objs) != 4 {
-		t.Fatalf("%d objects, want a ClusterRole, a ClusterRoleBinding, a Role and a RoleBinding", len(objs))
-	}
+	objs := shardingRBAC(t, ShardingServer)
 	if got := rulesOf(objs[0].(*rbacv1.ClusterRole).Rules); !slices.Contains(got, "example.com/widgetz: get,list,watch") {
 		t.Errorf("the ClusterRole grants on widgetz %v, want get, list and watch only", got)
 	}
