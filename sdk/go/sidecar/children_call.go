@@ -195,27 +195,6 @@ func (st *reconcileState) desiredChild(obj client.Object) (desiredChild, error) 
 	return desiredChild{gvk: gvk, namespace: obj.GetNamespace(), name: obj.GetName(), data: data}, nil
 }
 
-// without returns the JSON object data without the members named in drop,
-// and with its metadata member passed through metadata (when not nil). The
-// other members are copied as they are: their values are not decoded.
-func without(data []byte, drop []string, metadata func([]byte) ([]byte, error)) ([]byte, error) {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil, err
-	}
-	for _, key := range drop {
-		delete(members, key)
-	}
-	if m, ok := members["metadata"]; ok && metadata != nil {
-		stripped, err := metadata(m)
-		if err != nil {
-			return nil, err
-		}
-		members["metadata"] = stripped
-	}
-	return json.Marshal(members)
-}
-
 // ObservedChildren returns the children of type T the host sent with the
 // reconcile in progress: the objects of an owned kind declared with
 // SendObserved whose controller owner reference points at the reconciled
