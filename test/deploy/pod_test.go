@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,6 +165,17 @@ func checkResources(t *testing.T, c *corev1.Container) {
 		// The probe runs inside the sidecar's container, counted against its
 		// limit: leave room for it.
 		mustf(t, limit.Cmp(resource.MustParse("64Mi")) >= 0, "sidecar: memory limit %s leaves no room for the probe", limit.String())
+	}
+	if c.Name == "sidecar" {
+		// A Go sidecar's GOMAXPROCS follows its own CPU limit, rounded up.
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" })
+		var ref *corev1.ResourceFieldSelector
+		if i >= 0 && c.Env[i].ValueFrom != nil {
+			ref = c.Env[i].ValueFrom.ResourceFieldRef
+		}
+		mustf(t, ref != nil && ref.Resource == "limits.cpu" && (ref.ContainerName == "" || ref.ContainerName == c.Name) &&
+			ref.Divisor.Cmp(resource.MustParse("1")) == 0,
+			"sidecar: GOMAXPROCS is not its own limits.cpu with divisor 1 (env %v)", c.Env)
 	}
 }
 
