@@ -442,6 +442,13 @@ func statusAnswer(req *polyopv1alpha1.ReconcileStreamRequest, status string) *po
 	}}
 }
 
+// errorAnswer answers req with a CallStatus of code and message.
+func errorAnswer(req *polyopv1alpha1.ReconcileStreamRequest, code codes.Code, message string) *polyopv1alpha1.ReconcileStreamResponse {
+	return &polyopv1alpha1.ReconcileStreamResponse{Id: req.GetId(), Result: &polyopv1alpha1.ReconcileStreamResponse_Error{
+		Error: &polyopv1alpha1.CallStatus{Code: int32(code), Message: message},
+	}}
+}
+
 func TestAStreamAnswerIsBoundedAsAUnaryOne(t *testing.T) {
 	t.Parallel()
 	c := serveScripted(t, sidecar.Options{MaxObjectSize: 100}, func(_ int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
@@ -458,9 +465,7 @@ func TestStreamCallsAreCountedAsUnaryCalls(t *testing.T) {
 	t.Parallel()
 	c := serveScripted(t, sidecar.Options{}, func(n int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
 		if n == 2 {
-			return &polyopv1alpha1.ReconcileStreamResponse{Id: req.GetId(), Result: &polyopv1alpha1.ReconcileStreamResponse_Error{
-				Error: &polyopv1alpha1.CallStatus{Code: int32(codes.NotFound), Message: "no such controller"},
-			}}
+			return errorAnswer(req, codes.NotFound, "no such controller")
 		}
 		return statusAnswer(req, "{}")
 	})
@@ -617,9 +622,7 @@ func TestACallStatusUnimplementedIsAnAnswerNotAFallback(t *testing.T) {
 	t.Parallel()
 	c := serveScripted(t, sidecar.Options{}, func(n int32, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
 		if n == 1 {
-			return &polyopv1alpha1.ReconcileStreamResponse{Id: req.GetId(), Result: &polyopv1alpha1.ReconcileStreamResponse_Error{
-				Error: &polyopv1alpha1.CallStatus{Code: int32(codes.Unimplemented), Message: "not for this kind"},
-			}}
+			return errorAnswer(req, codes.Unimplemented, "not for this kind")
 		}
 		return statusAnswer(req, "{}")
 	})
