@@ -2,7 +2,6 @@ package sidecar_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,28 +107,13 @@ func TestServe(t *testing.T) {
 		t.Fatalf("Describe = %v, %v", describe, err)
 	}
 
-	request := func(name string, size int) *polyopv1alpha1.ReconcileRequest {
-		d := deployment(3)
-		d.Name = name
-		d.Annotations = map[string]string{"padding": strings.Repeat("x", size)}
-		d.SetGroupVersionKind(deploymentGVK)
-		data, err := json.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &polyopv1alpha1.ReconcileRequest{
-			Controller: "deployment",
-			Key:        &polyopv1alpha1.ObjectKey{Namespace: d.Namespace, Name: d.Name},
-			Object:     data,
-		}
-	}
-	resp, err := client.Reconcile(ctx, request("web", 0))
+	resp, err := client.Reconcile(ctx, paddedDeploymentRequest(t, "web", 0))
 	if err != nil || string(resp.GetStatus()) != `{"observedGeneration":3}` {
 		t.Fatalf("Reconcile = %v, %v", resp, err)
 	}
 
 	// A message over Options.MaxMessageSize is refused.
-	if _, err := client.Reconcile(ctx, request("web", 2<<20)); status.Code(err) != codes.ResourceExhausted {
+	if _, err := client.Reconcile(ctx, paddedDeploymentRequest(t, "web", 2<<20)); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("an oversized request: error = %v, want ResourceExhausted", err)
 	}
 
@@ -141,7 +125,7 @@ func TestServe(t *testing.T) {
 	// Stopping waits for the call in flight, then ends the health stream.
 	slow := make(chan error, 1)
 	go func() {
-		_, err := client.Reconcile(ctx, request("slow", 0))
+		_, err := client.Reconcile(ctx, paddedDeploymentRequest(t, "slow", 0))
 		slow <- err
 	}()
 	<-started

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,19 @@ func streamServer(t *testing.T, opts sidecar.Options) (polyopv1alpha1.SidecarSer
 }
 
 func deploymentRequest(t *testing.T) *polyopv1alpha1.ReconcileRequest {
+	return paddedDeploymentRequest(t, deployment(3).Name, 0)
+}
+
+// paddedDeploymentRequest is a Reconcile request of the "deployment"
+// controller for deployment(3) named name, with an annotation of size bytes
+// when size is not 0.
+func paddedDeploymentRequest(t *testing.T, name string, size int) *polyopv1alpha1.ReconcileRequest {
+	t.Helper()
 	d := deployment(3)
+	d.Name = name
+	if size > 0 {
+		d.Annotations = map[string]string{"padding": strings.Repeat("x", size)}
+	}
 	d.SetGroupVersionKind(deploymentGVK)
 	data, err := json.Marshal(d)
 	if err != nil {
