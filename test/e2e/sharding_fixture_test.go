@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,18 @@ var serverMode = shardingMode{name: "server", hostArgs: []string{"--sharding", "
 
 // shardingModes are the modes the sharding tests that take one run in.
 var shardingModes = []shardingMode{labelMode, serverMode}
+
+// inEveryShardingMode runs test once per sharding mode, as parallel subtests
+// named after the modes.
+func inEveryShardingMode(t *testing.T, test func(*testing.T, shardingMode)) {
+	t.Helper()
+	for _, mode := range shardingModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, mode)
+		})
+	}
+}
 
 // shardRing is the host replicas of one ring, each with its own sidecar, in
 // one fixture's namespace, and the MaintenanceWindows w0000… they share.

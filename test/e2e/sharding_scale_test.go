@@ -50,12 +50,7 @@ func TestShardedReplicasAtScale(t *testing.T) {
 			t.Fatalf("%s=%q: want a number of objects, at least 300", scaleObjectsEnv, v)
 		}
 	}
-	for _, mode := range shardingModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			testShardingAtScale(t, mode, n)
-		})
-	}
+	inEveryShardingMode(t, func(t *testing.T, mode shardingMode) { testShardingAtScale(t, mode, n) })
 }
 
 func testShardingAtScale(t *testing.T, mode shardingMode, n int) {

@@ -23,12 +23,7 @@ import (
 // none is reconciled by two replicas at once.
 func TestShardedReplicasShareTheObjectsAndTakeOverADeadOnesShare(t *testing.T) {
 	t.Parallel()
-	for _, mode := range shardingModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			testShardedReplicasShare(t, mode)
-		})
-	}
+	inEveryShardingMode(t, testShardedReplicasShare)
 }
 
 func testShardedReplicasShare(t *testing.T, mode shardingMode) {
@@ -69,12 +64,7 @@ func testShardedReplicasShare(t *testing.T, mode shardingMode) {
 // server mode, where Widgets carry none, the ring's owner of its UID.
 func TestShardedReplicasLabelTheChildrenTheyApply(t *testing.T) {
 	t.Parallel()
-	for _, mode := range shardingModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			testShardedChildren(t, mode)
-		})
-	}
+	inEveryShardingMode(t, testShardedChildren)
 }
 
 func testShardedChildren(t *testing.T, mode shardingMode) {
