@@ -60,8 +60,11 @@ func (s *Server) ReconcileStream(stream grpc.BidiStreamingServer[polyopv1alpha1.
 			err = stream.Send(s.streamCall(ctx, req))
 			mu.Lock()
 			busy = false
+			ending := stopped
 			mu.Unlock()
-			if err != nil {
+			if err != nil || ending {
+				// A failed send ends the stream, and so does a stop that
+				// came while this call was in flight, now it is answered.
 				done <- err
 				return
 			}

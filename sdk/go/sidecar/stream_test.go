@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -217,5 +218,65 @@ func TestStoppingEndsIdleStreams(t *testing.T) {
 	}
 	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
 		t.Errorf("the idle stream ended with %v, want UNAVAILABLE", err)
+	}
+}
+
+// A stream with a call in flight when the Server stops answers that call,
+// then ends: the stop waits for the call, not for the graceful shutdown's
+// timeout nor for the host's next call.
+func TestStoppingEndsAStreamOnceItsCallInFlightIsAnswered(t *testing.T) {
+	t.Parallel()
+	srv, err := sidecar.New(sidecar.Options{Name: "test", Logger: testr.New(t), GracefulShutdownTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	if err := sidecar.NewControllerManagedBy[*appsv1.Deployment](srv).Complete(
+		sidecar.ReconcilerFunc[*appsv1.Deployment](func(context.Context, *appsv1.Deployment) (sidecar.Result, error) {
+			close(entered)
+			<-release
+			return sidecar.Result{}, nil
+		})); err != nil {
+		t.Fatal(err)
+	}
+	conn, stop := serve(t, srv)
+	stream, err := polyopv1alpha1.NewSidecarServiceClient(conn).ReconcileStream(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(reconcileCall(1, deploymentRequest(t))); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+
+	// The Server reports NOT_SERVING as it starts to stop, then refuses new
+	// calls (the one in flight goes on): the call is released only then.
+	health := healthpb.NewHealthClient(conn)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopping Server still reports %v", resp)
+		}
+	}
+	close(release)
+
+	if got, err := stream.Recv(); err != nil || got.GetId() != 1 || got.GetReconcile() == nil {
+		t.Fatalf("the call in flight was answered %v, %v; want its answer", got, err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("after its call, the stream ended with %v, want UNAVAILABLE", err)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the Server has not stopped a minute after the call in flight was answered")
 	}
 }
