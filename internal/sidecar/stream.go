@@ -151,10 +151,14 @@ const (
 // within ctx. answer holds the answer after. It returns errUnaryFallback when
 // the sidecar turns out to serve no streams, and turns streams off.
 func (p *streams) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer) error {
+	if err := ctx.Err(); err != nil {
+		// What a unary call returns; no idle stream is spent on it.
+		return status.FromContextError(err).Err()
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		req.Timeout = durationpb.New(time.Until(deadline))
 	}
-	for attempt := 0; ; attempt++ {
+	for {
 		s, fresh := p.take(), false
 		if s == nil {
 			var err error
@@ -179,10 +183,11 @@ func (p *streams) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamR
 					"reason", status.Convert(err).Message())
 			}
 			return errUnaryFallback
-		case !sent && !fresh && attempt == 0 && ctx.Err() == nil:
+		case !sent && !fresh && ctx.Err() == nil:
 			// An idle stream that had ended before the call (the sidecar
 			// restarted or stopped since its last call): the request never
-			// left, so it goes on a new stream.
+			// left, so it goes on the next idle stream, or a new one. Each
+			// such stream is dropped, so this ends.
 			continue
 		}
 		return err

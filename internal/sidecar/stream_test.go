@@ -41,6 +41,9 @@ import (
 type streamSidecar struct {
 	cancelled chan error
 	release   chan struct{}
+	// held is sent to when a "held" ConfigMap's reconcile starts, which
+	// then waits for hold to close.
+	held, hold chan struct{}
 	// spans records the sidecar's spans, when traced.
 	spans *tracetest.SpanRecorder
 	// reconcileIDs are the reconcile IDs the handler's context carried.
@@ -62,6 +65,9 @@ func (s *streamSidecar) Reconcile(ctx context.Context, cm *corev1.ConfigMap) (sd
 		s.cancelled <- ctx.Err()
 		<-s.release
 		return sdk.Result{}, ctx.Err()
+	case "held":
+		s.held <- struct{}{}
+		<-s.hold
 	}
 	cm.Data = map[string]string{"reconciled": "yes"}
 	return sdk.Result{RequeueAfter: time.Minute}, nil
@@ -263,6 +269,28 @@ func TestACallerCancellingAStreamCallGetsCanceled(t *testing.T) {
 	}
 	if err := <-s.cancelled; !errors.Is(err, context.Canceled) {
 		t.Errorf("the handler's context ended with %v, want canceled", err)
+	}
+}
+
+// A call whose context has already ended is refused as a unary call would
+// be, and leaves the idle stream to the next call.
+func TestACallWithAnEndedContextSpendsNoStream(t *testing.T) {
+	t.Parallel()
+	_, address := serveStreamSidecar(t, sdk.Options{})
+	c := described(t, sidecar.Options{Address: address})
+	if _, err := c.Reconcile(context.Background(), configMapRequest(t, "ok")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Reconcile(ctx, configMapRequest(t, "ok")); status.Code(err) != codes.Canceled {
+		t.Errorf("Reconcile with a cancelled context = %v, want CANCELED", err)
+	}
+	if _, err := c.Reconcile(context.Background(), configMapRequest(t, "ok")); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.OpenedStreams(); n != 1 {
+		t.Errorf("streams opened = %d, want 1: the idle stream outlives a call that never started", n)
 	}
 }
 
@@ -572,12 +600,12 @@ func TestAfterTheSidecarRestartsTheNextCallGoesOnANewStream(t *testing.T) {
 	address := shortSocket(t)
 	// serve serves a new streamSidecar at address until the returned stop
 	// is called, which waits for it to stop.
-	serve := func() (stop func()) {
+	serve := func() (s *streamSidecar, stop func()) {
 		srv, err := sdk.New(sdk.Options{Name: "streams", Logger: testr.New(t), GracefulShutdownTimeout: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &streamSidecar{release: make(chan struct{})}
+		s = &streamSidecar{release: make(chan struct{}), held: make(chan struct{}), hold: make(chan struct{})}
 		if err := sdk.NewControllerManagedBy[*corev1.ConfigMap](srv).Named("configmaps").WithFinalizer("example.com/cleanup").Complete(s); err != nil {
 			t.Fatal(err)
 		}
@@ -588,7 +616,7 @@ func TestAfterTheSidecarRestartsTheNextCallGoesOnANewStream(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.ServeListener(ctx, lis) }()
-		return func() {
+		return s, func() {
 			cancel()
 			select {
 			case err := <-done:
@@ -600,21 +628,33 @@ func TestAfterTheSidecarRestartsTheNextCallGoesOnANewStream(t *testing.T) {
 			}
 		}
 	}
-	stop := serve()
+	s, stop := serve()
 	c := described(t, sidecar.Options{Address: address, MaxReconnectDelay: 100 * time.Millisecond})
-	if _, err := c.Reconcile(context.Background(), configMapRequest(t, "ok")); err != nil {
-		t.Fatal(err)
+	// Two calls at once, so that the host holds two idle streams after them.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := c.Reconcile(context.Background(), configMapRequest(t, "held")); err != nil {
+				t.Error(err)
+			}
+		})
 	}
-	// The host holds an idle stream: the sidecar ends it when it stops,
-	// without waiting for its graceful shutdown timeout.
+	<-s.held
+	<-s.held
+	close(s.hold)
+	wg.Wait()
+	// The sidecar ends the idle streams when it stops, without waiting for
+	// its graceful shutdown timeout.
 	stop()
-	t.Cleanup(serve())
+	_, stop = serve()
+	t.Cleanup(stop)
 	waitFor(t, func() bool { return c.Check(nil) == nil })
+	// The next call finds both dead streams, and goes on a new one.
 	if resp, err := c.Reconcile(context.Background(), configMapRequest(t, "ok")); err != nil || resp.GetError() != nil {
 		t.Fatalf("Reconcile after the restart = %v, %v", resp, err)
 	}
-	if n := c.OpenedStreams(); n != 2 {
-		t.Errorf("streams opened = %d, want 2", n)
+	if n := c.OpenedStreams(); n != 3 {
+		t.Errorf("streams opened = %d, want 3", n)
 	}
 }
 
