@@ -45,9 +45,9 @@ func FuzzEach(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var got []rawjson.Member
+		var got []member
 		err := rawjson.Each(data, func(key string, value json.RawMessage) error {
-			got = append(got, rawjson.Member{Key: key, Value: value})
+			got = append(got, member{Key: key, Value: value})
 			return nil
 		})
 		if err == nil {
@@ -106,7 +106,7 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("AppendString(%q) = %s, json.Marshal writes %s", s, got[len("prefix"):], want)
 		}
 		obj := append(rawjson.AppendMember([]byte("{"), s, []byte(`[1]`)), '}')
-		members, err := rawjson.Members(obj)
+		members, err := members(obj)
 		if err != nil {
 			t.Fatalf("%s: %v", obj, err)
 		}
@@ -121,7 +121,7 @@ func FuzzAppendString(f *testing.F) {
 // stdMembers reads the members of valid JSON data with encoding/json's
 // tokenizer, in order (duplicates kept), or reports that data is not an
 // object.
-func stdMembers(t *testing.T, data []byte) ([]rawjson.Member, bool) {
+func stdMembers(t *testing.T, data []byte) ([]member, bool) {
 	t.Helper()
 	if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, false
@@ -130,7 +130,7 @@ func stdMembers(t *testing.T, data []byte) ([]rawjson.Member, bool) {
 	if _, err := dec.Token(); err != nil {
 		t.Fatalf("%q: %v", data, err)
 	}
-	var out []rawjson.Member
+	var out []member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -140,14 +140,14 @@ func stdMembers(t *testing.T, data []byte) ([]rawjson.Member, bool) {
 		if err := dec.Decode(&value); err != nil {
 			t.Fatalf("%q: %v", data, err)
 		}
-		out = append(out, rawjson.Member{Key: tok.(string), Value: bytes.TrimSpace(value)})
+		out = append(out, member{Key: tok.(string), Value: bytes.TrimSpace(value)})
 	}
 	return out, true
 }
 
 // checkSlices checks that the values are slices of data (their offset told
 // by their capacity), in order, not overlapping, without surrounding space.
-func checkSlices(t *testing.T, data []byte, members []rawjson.Member) {
+func checkSlices(t *testing.T, data []byte, members []member) {
 	t.Helper()
 	next := 0
 	for _, m := range members {

@@ -17,27 +17,6 @@ import (
 // error.
 var Stop = errors.New("stop")
 
-// Member is one member of a JSON object: its key, decoded, and its value as
-// it is in the JSON.
-type Member struct {
-	Key   string
-	Value json.RawMessage
-}
-
-// Members returns the members of the JSON object data, in order, their values
-// sliced from data.
-func Members(data []byte) ([]Member, error) {
-	var out []Member
-	err := Each(data, func(key string, value json.RawMessage) error {
-		out = append(out, Member{Key: key, Value: value})
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // Each calls fn with the key (decoded) and the value (its JSON, sliced from
 // data) of every member of the JSON object data, in order, until fn returns
 // an error. It checks the object's structure, not every literal in it: it
