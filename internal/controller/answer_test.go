@@ -129,8 +129,8 @@ func TestSameStatus(t *testing.T) {
 			if tc.current != "" {
 				current = []byte(tc.current)
 			}
-			if got := sameStatus(current, []byte(tc.status)); got != tc.want {
-				t.Errorf("sameStatus(%s, %s) = %v, want %v", tc.current, tc.status, got, tc.want)
+			if got := compareStatus(current, []byte(tc.status)).same; got != tc.want {
+				t.Errorf("compareStatus(%s, %s) = %v, want %v", tc.current, tc.status, got, tc.want)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"maps"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
@@ -49,9 +51,18 @@ func holds(observed, desired *unstructured.Unstructured) bool {
 			return false
 		}
 	}
-	d := desired.DeepCopy()
-	unstructured.RemoveNestedField(d.Object, "metadata", "ownerReferences")
-	return contains(observed.Object, d.Object)
+	// desired without its owner references: two shallow copies, not a deep
+	// one, as contains only reads.
+	want := desired.Object
+	if metadata, ok := want["metadata"].(map[string]any); ok {
+		if _, has := metadata["ownerReferences"]; has {
+			metadata = maps.Clone(metadata)
+			delete(metadata, "ownerReferences")
+			want = maps.Clone(want)
+			want["metadata"] = metadata
+		}
+	}
+	return contains(observed.Object, want)
 }
 
 // contains reports whether have holds every field of want with the same

@@ -22,7 +22,7 @@ import (
 
 // FuzzCheckStatus checks the host's reading of a sidecar's status: it is
 // accepted exactly when it is a JSON object encoding/json decodes, its error
-// quotes a bounded part of it, and it is the same (sameStatus) as the status
+// quotes a bounded part of it, and it is the same (compareStatus) as the status
 // the object holds once it is written, whatever the key order, escaping or
 // spelling of numbers the API server gives it back in: an unchanged status
 // causes no write.
@@ -78,7 +78,7 @@ func FuzzCheckStatus(f *testing.F) {
 			t.Fatalf("%s: %v", doc, err)
 		}
 		current, _ := obj.Field("status")
-		if !sameStatus(current, raw) {
+		if !compareStatus(current, raw).same {
 			t.Fatalf("status %q: the object's status %s is not the same", raw, current)
 		}
 		// Encoded again as the API server does (keys sorted, last of
@@ -87,7 +87,7 @@ func FuzzCheckStatus(f *testing.F) {
 		if err != nil {
 			t.Fatalf("status %q: %v", raw, err)
 		}
-		if !sameStatus(reencoded, raw) {
+		if !compareStatus(reencoded, raw).same {
 			t.Fatalf("status %q, encoded again as %s, is not the same", raw, reencoded)
 		}
 	})

@@ -41,7 +41,7 @@ type statusComparison struct {
 	// sidecar's bytes.
 	same bool
 	// sent and stored are the statusHash of status and of current, when
-	// ok (unset when same was told without them).
+	// ok (unset when they are the same: only a status to write needs them).
 	sent, stored     uint64
 	sentOK, storedOK bool
 }
@@ -63,20 +63,16 @@ func compareStatus(current, status []byte) statusComparison {
 	var errCurrent, errStatus error
 	bufs[0], errCurrent = canonicalStatus(bufs[0][:0], current)
 	bufs[1], errStatus = canonicalStatus(bufs[1][:0], status)
+	if c.same = errCurrent == nil && errStatus == nil && bytes.Equal(bufs[0], bufs[1]); c.same {
+		return c
+	}
 	if errCurrent == nil {
 		c.stored, c.storedOK = fnv64a(bufs[0]), true
 	}
 	if errStatus == nil {
 		c.sent, c.sentOK = fnv64a(bufs[1]), true
 	}
-	c.same = c.storedOK && c.sentOK && bytes.Equal(bufs[0], bufs[1])
 	return c
-}
-
-// sameStatus reports whether the status an object has (current) is the one
-// the sidecar returned (status): see statusComparison.same.
-func sameStatus(current, status []byte) bool {
-	return compareStatus(current, status).same
 }
 
 // canonicalBuffers are the buffers of compareStatus's two canonical
