@@ -196,11 +196,14 @@ func (rep *Report) Markdown() string {
 }
 
 // workersText is "1 worker" or "n workers".
-func workersText(n int) string {
+func workersText(n int) string { return countText(n, "worker") }
+
+// countText is n of unit, as "1 worker" or "5 workers".
+func countText(n int, unit string) string {
 	if n == 1 {
-		return "1 worker"
+		return "1 " + unit
 	}
-	return fmt.Sprintf("%d workers", n)
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 func speedTable(b *strings.Builder, s SizeReport) {

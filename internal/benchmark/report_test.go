@@ -133,6 +133,7 @@ func TestReportSurvivesJSON(t *testing.T) {
 		Memory:     &SizeReport{N: 10000, Results: []*Result{base, sc}, Rounds: [][]*Result{{base, sc}}},
 		Skipped:    []Skipped{{Variant: Variant{Title: "host + Python sidecar"}, Reason: "no Python"}},
 		Footprints: []Footprint{{Kind: "Widget", JSON: 1000, Typed: 2000, Object: 2200, Unstructured: 4000}},
+		Sharding:   shardingReport(),
 	}
 	data, err := json.Marshal(rep)
 	if err != nil {
@@ -145,7 +146,7 @@ func TestReportSurvivesJSON(t *testing.T) {
 	if got, want := back.Markdown(), rep.Markdown(); got != want {
 		t.Errorf("the report rendered from JSON differs:\n%s\nwant\n%s", got, want)
 	}
-	for _, want := range []string{"#### 500 Widgets, 1 worker", "#### Memory with 10,000 Widgets cached", "(1.20×)", "host + Python sidecar: no Python", "| Widget | 1000 B | 2000 B | 2200 B (1.10×) | 4000 B (2.00×) |"} {
+	for _, want := range []string{"#### 500 Widgets, 1 worker", "#### Memory with 10,000 Widgets cached", "(1.20×)", "host + Python sidecar: no Python", "| Widget | 1000 B | 2000 B | 2200 B (1.10×) | 4000 B (2.00×) |", "#### Sharding: 1,000 Widgets"} {
 		if !strings.Contains(rep.Markdown(), want) {
 			t.Errorf("the report lacks %q", want)
 		}

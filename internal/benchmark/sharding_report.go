@@ -221,12 +221,7 @@ func (s *ShardingReport) convergence(run, one *ShardRun) string {
 }
 
 // replicasText is "1 replica" or "n replicas".
-func replicasText(n int) string {
-	if n == 1 {
-		return "1 replica"
-	}
-	return fmt.Sprintf("%d replicas", n)
-}
+func replicasText(n int) string { return countText(n, "replica") }
 
 // firstReplicas is the number of replicas of the run the handoffs followed.
 func (s *ShardingReport) firstReplicas() int {

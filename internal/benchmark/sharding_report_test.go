@@ -1,7 +1,6 @@
 package benchmark
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -59,28 +58,5 @@ func TestShardingMarkdown(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("the sharding section lacks %q:\n%s", want, md)
 		}
-	}
-}
-
-// A report with sharding runs renders them as their own section, and
-// survives the JSON that -json writes and -render reads.
-func TestReportRendersTheShardingRunsFromJSON(t *testing.T) {
-	t.Parallel()
-	rep := &Report{
-		Options: Options{DataEntries: 4, ValueBytes: 128, Workers: []int{1}},
-		Sizes: []SizeReport{{N: 100, Workers: 1, Results: []*Result{result(baselineVariant, 100, time.Second)},
-			Rounds: [][]*Result{{result(baselineVariant, 100, time.Second)}}}},
-		Sharding: shardingReport(),
-	}
-	data, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Report
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := back.Markdown(), rep.Markdown(); got != want || !strings.Contains(got, "#### Sharding: 1,000 Widgets") {
-		t.Errorf("the report rendered from JSON differs, or lacks the sharding section:\n%s\nwant\n%s", got, want)
 	}
 }
