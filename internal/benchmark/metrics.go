@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/polyop/polyop/internal/benchmark/widget"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/encoding/protodelim"
 )
@@ -86,6 +87,11 @@ func (l labels) match(m *dto.Metric) bool {
 		}
 	}
 	return true
+}
+
+// widgetReconciles is the Widget controller's reconciles.
+func (m metrics) widgetReconciles() float64 {
+	return m.sum(metricReconcileTotal, labels{"controller": widget.ControllerName})
 }
 
 // sum adds the values of the counters, gauges or untyped series of name that

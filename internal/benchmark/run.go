@@ -528,34 +528,57 @@ func (r *run) snapshot(ctx context.Context) (snapshot, error) {
 
 // reconciles is the number of Widget reconciles a snapshot counts.
 func (s snapshot) reconciles() float64 {
-	return s.metrics.sum(metricReconcileTotal, labels{"controller": widget.ControllerName})
+	return s.metrics.widgetReconciles()
 }
 
 // settle waits until the reconciles have stopped: the count unchanged and the
 // workqueue empty for a second.
 func (r *run) settle(ctx context.Context) (snapshot, error) {
-	quiet := r.opts.settleQuiet
-	last, err := r.snapshot(ctx)
-	if err != nil {
-		return last, err
-	}
-	since := last.at
-	for {
-		if err := r.sleep(ctx, 200*time.Millisecond); err != nil {
-			return last, fmt.Errorf("waiting for the reconciles to stop: %w", err)
-		}
+	last, _, err := settleOn(ctx, r.opts.settleQuiet, r.sleep, func(ctx context.Context) ([]snapshot, error) {
 		s, err := r.snapshot(ctx)
-		if err != nil {
-			return s, err
+		return []snapshot{s}, err
+	})
+	if len(last) == 0 {
+		return snapshot{}, err
+	}
+	return last[0], err
+}
+
+// settleOn takes snapshots (take, every 200 ms, sleep waiting between them)
+// until the Widget reconciles they count together have not changed, and no
+// Widget was queued, for quiet. It returns the snapshots of the last change,
+// where the reconciles stopped, and when they were taken.
+func settleOn(ctx context.Context, quiet time.Duration, sleep func(context.Context, time.Duration) error,
+	take func(context.Context) ([]snapshot, error)) ([]snapshot, time.Time, error) {
+	count := func(snaps []snapshot) (reconciles, depth float64) {
+		for _, s := range snaps {
+			reconciles += s.reconciles()
+			depth += s.metrics.sum(metricWorkqueueDepth, labels{"name": widget.ControllerName})
 		}
-		depth := s.metrics.sum(metricWorkqueueDepth, labels{"name": widget.ControllerName})
-		if s.reconciles() != last.reconciles() || depth > 0 {
-			last, since = s, s.at
+		return reconciles, depth
+	}
+	last, err := take(ctx)
+	if err != nil {
+		return last, time.Time{}, err
+	}
+	since := time.Now()
+	for {
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return last, since, fmt.Errorf("waiting for the reconciles to stop: %w", err)
+		}
+		at := time.Now()
+		snaps, err := take(ctx)
+		if err != nil {
+			return snaps, since, err
+		}
+		was, _ := count(last)
+		now, depth := count(snaps)
+		if now != was || depth > 0 {
+			last, since = snaps, at
 			continue
 		}
-		if s.at.Sub(since) >= quiet {
-			// The snapshot of the last change: the reconciles stopped there.
-			return last, nil
+		if at.Sub(since) >= quiet {
+			return last, since, nil
 		}
 	}
 }

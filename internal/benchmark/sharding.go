@@ -406,49 +406,29 @@ func (s *shardRun) placed(ctx context.Context, since time.Time) (time.Duration, 
 // count unchanged and every workqueue empty for opts.settleQuiet. It
 // returns the snapshots of the last change, and when that was.
 func (s *shardRun) settle(ctx context.Context) ([]snapshot, time.Time, error) {
-	count := func(snaps []snapshot) (reconciles, depth float64) {
-		for _, snap := range snaps {
-			reconciles += snap.reconciles()
-			depth += snap.metrics.sum(metricWorkqueueDepth, labels{"name": widget.ControllerName})
-		}
-		return reconciles, depth
-	}
-	last, err := s.snapshots(ctx)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	since := time.Now()
-	for {
+	return settleOn(ctx, s.opts.settleQuiet, func(ctx context.Context, d time.Duration) error {
 		select {
 		case <-ctx.Done():
-			return nil, time.Time{}, fmt.Errorf("waiting for the reconciles to stop: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
 		}
-		snaps, err := s.snapshots(ctx)
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		was, _ := count(last)
-		now, depth := count(snaps)
-		if now != was || depth > 0 {
-			last, since = snaps, time.Now()
-			continue
-		}
-		if time.Since(since) >= s.opts.settleQuiet {
-			return last, since, nil
-		}
-	}
+	}, s.snapshots)
 }
 
-// reconciles sums the live replicas' Widget reconciles.
-func (s *shardRun) reconciles(ctx context.Context) (float64, error) {
+// reconciles sums the Widget reconciles of the live replicas other than
+// except (nil for all of them).
+func (s *shardRun) reconciles(ctx context.Context, except *replica) (float64, error) {
 	var total float64
 	for _, rp := range s.live() {
-		m, err := scrape(ctx, rp.metrics)
-		if err != nil {
-			return 0, fmt.Errorf("replica %s: %w", rp.id, err)
+		if rp == except {
+			continue
 		}
-		total += m.sum(metricReconcileTotal, labels{"controller": widget.ControllerName})
+		n, err := s.reconcilesOf(ctx, rp)
+		if err != nil {
+			return 0, err
+		}
+		total += n
 	}
 	return total, nil
 }
@@ -457,7 +437,7 @@ func (s *shardRun) reconciles(ctx context.Context) (float64, error) {
 func (s *shardRun) grow(ctx context.Context) (Handoff, error) {
 	before := s.members()
 	h := Handoff{From: len(before), To: len(before) + 1}
-	startReconciles, err := s.reconciles(ctx)
+	startReconciles, err := s.reconciles(ctx, nil)
 	if err != nil {
 		return h, err
 	}
@@ -484,11 +464,7 @@ func (s *shardRun) kill(ctx context.Context) (Handoff, error) {
 		return h, errors.New("no live replica that does not lead to kill")
 	}
 	h.Replica = victim.id
-	startReconciles, err := s.reconciles(ctx)
-	if err != nil {
-		return h, err
-	}
-	killedReconciles, err := s.reconcilesOf(ctx, victim)
+	startReconciles, err := s.reconciles(ctx, victim)
 	if err != nil {
 		return h, err
 	}
@@ -496,7 +472,7 @@ func (s *shardRun) kill(ctx context.Context) (Handoff, error) {
 	victim.operator.Kill()
 	victim.killed = true
 	victim.sidecar.Stop()
-	return h, s.handoff(ctx, &h, start, before, startReconciles-killedReconciles)
+	return h, s.handoff(ctx, &h, start, before, startReconciles)
 }
 
 // reconcilesOf is one replica's Widget reconciles.
@@ -505,7 +481,7 @@ func (s *shardRun) reconcilesOf(ctx context.Context, rp *replica) (float64, erro
 	if err != nil {
 		return 0, fmt.Errorf("replica %s: %w", rp.id, err)
 	}
-	return m.sum(metricReconcileTotal, labels{"controller": widget.ControllerName}), nil
+	return m.widgetReconciles(), nil
 }
 
 // handoff times a ring change made at start, from the members before to
@@ -526,7 +502,7 @@ func (s *shardRun) handoff(ctx context.Context, h *Handoff, start time.Time, bef
 	if _, _, err := s.settle(ctx); err != nil {
 		return err
 	}
-	end, err := s.reconciles(ctx)
+	end, err := s.reconciles(ctx, nil)
 	if err != nil {
 		return err
 	}
