@@ -79,6 +79,7 @@ type Ring struct {
 	members      []string
 	virtualNodes int
 	points       []point // sorted by hash, then member
+	id           string  // ID's, set by New
 }
 
 // New returns the ring of the given members (duplicates and empty names are
@@ -107,6 +108,7 @@ func New(members []string, virtualNodes int) *Ring {
 		}
 		return strings.Compare(a.member, b.member)
 	})
+	r.id = ringID(virtualNodes, ms)
 	return r
 }
 
@@ -131,12 +133,21 @@ func (r *Ring) Members() []string {
 // every object to the same member. It is a hash of the members and the
 // number of virtual nodes, 16 hex digits; "" for a nil ring.
 func (r *Ring) ID() string {
-	if r == nil {
+	switch {
+	case r == nil:
 		return ""
+	case r.id == "": // the zero value
+		return ringID(r.virtualNodes, r.members)
 	}
+	return r.id
+}
+
+// ringID is the ID of the ring of members (sorted, without duplicates),
+// each with virtualNodes points.
+func ringID(virtualNodes int, members []string) string {
 	h := sha256.New()
-	_, _ = fmt.Fprintf(h, "%d", r.virtualNodes)
-	for _, m := range r.members {
+	_, _ = fmt.Fprintf(h, "%d", virtualNodes)
+	for _, m := range members {
 		_, _ = h.Write([]byte{0})
 		_, _ = h.Write([]byte(m))
 	}
