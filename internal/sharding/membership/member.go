@@ -92,9 +92,9 @@ type Member struct {
 	stopped     bool
 	holding     bool // as last notified
 	// adopted is the value of sharding.AdoptedRingAnnotation each write
-	// carries, "" for none; written counts the writes that carried it.
+	// carries, "" for none; adoptedDone tells that a write carried it.
 	adopted        string
-	adoptedWrites  uint64
+	adoptedDone    bool
 	adoptedWritten chan struct{} // closed at each successful write
 }
 
@@ -183,7 +183,7 @@ func (m *Member) Start(ctx context.Context) error {
 func (m *Member) Publish(ctx context.Context, adopted string) error {
 	m.mu.Lock()
 	m.adopted = adopted
-	m.adoptedWrites = 0
+	m.adoptedDone = false
 	m.mu.Unlock()
 	select {
 	case m.poke <- struct{}{}:
@@ -191,7 +191,7 @@ func (m *Member) Publish(ctx context.Context, adopted string) error {
 	}
 	for {
 		m.mu.Lock()
-		done := m.adoptedWrites > 0 && m.adopted == adopted
+		done := m.adoptedDone && m.adopted == adopted
 		written := m.adoptedWritten
 		m.mu.Unlock()
 		if done {
@@ -255,7 +255,7 @@ func (m *Member) renew(ctx context.Context) error {
 	m.lease = written
 	m.lastRenewal = start
 	if adopted != "" && adopted == m.adopted {
-		m.adoptedWrites++
+		m.adoptedDone = true
 		close(m.adoptedWritten)
 		m.adoptedWritten = make(chan struct{})
 	}
