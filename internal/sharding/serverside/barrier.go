@@ -3,6 +3,7 @@ package serverside
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ type Publisher interface {
 
 // LeaseReader reads the ring's Leases: membership.Source.
 type LeaseReader interface {
+	// Leases are the Leases as the informer last saw them.
+	Leases() []membership.MemberLease
 	// ReadLeases is a consistent read of the Leases from the API server.
 	ReadLeases(ctx context.Context) ([]membership.MemberLease, error)
 	// SubscribeLeases tells of each change of the Leases seen.
@@ -244,8 +247,15 @@ func (b *Barrier) adopt(ctx context.Context, r *ring.Ring, log logr.Logger) erro
 }
 
 // clear reads the Leases and, when every other member of r shows it adopted
-// r, lets the replica reconcile by r. It reports whether it did.
+// r, lets the replica reconcile by r. It reports whether it did. The
+// informer's Leases are looked at first: while they show a member waiting,
+// no read is made (a stale cache can only hold the barrier back); the
+// decision is the consistent read's.
 func (b *Barrier) clear(ctx context.Context, r *ring.Ring, log logr.Logger) bool {
+	if waiting := b.waitingFor(r, b.opts.Leases.Leases()); len(waiting) > 0 {
+		log.V(1).Info("waiting for the other members to adopt the shard ring", "ring", r.ID(), "waitingFor", waiting)
+		return false
+	}
 	leases, err := b.opts.Leases.ReadLeases(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -253,19 +263,7 @@ func (b *Barrier) clear(ctx context.Context, r *ring.Ring, log logr.Logger) bool
 		}
 		return false
 	}
-	adopted := map[string]bool{}
-	for _, l := range leases {
-		if l.AdoptedRing == r.ID() {
-			adopted[l.Holder] = true
-		}
-	}
-	var waiting []string
-	for _, m := range r.Members() {
-		if m != b.opts.Member && !adopted[m] {
-			waiting = append(waiting, m)
-		}
-	}
-	if len(waiting) > 0 {
+	if waiting := b.waitingFor(r, leases); len(waiting) > 0 {
 		log.V(1).Info("waiting for the other members to adopt the shard ring", "ring", r.ID(), "waitingFor", waiting)
 		return false
 	}
@@ -277,4 +275,20 @@ func (b *Barrier) clear(ctx context.Context, r *ring.Ring, log logr.Logger) bool
 	b.cleared = true
 	log.Info("every member adopted the shard ring: reconciling by it", "ring", r.ID(), "members", r.Members())
 	return true
+}
+
+// waitingFor are the members of r other than this replica whose Lease, in
+// leases, does not show r adopted.
+func (b *Barrier) waitingFor(r *ring.Ring, leases []membership.MemberLease) []string {
+	id := r.ID()
+	var waiting []string
+	for _, m := range r.Members() {
+		if m == b.opts.Member {
+			continue
+		}
+		if !slices.ContainsFunc(leases, func(l membership.MemberLease) bool { return l.Holder == m && l.AdoptedRing == id }) {
+			waiting = append(waiting, m)
+		}
+	}
+	return waiting
 }
