@@ -174,6 +174,16 @@ func (b *Barrier) Start(ctx context.Context) error {
 		changed := b.opts.Ring.Changes()
 		current := b.opts.Ring.Current()
 		adopted, cleared := b.Adopted()
+		if adopted == nil && current.Len() == 0 {
+			// No member yet (the Leases are not listed, say): a ring that
+			// owns nothing is not worth a Lease write. Wait for one.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-changed:
+			}
+			continue
+		}
 		if adopted == nil || adopted.ID() != current.ID() {
 			if b.adopt(ctx, current, log) != nil {
 				return nil // ctx ended
