@@ -84,7 +84,20 @@ func (s *streamSidecar) Finalize(_ context.Context, cm *corev1.ConfigMap) (sdk.R
 // until the test ends, and returns it and its address.
 func serveStreamSidecar(t *testing.T, opts sdk.Options) (*streamSidecar, string) {
 	t.Helper()
-	s := &streamSidecar{cancelled: make(chan error, 10), release: make(chan struct{}), spans: tracetest.NewSpanRecorder()}
+	address := shortSocket(t)
+	s, stop := startStreamSidecar(t, opts, address)
+	t.Cleanup(stop)
+	return s, address
+}
+
+// startStreamSidecar serves a new streamSidecar with opts at address until
+// the returned stop is called, which waits for it to stop.
+func startStreamSidecar(t *testing.T, opts sdk.Options, address string) (*streamSidecar, func()) {
+	t.Helper()
+	s := &streamSidecar{
+		cancelled: make(chan error, 10), release: make(chan struct{}), spans: tracetest.NewSpanRecorder(),
+		held: make(chan struct{}), hold: make(chan struct{}),
+	}
 	opts.Name = "streams"
 	opts.Logger = testr.New(t)
 	opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s.spans))
@@ -95,7 +108,6 @@ func serveStreamSidecar(t *testing.T, opts sdk.Options) (*streamSidecar, string)
 	if err := sdk.NewControllerManagedBy[*corev1.ConfigMap](srv).Named("configmaps").WithFinalizer("example.com/cleanup").Complete(s); err != nil {
 		t.Fatal(err)
 	}
-	address := shortSocket(t)
 	lis, err := sdk.Listen(address)
 	if err != nil {
 		t.Fatal(err)
@@ -103,14 +115,18 @@ func serveStreamSidecar(t *testing.T, opts sdk.Options) (*streamSidecar, string)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeListener(ctx, lis) }()
-	t.Cleanup(func() {
+	return s, func() {
 		close(s.release)
 		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("the sidecar did not stop within a minute")
 		}
-	})
-	return s, address
+	}
 }
 
 // shortSocket is the address of a unix socket in a fresh directory (not
@@ -598,37 +614,8 @@ func containsAll(s string, subs ...string) bool {
 func TestAfterTheSidecarRestartsTheNextCallGoesOnANewStream(t *testing.T) {
 	t.Parallel()
 	address := shortSocket(t)
-	// serve serves a new streamSidecar at address until the returned stop
-	// is called, which waits for it to stop.
-	serve := func() (s *streamSidecar, stop func()) {
-		srv, err := sdk.New(sdk.Options{Name: "streams", Logger: testr.New(t), GracefulShutdownTimeout: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s = &streamSidecar{release: make(chan struct{}), held: make(chan struct{}), hold: make(chan struct{})}
-		if err := sdk.NewControllerManagedBy[*corev1.ConfigMap](srv).Named("configmaps").WithFinalizer("example.com/cleanup").Complete(s); err != nil {
-			t.Fatal(err)
-		}
-		lis, err := sdk.Listen(address)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.ServeListener(ctx, lis) }()
-		return s, func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Error(err)
-				}
-			case <-time.After(time.Minute):
-				t.Fatal("the sidecar did not stop: the host's idle stream kept it waiting")
-			}
-		}
-	}
-	s, stop := serve()
+	opts := sdk.Options{GracefulShutdownTimeout: time.Hour}
+	s, stop := startStreamSidecar(t, opts, address)
 	c := described(t, sidecar.Options{Address: address, MaxReconnectDelay: 100 * time.Millisecond})
 	// Two calls at once, so that the host holds two idle streams after them.
 	var wg sync.WaitGroup
@@ -646,7 +633,7 @@ func TestAfterTheSidecarRestartsTheNextCallGoesOnANewStream(t *testing.T) {
 	// The sidecar ends the idle streams when it stops, without waiting for
 	// its graceful shutdown timeout.
 	stop()
-	_, stop = serve()
+	_, stop = startStreamSidecar(t, opts, address)
 	t.Cleanup(stop)
 	waitFor(t, func() bool { return c.Check(nil) == nil })
 	// The next call finds both dead streams, and goes on a new one.
