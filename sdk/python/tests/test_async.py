@@ -22,6 +22,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import polyop
+from polyop._calls import Invocation, run_async
 from polyop.testing import FakeCluster, Harness
 from polyop.v1alpha1 import (
     admission_pb2,
@@ -333,6 +334,48 @@ def test_a_harness_timeout_cancels_an_async_function() -> None:
     with pytest.raises(TimeoutError):
         Harness(sidecar).reconcile(json.loads(widget()), timeout=0.1)
     assert cancelled.is_set()
+
+
+def test_a_cancelled_call_of_a_plain_function_ends_only_when_its_thread_is_done() -> None:
+    """A plain function cannot be interrupted: a cancelled call waits for it
+    to return before it raises its cancellation; one still queued behind a
+    busy thread when its call is cancelled never starts."""
+    executor = futures.ThreadPoolExecutor(max_workers=1)
+    busy, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def block() -> None:
+        busy.set()
+        assert release.wait(LONG), "never released"
+        ran.append("blocked")
+
+    def queued() -> None:
+        ran.append("queued")
+
+    def call(fn: Callable[[], None]) -> Invocation[None]:
+        return Invocation(fn, (), None, lambda value, err, ctx: None)
+
+    async def main() -> None:
+        running = asyncio.ensure_future(run_async(call(block), lambda: None, lambda: None, executor))
+        await asyncio.to_thread(busy.wait, LONG)
+        waiting = asyncio.ensure_future(run_async(call(queued), lambda: None, lambda: None, executor))
+        await asyncio.sleep(0)  # the waiting call hands its function to the busy executor
+        running.cancel()
+        waiting.cancel()
+        await asyncio.sleep(0)
+        try:
+            assert not running.done(), "the call of a function still running ended"
+        finally:
+            release.set()
+        for cancelled in (running, waiting):
+            with pytest.raises(asyncio.CancelledError):
+                await cancelled
+        assert ran == ["blocked"]
+
+    try:
+        run(main)
+    finally:
+        executor.shutdown()
 
 
 def test_the_async_cluster_has_the_clusters_methods_as_coroutines() -> None:

@@ -300,7 +300,8 @@ def test_a_calls_timeout_and_the_streams_cancellation_cancel_the_async_function(
             await stream.write(call("deadline", 1))
             expired: reconcile_pb2.ReconcileStreamResponse = await asyncio.wait_for(stream.read(), LONG)
             await asyncio.wait_for(cancelled["deadline"].wait(), LONG)
-            # The host stops waiting and cancels the stream: the call in flight is cancelled.
+            # The host cancels the stream (it is stopping, or the call outlived the grace after its deadline):
+            # the call in flight is cancelled.
             await stream.write(call("cancel", LONG))
             await asyncio.wait_for(started["cancel"].wait(), LONG)
             stream.cancel()
@@ -314,6 +315,73 @@ def test_a_calls_timeout_and_the_streams_cancellation_cancel_the_async_function(
     deadline_left, quick_left = remaining["deadline"], remaining["quick"]
     assert deadline_left is not None and 0 <= deadline_left <= 1
     assert quick_left is not None and 1 < quick_left <= LONG
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_call_past_its_deadline_is_answered_only_once_its_function_returned(how: str, sock_dir: str) -> None:
+    """The host holds the object until the answer to its call comes, and then
+    calls again: an answer sent while the function still ran would let a
+    second call for the object run beside it. An async def function is
+    cancelled at the deadline (this one catches it, and answers all the
+    same); a plain one cannot be interrupted, and is answered when it
+    returns: with its answer on threads, with the cancelled call's
+    DEADLINE_EXCEEDED on grpc.aio."""
+    sidecar = polyop.Sidecar("w")
+    answered = threading.Event()  # the test has read the late call's answer
+    order: list[str] = []
+    seen: list[str] = []
+    # Once past its deadline, the function gives an answer sent too early this long to arrive.
+    early = 1.0
+
+    if how == "async":
+
+        @sidecar.reconciler(WIDGET)
+        async def reconcile_late(obj: polyop.Object, ctx: polyop.AsyncContext) -> polyop.Result:
+            if obj.name == "late":
+                try:
+                    await asyncio.sleep(2 * LONG)
+                except asyncio.CancelledError:
+                    seen.append("cancelled")
+                await asyncio.to_thread(answered.wait, early)
+                order.append("returned")
+            return polyop.Result(requeue_after=7)
+
+    else:
+
+        @sidecar.reconciler(WIDGET)
+        def reconcile_plain(obj: polyop.Object, ctx: polyop.Context) -> polyop.Result:
+            if obj.name == "late":
+                remaining = ctx.time_remaining()
+                assert remaining is not None
+                answered.wait(remaining + early)
+                if ctx.time_remaining() == 0:
+                    seen.append("past its deadline")
+                order.append("returned")
+            return polyop.Result(requeue_after=7)
+
+    async def main() -> tuple[reconcile_pb2.ReconcileStreamResponse, reconcile_pb2.ReconcileStreamResponse]:
+        async with serving(sidecar, "threads" if how == "threads" else "asyncio", sock_dir) as stub:
+            stream = stub.ReconcileStream()
+            await stream.write(reconcile_pb2.ReconcileStreamRequest(id=1, reconcile=reconcile("late"), timeout=duration_pb2.Duration(nanos=200_000_000)))
+            late: reconcile_pb2.ReconcileStreamResponse = await asyncio.wait_for(stream.read(), LONG)
+            order.append("answered")
+            answered.set()
+            # The stream goes on: the host's next call comes on it.
+            await stream.write(reconcile_pb2.ReconcileStreamRequest(id=2, reconcile=reconcile("next"), timeout=duration_pb2.Duration(seconds=int(LONG))))
+            after: reconcile_pb2.ReconcileStreamResponse = await asyncio.wait_for(stream.read(), LONG)
+            await stream.done_writing()
+            assert await stream.code() == grpc.StatusCode.OK
+            return late, after
+
+    late, after = run(main)
+    assert order == ["returned", "answered"]
+    assert seen == (["cancelled"] if how == "async" else ["past its deadline"])
+    assert late.id == 1
+    if how == "asyncio":
+        assert late.error.code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0], late
+    else:
+        assert late.reconcile.requeue_after.seconds == 7, late
+    assert after.id == 2 and after.reconcile.requeue_after.seconds == 7
 
 
 def test_a_call_without_a_timeout_has_no_deadline(sock_dir: str) -> None:

@@ -119,11 +119,16 @@ async def run_async(
     """Await an ``async def`` function on the running loop, or run a plain one
     on the executor, so that it does not block the loop. Cancellation
     (``asyncio.CancelledError``) reaches the awaited function and is not
-    caught."""
+    caught.
+
+    A plain function cannot be interrupted: when the call is cancelled, it
+    goes on until it returns, and the cancellation is raised only then. The
+    call ends when the function does, never before, so that the host, which
+    holds the object until the call's answer, sends no other call for the
+    object while this one still runs. A plain function that has not started
+    when the call is cancelled never starts."""
     if not is_async(inv.fn):
-        # In the context of the call (its span), which run_in_executor does not pass on.
-        call_context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(executor, lambda: call_context.run(run, inv, cluster()))
+        return await _run_in_thread(inv, cluster, executor)
     ctx = None
     if inv.call is not None:
         c = inv.call
@@ -133,6 +138,38 @@ async def run_async(
     except Exception as err:
         return inv.finish(None, err, ctx)
     return inv.finish(value, None, ctx)
+
+
+async def _run_in_thread(inv: Invocation[_Resp], cluster: ClusterSource, executor: futures.Executor | None) -> _Resp:
+    """:func:`run` on the executor; see :func:`run_async`."""
+    # In the context of the call (its span), which run_in_executor does not pass on.
+    call_context = contextvars.copy_context()
+    cancelled = False
+
+    def call() -> _Resp:
+        if cancelled:
+            raise asyncio.CancelledError  # the call was cancelled before the function started
+        return call_context.run(run, inv, cluster())
+
+    running = asyncio.get_running_loop().run_in_executor(executor, call)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        cancelled = True
+        await _returned(running)
+        raise
+
+
+async def _returned(running: asyncio.Future[Any]) -> None:
+    """Wait until the function a thread runs has returned, whatever else
+    cancels the wait meanwhile: the caller raises the cancellation then."""
+    while not running.done():
+        try:
+            await asyncio.wait((running,))
+        except asyncio.CancelledError:
+            continue
+    if not running.cancelled():
+        running.exception()  # retrieved: its exception is the cancelled call's, which nobody reads
 
 
 class Calls:
