@@ -280,3 +280,119 @@ func TestStoppingEndsAStreamOnceItsCallInFlightIsAnswered(t *testing.T) {
 		t.Fatal("the Server has not stopped a minute after the call in flight was answered")
 	}
 }
+
+// A reconciler still running when its call's deadline passes sees its
+// context end with DeadlineExceeded; the stream answers the call only once
+// the reconciler has returned, with its answer, and goes on: the host holds
+// the object until that answer, so an earlier one would let a second call for
+// the object run beside the first.
+func TestACallPastItsDeadlineIsAnsweredOnlyOnceItsReconcilerReturned(t *testing.T) {
+	t.Parallel()
+	srv, err := sidecar.New(sidecar.Options{Name: "test", Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	happened := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, what)
+	}
+	ended := make(chan error, 1)    // the late reconciler's ctx.Err()
+	answered := make(chan struct{}) // the test has read the late call's answer
+	if err := sidecar.NewControllerManagedBy[*appsv1.Deployment](srv).Complete(
+		sidecar.ReconcilerFunc[*appsv1.Deployment](func(ctx context.Context, d *appsv1.Deployment) (sidecar.Result, error) {
+			if d.Name == "late" {
+				<-ctx.Done()
+				ended <- ctx.Err()
+				// Past its deadline, the reconciler gives an answer sent too early a second to arrive.
+				select {
+				case <-answered:
+				case <-time.After(time.Second):
+				}
+				happened("returned")
+			}
+			return sidecar.Result{RequeueAfter: 7 * time.Second}, nil
+		})); err != nil {
+		t.Fatal(err)
+	}
+	conn, _ := serve(t, srv)
+	stream, err := polyopv1alpha1.NewSidecarServiceClient(conn).ReconcileStream(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	late := reconcileCall(1, paddedDeploymentRequest(t, "late", 0))
+	late.Timeout = durationpb.New(200 * time.Millisecond)
+	if err := stream.Send(late); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	happened("answered")
+	close(answered)
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the reconciler's context ended with %v, want context.DeadlineExceeded", err)
+	}
+	mu.Lock()
+	if got := strings.Join(order, ", "); got != "returned, answered" {
+		t.Errorf("the call was %s; want the reconciler to have returned before the answer came", got)
+	}
+	mu.Unlock()
+	if resp.GetId() != 1 || resp.GetReconcile().GetRequeueAfter().AsDuration() != 7*time.Second {
+		t.Errorf("the late call was answered %v; want the reconciler's answer", resp)
+	}
+
+	next := reconcileCall(2, paddedDeploymentRequest(t, "next", 0))
+	next.Timeout = durationpb.New(time.Minute)
+	if err := stream.Send(next); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.Recv(); err != nil || resp.GetId() != 2 || resp.GetReconcile() == nil {
+		t.Errorf("the next call on the stream was answered %v, %v", resp, err)
+	}
+}
+
+// A unary call's deadline reaches the reconciler as its context's: it ends
+// when the deadline passes.
+func TestAUnaryCallsDeadlineEndsTheReconcilersContext(t *testing.T) {
+	t.Parallel()
+	srv, err := sidecar.New(sidecar.Options{Name: "test", Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		deadline time.Time
+		err      error
+	}
+	ended := make(chan seen, 1)
+	if err := sidecar.NewControllerManagedBy[*appsv1.Deployment](srv).Complete(
+		sidecar.ReconcilerFunc[*appsv1.Deployment](func(ctx context.Context, _ *appsv1.Deployment) (sidecar.Result, error) {
+			deadline, _ := ctx.Deadline()
+			<-ctx.Done()
+			ended <- seen{deadline, ctx.Err()}
+			return sidecar.Result{}, ctx.Err()
+		})); err != nil {
+		t.Fatal(err)
+	}
+	conn, _ := serve(t, srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	sent := time.Now()
+	if _, err := polyopv1alpha1.NewSidecarServiceClient(conn).Reconcile(ctx, deploymentRequest(t)); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("the call ended with %v, want DEADLINE_EXCEEDED", err)
+	}
+	got := <-ended
+	if got.deadline.IsZero() || got.deadline.After(sent.Add(time.Second)) {
+		t.Errorf("the reconciler's deadline is %v, want about 200ms after %v", got.deadline, sent)
+	}
+	// The server's own timer, or the client's cancellation when it comes first.
+	if !errors.Is(got.err, context.DeadlineExceeded) && !errors.Is(got.err, context.Canceled) {
+		t.Errorf("the reconciler's context ended with %v", got.err)
+	}
+}
