@@ -709,11 +709,15 @@ type ReconcileStreamRequest struct {
 	//	*ReconcileStreamRequest_Reconcile
 	//	*ReconcileStreamRequest_Finalize
 	Call isReconcileStreamRequest_Call `protobuf_oneof:"call"`
-	// How long the host waits for the answer, counted from when it sent the
-	// request: the call's deadline, as a unary call's grpc-timeout header. A
-	// sidecar gives its handler this deadline; when it passes, the host cancels
-	// the stream. Unset: the call has no deadline of its own (the stream's
-	// context still ends it).
+	// The call's deadline, counted from when the host sent the request, as a
+	// unary call's grpc-timeout header. A sidecar gives its handler this
+	// deadline and cancels the handler when it passes, then answers the call
+	// once the handler has returned: with its answer if it produced one, else
+	// a CallStatus DEADLINE_EXCEEDED (or CANCELLED). The host keeps the stream
+	// and the object waiting for that answer, discards it, and requeues the
+	// object; it cancels the stream only when no answer came within a grace
+	// period after the deadline (see SidecarService.ReconcileStream). Unset:
+	// the call has no deadline of its own (the stream's context still ends it).
 	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// The call's W3C trace context and baggage, as a unary call carries them in
 	// its gRPC metadata: the keys "traceparent" and, when set, "tracestate" and

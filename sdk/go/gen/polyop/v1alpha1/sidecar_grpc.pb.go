@@ -91,14 +91,30 @@ type SidecarServiceClient interface {
 	// the same request, the same answer, the same idempotence. Calls on
 	// different streams may run concurrently, never two for the same object.
 	//
-	// A call the host stops waiting for (its timeout passed, or the host is
-	// shutting down) ends its stream: the host cancels the stream, so the
-	// sidecar sees the call's context cancelled, as it would a unary call's,
-	// and the host opens a new stream for the worker's next call. A call the
-	// sidecar fails is answered with a CallStatus and the stream goes on; a
-	// stream that ends with a gRPC status fails the call in flight on it with
-	// that status. Either way the host treats the failure exactly as the same
-	// unary call failing with that status, and retries it with backoff.
+	// One call per object at a time, also past a deadline. When a call's
+	// timeout passes, the host does not cancel the stream: the sidecar cancels
+	// the handler at that deadline and answers the call once the handler has
+	// actually returned, with its answer if it produced one, else a CallStatus
+	// DEADLINE_EXCEEDED (or CANCELLED). Until that answer comes, or the stream
+	// ends, the host holds the object in flight: it sends no other call for the
+	// object, and none on the stream; other objects' calls go on other streams.
+	// The late answer is discarded, never applied, and the object is requeued
+	// at once. When no answer comes within a grace period after the deadline
+	// (the host's reconcile timeout again), the host cancels the stream, logs
+	// an error naming the sidecar, the call and the object, and releases the
+	// object. When the host shuts down, it cancels its streams at once. A
+	// cancelled stream cancels the call in flight on it, as gRPC cancels a
+	// unary call, and the host opens a new stream for the worker's next call.
+	// A unary call gives no such guarantee: gRPC's cancellation at its deadline
+	// reaches the handler, but the host cannot know when the handler returns,
+	// and releases the object when gRPC ends the call. Serve ReconcileStream
+	// for one call per object at a time.
+	//
+	// A call the sidecar fails is answered with a CallStatus and the stream
+	// goes on; a stream that ends with a gRPC status fails the call in flight
+	// on it with that status. Either way the host treats the failure exactly
+	// as the same unary call failing with that status, and retries it with
+	// backoff.
 	ReconcileStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReconcileStreamRequest, ReconcileStreamResponse], error)
 	// Default is a mutating admission webhook: it answers the object with its
 	// defaults set. Only called for kinds with a WebhookDescription whose default
@@ -247,14 +263,30 @@ type SidecarServiceServer interface {
 	// the same request, the same answer, the same idempotence. Calls on
 	// different streams may run concurrently, never two for the same object.
 	//
-	// A call the host stops waiting for (its timeout passed, or the host is
-	// shutting down) ends its stream: the host cancels the stream, so the
-	// sidecar sees the call's context cancelled, as it would a unary call's,
-	// and the host opens a new stream for the worker's next call. A call the
-	// sidecar fails is answered with a CallStatus and the stream goes on; a
-	// stream that ends with a gRPC status fails the call in flight on it with
-	// that status. Either way the host treats the failure exactly as the same
-	// unary call failing with that status, and retries it with backoff.
+	// One call per object at a time, also past a deadline. When a call's
+	// timeout passes, the host does not cancel the stream: the sidecar cancels
+	// the handler at that deadline and answers the call once the handler has
+	// actually returned, with its answer if it produced one, else a CallStatus
+	// DEADLINE_EXCEEDED (or CANCELLED). Until that answer comes, or the stream
+	// ends, the host holds the object in flight: it sends no other call for the
+	// object, and none on the stream; other objects' calls go on other streams.
+	// The late answer is discarded, never applied, and the object is requeued
+	// at once. When no answer comes within a grace period after the deadline
+	// (the host's reconcile timeout again), the host cancels the stream, logs
+	// an error naming the sidecar, the call and the object, and releases the
+	// object. When the host shuts down, it cancels its streams at once. A
+	// cancelled stream cancels the call in flight on it, as gRPC cancels a
+	// unary call, and the host opens a new stream for the worker's next call.
+	// A unary call gives no such guarantee: gRPC's cancellation at its deadline
+	// reaches the handler, but the host cannot know when the handler returns,
+	// and releases the object when gRPC ends the call. Serve ReconcileStream
+	// for one call per object at a time.
+	//
+	// A call the sidecar fails is answered with a CallStatus and the stream
+	// goes on; a stream that ends with a gRPC status fails the call in flight
+	// on it with that status. Either way the host treats the failure exactly
+	// as the same unary call failing with that status, and retries it with
+	// backoff.
 	ReconcileStream(grpc.BidiStreamingServer[ReconcileStreamRequest, ReconcileStreamResponse]) error
 	// Default is a mutating admission webhook: it answers the object with its
 	// defaults set. Only called for kinds with a WebhookDescription whose default

@@ -479,11 +479,15 @@ class ReconcileStreamRequest(_message.Message):
 
     @_builtins.property
     def timeout(self) -> _duration_pb2.Duration:
-        """How long the host waits for the answer, counted from when it sent the
-        request: the call's deadline, as a unary call's grpc-timeout header. A
-        sidecar gives its handler this deadline; when it passes, the host cancels
-        the stream. Unset: the call has no deadline of its own (the stream's
-        context still ends it).
+        """The call's deadline, counted from when the host sent the request, as a
+        unary call's grpc-timeout header. A sidecar gives its handler this
+        deadline and cancels the handler when it passes, then answers the call
+        once the handler has returned: with its answer if it produced one, else
+        a CallStatus DEADLINE_EXCEEDED (or CANCELLED). The host keeps the stream
+        and the object waiting for that answer, discards it, and requeues the
+        object; it cancels the stream only when no answer came within a grace
+        period after the deadline (see SidecarService.ReconcileStream). Unset:
+        the call has no deadline of its own (the stream's context still ends it).
         """
 
     @_builtins.property
