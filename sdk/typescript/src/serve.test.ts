@@ -7,6 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test, type TestContext } from "node:test";
 
+import { Code, ConnectError } from "@connectrpc/connect";
+
 import {
   Health,
   HealthCheckRequestSchema,
@@ -171,6 +173,27 @@ describe("serving on a unix socket", () => {
       client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1, 1000), 200),
       (err: ServiceError) => err.code === status.DEADLINE_EXCEEDED,
     );
+  });
+
+  test("if the host's deadline passes, then the handler's signal aborts", async (t) => {
+    const address = await socketAddress(t);
+    let markAborted: (reason: unknown) => void = () => {};
+    const aborted = new Promise<unknown>((resolve) => (markAborted = resolve));
+    const sidecar = new Sidecar({ name: "widget-operator", logger: discardLogger }).reconciler<Widget>({ for: widgets }, async (_, ctx) => {
+      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+      markAborted(ctx.signal.reason);
+    });
+    const server = await sidecar.listen(address);
+    t.after(() => server.stop());
+    const client = new GrpcClient(address);
+    t.after(() => client.close());
+    await assert.rejects(
+      client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1), 200),
+      (err: ServiceError) => err.code === status.DEADLINE_EXCEEDED,
+    );
+    const reason = await aborted;
+    // The sidecar's own timer, or the host's cancellation when it comes first.
+    assert.ok(reason instanceof ConnectError && [Code.DeadlineExceeded, Code.Canceled].includes(reason.code), String(reason));
   });
 
   test("stops gracefully: health turns NOT_SERVING, calls in flight finish, the socket goes", async (t) => {

@@ -27,7 +27,10 @@ import { discardLogger } from "./log.js";
 import type { KubeObject } from "./objects.js";
 import { Sidecar, type SidecarOptions } from "./sidecar.js";
 
-type Widget = KubeObject<{ size: number; fail?: "terminal" | "transient"; waitForAbort?: boolean }, { seen?: number }>;
+type Widget = KubeObject<
+  { size: number; fail?: "terminal" | "transient"; waitForAbort?: boolean; lingerMs?: number },
+  { seen?: number }
+>;
 const widgets = { apiVersion: "example.com/v1", kind: "Widget" };
 const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 
@@ -42,16 +45,31 @@ interface Seen {
   aborted: unknown[];
   /** Resolves once a call is waiting for its signal to abort. */
   waiting: Promise<void>;
+  /** What happened, in order: "returned" when a lingering call returns, and what the test adds. */
+  order: string[];
+  /** Ends the linger of a call that waits for it. */
+  answered: () => void;
 }
 
 /**
  * A sidecar with a Widget controller with a finalizer: the reconciler sets
  * status.seen to spec.size, records an event, and fails as spec.fail says;
- * with spec.waitForAbort it waits for its signal to abort, then returns.
+ * with spec.waitForAbort it waits for its signal to abort, then returns, after
+ * spec.lingerMs or seen.answered() if it is set.
  */
 function newSidecar(options: Partial<SidecarOptions> = {}) {
   let markWaiting = () => {};
-  const seen: Seen = { calls: 0, running: 0, maxRunning: 0, aborted: [], waiting: new Promise<void>((resolve) => (markWaiting = resolve)) };
+  let markAnswered = () => {};
+  const answered = new Promise<void>((resolve) => (markAnswered = resolve));
+  const seen: Seen = {
+    calls: 0,
+    running: 0,
+    maxRunning: 0,
+    aborted: [],
+    waiting: new Promise<void>((resolve) => (markWaiting = resolve)),
+    order: [],
+    answered: () => markAnswered(),
+  };
   const sidecar = new Sidecar({ name: "widget-operator", logger: discardLogger, ...options }).reconciler<Widget>(
     {
       for: widgets,
@@ -71,6 +89,12 @@ function newSidecar(options: Partial<SidecarOptions> = {}) {
             markWaiting();
           });
           seen.aborted.push(ctx.signal.reason);
+          if (w.spec.lingerMs) {
+            let timer: NodeJS.Timeout | undefined;
+            await Promise.race([answered, new Promise((resolve) => (timer = setTimeout(resolve, w.spec.lingerMs)))]);
+            clearTimeout(timer);
+            seen.order.push("returned");
+          }
           return;
         }
         await new Promise((resolve) => setImmediate(resolve)); // answer from a later turn, as real reconcilers do
@@ -279,22 +303,26 @@ describe("ReconcileStream", () => {
     assert.equal(ok.case, "reconcile");
   });
 
-  test("if the call's timeout passes, then its handler's signal aborts; once the host cancels the stream, a new stream works", async (t) => {
+  test("if the call's timeout passes, then its handler's signal aborts, the call is answered once the handler returned, and the stream goes on", async (t) => {
     const { open, seen } = await setUp(t);
     const stream = open();
-    stream.send({ id: 1n, call: { case: "reconcile", value: reconcileRequest({ size: 1, waitForAbort: true }) }, timeout: { nanos: 100_000_000 } });
-    // The handler returns once its signal aborted; the answer is the status a unary call's deadline gives.
+    // Once its signal aborted, the handler gives an answer sent too early a second to arrive before it returns.
+    const late = reconcileRequest({ size: 1, waitForAbort: true, lingerMs: 1000 });
+    stream.send({ id: 1n, call: { case: "reconcile", value: late }, timeout: { nanos: 100_000_000 } });
     const answer = await stream.next();
+    seen.order.push("answered");
+    seen.answered();
+    // The host holds the object until this answer: it must not come while the handler still runs.
+    assert.deepEqual(seen.order, ["returned", "answered"]);
     assert.equal(answer.id, 1n);
+    // The answer is the status a unary call's deadline gives (the host discards it).
     assert.equal(answer.result.case, "error");
     assert.equal(answer.result.value.code, Code.DeadlineExceeded);
     assert.equal(seen.aborted.length, 1);
     assert.ok(seen.aborted[0] instanceof ConnectError && seen.aborted[0].code === Code.DeadlineExceeded, String(seen.aborted[0]));
 
-    stream.call.cancel(); // as the host does with a stream whose call it stopped waiting for
-    assert.equal((await stream.ended)?.code, status.CANCELLED);
-    const next = open();
-    const ok = await next.call1({ id: 1n, call: { case: "reconcile", value: reconcileRequest({ size: 2 }) }, timeout: { seconds: 30n } });
+    // The host's next call comes on the same stream.
+    const ok = await stream.call1({ id: 2n, call: { case: "reconcile", value: reconcileRequest({ size: 2 }) }, timeout: { seconds: 30n } });
     assert.equal(ok.case, "reconcile");
   });
 
