@@ -9,7 +9,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/polyop/polyop/internal/description"
 )
@@ -63,27 +62,12 @@ func (o RBACOptions) withDefaults(desc *description.Resolved) RBACOptions {
 	return o
 }
 
-// The verbs each use of a kind needs.
-var (
-	readVerbs  = []string{"get", "list", "watch"}
-	writeVerbs = []string{"create", "update", "patch", "delete"}
-	// The host patches status; update and get are what kubebuilder grants on
-	// a status subresource, for a sidecar that writes status imperatively.
-	statusVerbs = []string{"get", "update", "patch"}
-)
-
 // RBAC renders the RBAC the host needs for what res declares, and nothing
-// more. Each controller needs get, list and watch on its reconciled, owned and
-// watched kinds (the host caches them); get, update and patch on the
-// reconciled kind's status (the host writes the status the sidecar returns);
-// update and patch on the reconciled kind itself when it declares a finalizer
-// (the host adds and removes it); update on its finalizers subresource when it
-// owns kinds (the API server may require it to set blockOwnerDeletion on a
-// child's owner reference); create, update, patch and delete on every owned
-// kind (the host applies and prunes children); and create and patch on
-// events.k8s.io events (the host records events).
+// more: every grant of res.Grants (the one definition of what a description
+// grants, which the host's Cluster service serves by too) as a rule, and what
+// the host's own options need.
 //
-// Where those rules are granted follows where the controller watches:
+// Where a grant is given follows where the controller watches:
 //
 //   - for a controller limited to namespaces (declared, or narrowed by
 //     the host's --namespace when res was resolved), a Role in each of its namespaces, with a RoleBinding
@@ -99,70 +83,37 @@ var (
 // With Sharding, that Role too (each replica holds a Lease in the ring), and
 // in label mode patch on each reconciled kind (its objects' shard labels).
 //
-// The kinds the sidecar declares for cached reads (cached_kinds) or indexes
-// need get, list and watch where the host caches them.
-//
-// What the sidecar reads or writes imperatively through the cluster service
-// beyond the kinds it declares is not in the description, so it is not here:
-// grant it in a role of its own, bound to the same ServiceAccount.
+// What the sidecar does imperatively through the Cluster service beyond these
+// verbs, on the kinds its description names (the only kinds the service
+// writes), is not in the description, so it is not here: grant it in a role
+// of its own, bound to the same ServiceAccount.
 func RBAC(res *description.Resolved, opts RBACOptions) ([]runtime.Object, error) {
 	desc := res.Description
 	opts = opts.withDefaults(res)
 	cluster := ruleSet{}
 	namespaced := map[string]ruleSet{}
-	for _, c := range desc.Controllers {
-		reconciled := res.Kinds[c.GVK]
-		namespaces := c.Namespaces
-		// add grants verbs on a resource where the controller watches it:
-		// in its namespaces, or cluster-wide for a controller that watches
-		// every namespace and for a cluster-scoped kind.
-		add := func(group string, r description.Kind, subresource string, verbs ...string) {
-			resource := r.Resource + subresource
-			if len(namespaces) == 0 || !r.Namespaced {
-				cluster.add(group, resource, verbs...)
-				return
-			}
-			for _, ns := range namespaces {
-				if namespaced[ns] == nil {
-					namespaced[ns] = ruleSet{}
-				}
-				namespaced[ns].add(group, resource, verbs...)
-			}
+	add := func(k description.Kind, subresource string, namespaces []string, verbs ...string) {
+		resource := k.Resource
+		if subresource != "" {
+			resource += "/" + subresource
 		}
-		add(c.GVK.Group, reconciled, "", readVerbs...)
-		add(c.GVK.Group, reconciled, "/status", statusVerbs...)
-		if c.Finalizer != "" {
-			add(c.GVK.Group, reconciled, "", "update", "patch")
+		if len(namespaces) == 0 || !k.Namespaced {
+			cluster.add(k.GVK.Group, resource, verbs...)
+			return
 		}
-		if opts.Sharding == ShardingLabels {
-			add(c.GVK.Group, reconciled, "", "patch")
-		}
-		if len(c.Owns) > 0 {
-			add(c.GVK.Group, reconciled, "/finalizers", "update")
-		}
-		for _, o := range c.Owns {
-			r := res.Kinds[o.GVK]
-			add(o.GVK.Group, r, "", readVerbs...)
-			add(o.GVK.Group, r, "", writeVerbs...)
-		}
-		for _, w := range c.Watches {
-			add(w.GVK.Group, res.Kinds[w.GVK], "", readVerbs...)
-		}
-		add("events.k8s.io", description.Kind{Resource: "events", Namespaced: true}, "", "create", "patch")
-	}
-	// The kinds the sidecar declares for cached reads or indexes are cached
-	// where their view says.
-	for _, gvk := range slices.SortedFunc(maps.Keys(res.Declared), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) }) {
-		r, view := res.Kinds[gvk], res.Views[gvk]
-		if len(view.Namespaces) == 0 || !r.Namespaced {
-			cluster.add(gvk.Group, r.Resource, readVerbs...)
-			continue
-		}
-		for _, ns := range view.Namespaces {
+		for _, ns := range namespaces {
 			if namespaced[ns] == nil {
 				namespaced[ns] = ruleSet{}
 			}
-			namespaced[ns].add(gvk.Group, r.Resource, readVerbs...)
+			namespaced[ns].add(k.GVK.Group, resource, verbs...)
+		}
+	}
+	for _, g := range res.Grants().All() {
+		add(g.Kind, g.Subresource, g.Namespaces, g.Verbs...)
+	}
+	if opts.Sharding == ShardingLabels {
+		for _, c := range desc.Controllers {
+			add(res.Kinds[c.GVK], "", c.Namespaces, "patch")
 		}
 	}
 	if opts.MetricsAuth {
