@@ -9,13 +9,23 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
-// allowWrite refuses a write of a namespaced object outside
+// allowWrite refuses a write outside the namespaces the host watches
+// (allowNamespace) or of a kind the sidecar's description does not name
+// (allowKind).
+func (s *Server) allowWrite(verb string, m *meta.RESTMapping, namespace, name string) error {
+	if err := s.allowNamespace(verb, m, namespace, name); err != nil {
+		return err
+	}
+	return s.allowKind(verb, m, name)
+}
+
+// allowNamespace refuses a write of a namespaced object outside
 // Options.WriteNamespaces with PERMISSION_DENIED, reason Forbidden, as the API
 // server refuses what RBAC does not grant: the sidecar writes with the host's
 // credentials, and the host's authority reaches no further than the
-// namespaces it watches. Cluster-scoped objects are left to RBAC. verb and
+// namespaces it watches. Cluster-scoped objects are left to allowKind. verb and
 // name describe the write in the error.
-func (s *Server) allowWrite(verb string, m *meta.RESTMapping, namespace, name string) error {
+func (s *Server) allowNamespace(verb string, m *meta.RESTMapping, namespace, name string) error {
 	if len(s.opts.WriteNamespaces) == 0 || m.Scope.Name() != meta.RESTScopeNameNamespace || slices.Contains(s.opts.WriteNamespaces, namespace) {
 		return nil
 	}

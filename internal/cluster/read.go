@@ -32,6 +32,9 @@ func (s *Server) Get(ctx context.Context, req *polyopv1alpha1.GetRequest) (*poly
 	if err != nil {
 		return nil, err
 	}
+	if err := s.allowRead("get", m, key.Namespace, key.Name); err != nil {
+		return nil, err
+	}
 	if sub := req.GetSubresource(); sub != "" && sub != "status" {
 		return s.getSubresource(ctx, m, key, sub)
 	}
@@ -78,6 +81,9 @@ func (s *Server) List(ctx context.Context, req *polyopv1alpha1.ListRequest) (*po
 		if namespace != "" {
 			opts = append(opts, client.InNamespace(namespace))
 		}
+	}
+	if err := s.allowRead("list", m, namespace, ""); err != nil {
+		return nil, err
 	}
 	if req.GetLabelSelector() != "" {
 		sel, err := labels.Parse(req.GetLabelSelector())

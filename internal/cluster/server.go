@@ -33,6 +33,7 @@ import (
 	"github.com/polyop/polyop/sdk/go/tracing"
 
 	addresspkg "github.com/polyop/polyop/internal/address"
+	"github.com/polyop/polyop/internal/description"
 )
 
 // DefaultAddress is where the host serves the ClusterService unless told
@@ -91,6 +92,15 @@ type Options struct {
 	// objects are left to the host's RBAC. Defaults to none: every
 	// namespace, for a host that watches every namespace.
 	WriteNamespaces []string
+	// Grants are what the sidecar's description grants
+	// (description.Resolved.Grants), the host's RBAC renders, and the server
+	// serves: a write (create, update, patch, delete, on the object or a
+	// subresource) of a kind no grant names, and a read of Secrets where no
+	// grant allows it, are refused with PERMISSION_DENIED and an APIError of
+	// reason Forbidden that says how to declare it. The host always sets
+	// them. Defaults to nil: no such limit, for a server in front of no real
+	// API server (polyop render's recording one).
+	Grants *description.Grants
 	// FieldManager is the field manager of writes that name none. Defaults to
 	// "polyop".
 	FieldManager string

@@ -33,6 +33,9 @@ func (s *Server) Watch(req *polyopv1alpha1.WatchRequest, stream polyopv1alpha1.C
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
 		namespace = req.GetNamespace()
 	}
+	if err := s.allowRead("watch", m, namespace, ""); err != nil {
+		return err
+	}
 	if s.clients.Informers == nil || !s.cached(gvk, namespace) {
 		return s.refuseWatch(gvk, namespace)
 	}

@@ -51,7 +51,11 @@ func (s *Server) Update(ctx context.Context, req *polyopv1alpha1.UpdateRequest) 
 	if err := noForce("an Update", req.GetOptions()); err != nil {
 		return nil, err
 	}
-	obj, ri, err := s.decode("update", req.GetKind(), req.GetKey(), req.GetObject(), true)
+	verb := "update"
+	if sub := req.GetSubresource(); sub != "" {
+		verb = "update the " + sub + " subresource of"
+	}
+	obj, ri, err := s.decode(verb, req.GetKind(), req.GetKey(), req.GetObject(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +91,11 @@ func (s *Server) Patch(ctx context.Context, req *polyopv1alpha1.PatchRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := s.allowWrite("patch", m, key.Namespace, key.Name); err != nil {
+	verb := "patch"
+	if sub := req.GetSubresource(); sub != "" {
+		verb = "patch the " + sub + " subresource of"
+	}
+	if err := s.allowWrite(verb, m, key.Namespace, key.Name); err != nil {
 		return nil, err
 	}
 	pt, ok := patchTypes[req.GetType()]
@@ -181,7 +189,9 @@ func (s *Server) RecordEvent(ctx context.Context, req *polyopv1alpha1.RecordEven
 	if err != nil {
 		return nil, err
 	}
-	if err := s.allowWrite("record an event", m, req.GetKey().GetNamespace(), req.GetKey().GetName()); err != nil {
+	// The event is written, not the object it is about: its kind need not be
+	// one the description names (the Get below reads it as any read).
+	if err := s.allowNamespace("record an event", m, req.GetKey().GetNamespace(), req.GetKey().GetName()); err != nil {
 		return nil, err
 	}
 	got, err := s.Get(ctx, &polyopv1alpha1.GetRequest{Kind: req.GetKind(), Key: req.GetKey()})

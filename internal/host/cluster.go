@@ -95,7 +95,9 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 // addClusterService binds the cluster service's address and adds the service
 // to mgr, reading the cached kinds from the cache and the others from the API
 // server (the sharded kinds too: the cache holds only the replica's share),
-// and writing through a dynamic client.
+// and writing through a dynamic client, only what the sidecar's description
+// grants (description.Resolved.Grants): the host's credentials may reach
+// further, as a developer's do in polyop run.
 func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config,
 	tp trace.TracerProvider, progress *clusterservice.CacheProgress, sharded map[schema.GroupVersionKind]bool, opts Options) error {
 	address := clusterAddress(opts)
@@ -120,6 +122,7 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		ShardedKinds:    sharded,
 		Indexes:         indexNames(res),
 		WriteNamespaces: res.WatchedNamespaces(),
+		Grants:          res.Grants(),
 		TLS:             tlsConfig,
 		FieldManager:    "polyop-" + res.Name,
 		MaxMessageSize:  opts.MaxMessageSize,
