@@ -1,5 +1,6 @@
 // Package cluster serves polyop.v1alpha1.ClusterService: the sidecar's way to
-// read and write the cluster through its host, with the host's credentials.
+// read and write the cluster through its host, with the host's credentials,
+// as far as its description grants.
 //
 // Reads of the kinds the host already caches (the kinds its controllers
 // reconcile, own or watch, in the namespaces it watches them) are served from
@@ -19,6 +20,13 @@
 // delete, on the object or a subresource, with dry run; force for a
 // server-side apply only) go to the API server through a dynamic client.
 // Events are recorded through the manager's event recorder.
+//
+// The service serves what the sidecar's description grants
+// (description.Resolved.Grants, the definition the host's RBAC is rendered
+// from too), whatever the host's own credentials: writes only of the kinds the
+// description reconciles, owns, watches or caches, and reads of Secrets only
+// where it declares them. Anything else is PERMISSION_DENIED with an APIError
+// of reason Forbidden that names the kind, the verb and how to declare it.
 //
 // Errors keep their Kubernetes meaning across the wire: an error the API server
 // returned becomes a gRPC status whose code follows the HTTP status (see

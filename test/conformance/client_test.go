@@ -23,17 +23,46 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memcachedv1 "github.com/polyop/polyop/examples/go/memcached/api/v1"
+	"github.com/polyop/polyop/internal/sidecartest"
 	"github.com/polyop/polyop/internal/testenv"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
+	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
-// hostWithClient starts the host, with hostArgs, and the Memcached sidecar
-// (so that it caches Memcacheds and Deployments in the fixture's namespace)
-// and returns the SDK's client of its Cluster service.
+// clientSidecar describes the sidecar of the client tests: it reconciles
+// Memcacheds and owns Deployments, as the Memcached example does, and declares
+// for cached reads the other kinds the tests write through the host
+// (ConfigMaps, ServiceAccounts and Pods): the Cluster service writes only the
+// kinds the description names.
+var clientSidecar = &polyopv1alpha1.DescribeResponse{
+	ProtocolVersion: polyopv1alpha1.ProtocolVersion_PROTOCOL_VERSION_V1ALPHA1,
+	Name:            "client-conformance",
+	Controllers: []*polyopv1alpha1.ControllerDescription{{
+		Name:    "memcached",
+		ForKind: &polyopv1alpha1.GroupVersionKind{Group: "examples.polyop.dev", Version: "v1", Kind: "Memcached"},
+		Owns:    []*polyopv1alpha1.OwnedKind{{Kind: &polyopv1alpha1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}}},
+	}},
+	CachedKinds: []*polyopv1alpha1.CachedKind{
+		{Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}},
+		{Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"}},
+		{Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Pod"}},
+	},
+}
+
+// hostWithClient starts the host, with hostArgs, and a sidecar that
+// describes itself as clientSidecar (so that the host caches Memcacheds,
+// Deployments, ConfigMaps, ServiceAccounts and Pods in the fixture's
+// namespace), and returns the SDK's client of its Cluster service.
 func hostWithClient(t *testing.T, hostArgs ...string) (*fixture, *polyopclient.Client) {
 	t.Helper()
 	f := newFixture(t)
-	f.startSidecar(memcachedBin)
+	srv, _ := sidecartest.ServeOn(t, strings.TrimPrefix(f.sidecarAddress(), "unix://"), &sidecartest.Fake{
+		OnDescribe: sidecartest.Answer(func(*polyopv1alpha1.DescribeRequest) *polyopv1alpha1.DescribeResponse { return clientSidecar }),
+		OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+			return &polyopv1alpha1.ReconcileResponse{}
+		}),
+	})
+	t.Cleanup(srv.Stop)
 	f.startHost(hostArgs...)
 	f.waitForSocket(f.clusterAddress())
 	c := f.client()
@@ -89,7 +118,7 @@ func TestAPIErrorsReachTheClientWithTheirType(t *testing.T) {
 			is: apierrors.IsNotFound,
 		},
 		"if an uncached object does not exist, then the error is NotFound": {
-			call: func() error { return c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "missing"}, &corev1.Secret{}) },
+			call: func() error { return c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "missing"}, &corev1.Service{}) },
 			is:   apierrors.IsNotFound,
 		},
 		"if the object exists already, then the error is AlreadyExists": {
@@ -176,13 +205,14 @@ func TestTheClientReadsAndWritesThroughTheHost(t *testing.T) {
 	f, c := hostWithClient(t)
 	ctx := context.Background()
 
-	// Reads: the host caches Deployments in its namespace, not ConfigMaps.
+	// Reads: the host caches Deployments and ConfigMaps in its namespace; an
+	// uncached read goes to the API server.
 	if err := c.Create(ctx, configMap(f.ns, "a", map[string]string{"k": "1"})); err != nil {
 		t.Fatal(err)
 	}
 	var source polyopclient.Source
 	var cm corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "a"}, &cm, polyopclient.RecordSource(&source)); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "a"}, &cm, polyopclient.Uncached, polyopclient.RecordSource(&source)); err != nil {
 		t.Fatal(err)
 	}
 	if cm.Data["k"] != "1" || source != polyopclient.SourceAPIServer {
@@ -203,7 +233,7 @@ func TestTheClientReadsAndWritesThroughTheHost(t *testing.T) {
 		}
 	}
 	var page corev1.ConfigMapList
-	if err := c.List(ctx, &page, client.InNamespace(f.ns), client.Limit(2)); err != nil {
+	if err := c.List(ctx, &page, client.InNamespace(f.ns), client.Limit(2), polyopclient.Uncached); err != nil {
 		t.Fatal(err)
 	}
 	if len(page.Items) != 2 || page.Continue == "" {

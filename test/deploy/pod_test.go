@@ -65,6 +65,7 @@ func TestPodShape(t *testing.T) {
 				}
 			})
 			t.Run("sockets", func(t *testing.T) { checkSockets(t, ex, pod, host, sidecar) })
+			t.Run("credentials", func(t *testing.T) { checkCredentials(t, pod, host) })
 			t.Run("host probes", func(t *testing.T) { checkHostProbes(t, host) })
 			t.Run("sidecar probes", func(t *testing.T) { checkSidecarProbes(t, ex, pod, host, sidecar, install) })
 			t.Run("metrics", func(t *testing.T) { checkMetrics(t, objs, host) })
@@ -246,6 +247,73 @@ func checkSockets(t *testing.T, ex example, pod *corev1.PodSpec, host, sidecar *
 			}
 		}
 	}
+}
+
+// serviceAccountDir is where client-go's in-cluster configuration reads the
+// ServiceAccount's token, CA and namespace (rest.InClusterConfig).
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// checkCredentials: the kubelet mounts no ServiceAccount token into the pod,
+// the host mounts one where client-go looks for it, in the shape of the
+// kubelet's own (token, the cluster's CA, the namespace), and no other
+// container mounts a token, a Secret or anything at that path.
+func checkCredentials(t *testing.T, pod *corev1.PodSpec, host *corev1.Container) {
+	mustf(t, pod.AutomountServiceAccountToken != nil && !*pod.AutomountServiceAccountToken,
+		"the pod's automountServiceAccountToken is %v, want false: the kubelet would mount the host's token into the sidecar too", pod.AutomountServiceAccountToken)
+	m := mountOf(host, serviceAccountDir)
+	if m == nil || m.MountPath != serviceAccountDir {
+		t.Errorf("the host mounts nothing at %s, where client-go's in-cluster configuration reads its token (mounts: %v)", serviceAccountDir, host.VolumeMounts)
+	} else {
+		mustf(t, m.ReadOnly, "the host's %s mount is not read-only", serviceAccountDir)
+		checkServiceAccountVolume(t, volume(pod, m.Name))
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+		if c.Name == host.Name {
+			continue
+		}
+		mustf(t, c.AutomountServiceAccountToken == nil, "%s: sets automountServiceAccountToken", c.Name)
+		for _, cm := range c.VolumeMounts {
+			mustf(t, cm.MountPath != "/var/run/secrets" && !strings.HasPrefix(cm.MountPath, "/var/run/secrets/") && !strings.HasPrefix(serviceAccountDir, cm.MountPath+"/"),
+				"%s: mounts %s at %s, at or above where client-go looks for a token", c.Name, cm.Name, cm.MountPath)
+			v := volume(pod, cm.Name)
+			if v == nil {
+				t.Errorf("%s: mounts volume %s, which the pod does not have", c.Name, cm.Name)
+				continue
+			}
+			mustf(t, v.Secret == nil, "%s: mounts Secret volume %s", c.Name, cm.Name)
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					mustf(t, src.ServiceAccountToken == nil && src.Secret == nil, "%s: mounts volume %s, which projects a token or a Secret", c.Name, cm.Name)
+				}
+			}
+		}
+	}
+}
+
+// checkServiceAccountVolume: the projected volume the kubelet mounts for a
+// ServiceAccount (kube-api-access-*): a token named token, ca.crt from the
+// kube-root-ca.crt ConfigMap, and the pod's namespace.
+func checkServiceAccountVolume(t *testing.T, v *corev1.Volume) {
+	if v == nil || v.Projected == nil {
+		t.Errorf("the host's ServiceAccount volume is %v, want a projected volume", v)
+		return
+	}
+	var token, ca, ns bool
+	for _, src := range v.Projected.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			token = src.ServiceAccountToken.Path == "token" && src.ServiceAccountToken.Audience == ""
+		case src.ConfigMap != nil:
+			ca = src.ConfigMap.Name == "kube-root-ca.crt" && len(src.ConfigMap.Items) == 1 &&
+				src.ConfigMap.Items[0].Key == "ca.crt" && src.ConfigMap.Items[0].Path == "ca.crt"
+		case src.DownwardAPI != nil:
+			ns = len(src.DownwardAPI.Items) == 1 && src.DownwardAPI.Items[0].Path == "namespace" &&
+				src.DownwardAPI.Items[0].FieldRef != nil && src.DownwardAPI.Items[0].FieldRef.FieldPath == "metadata.namespace"
+		}
+	}
+	mustf(t, token, "volume %s: no serviceAccountToken at path token for the API server's audience", v.Name)
+	mustf(t, ca, "volume %s: no ca.crt from the ConfigMap kube-root-ca.crt", v.Name)
+	mustf(t, ns, "volume %s: no namespace from metadata.namespace", v.Name)
 }
 
 // checkHostProbes: startup, liveness and readiness on the host's health
