@@ -92,7 +92,9 @@ func grantedServer(t *testing.T, desc *description.Description) *Server {
 func TestTheServiceServesOnlyWhatTheDescriptionGrants(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	in := func(ns, name string) *polyopv1alpha1.ObjectKey { return &polyopv1alpha1.ObjectKey{Namespace: ns, Name: name} }
+	in := func(ns, name string) *polyopv1alpha1.ObjectKey {
+		return &polyopv1alpha1.ObjectKey{Namespace: ns, Name: name}
+	}
 	createBinding := func(s *Server) error {
 		_, err := s.Create(ctx, &polyopv1alpha1.CreateRequest{Kind: clusterRoleBinding, Key: &polyopv1alpha1.ObjectKey{Name: "probe-admin"},
 			Object: []byte(`{"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},` +
