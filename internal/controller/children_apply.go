@@ -13,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/rawjson"
 )
@@ -107,7 +109,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 		inParallel(len(tier), r.maxConcurrentChildWrites, func(j int) {
 			i := tier[j]
 			c := desired[i]
-			rv, replaced, p := r.applyChild(ctx, owner, c, existing[i])
+			rv, replaced, p := r.applyChild(ctx, owner, c, existing[i], r.precondition(last, c.id, existing[i]))
 			if p != nil {
 				outcomes[i] = outcome{problem: p, refused: p.reason == reasonChildFieldImmutable}
 				return
@@ -154,7 +156,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, owner client.Object, des
 // precondition) and c applied again, which creates it; replaced says so.
 //
 // It runs in a span of its own, under the reconcile's.
-func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desiredChild, existing client.Object) (resourceVersion string, replaced bool, problem *childProblem) {
+func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desiredChild, existing client.Object, precondition string) (resourceVersion string, replaced bool, problem *childProblem) {
 	ctx, span := r.startWrite(ctx, spanApplyChild, childAttribute.String(c.id.String()))
 	defer func() {
 		span.SetAttributes(attribute.Bool("polyop.replaced", replaced))
@@ -165,12 +167,20 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 		endSpan(span, nil)
 	}()
 	out := c.configuration()
-	err := r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+	out.precondition = precondition
+	err := r.write(ctx, func(ctx context.Context) error {
+		return r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+	})
+	if precondition != "" && apierrors.IsConflict(err) {
+		err = r.applyAgain(ctx, owner, c, out, err)
+	}
 	if err == nil {
 		return out.resourceVersion, false, nil
 	}
 	fields := immutableFields(err)
 	switch {
+	case fencing.IsLapsed(err):
+		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf("applying child %s: %w", c.id, err)}
 	case len(fields) == 0:
 		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf("applying child %s: %w", c.id, err)}
 	case !c.kind.ReplaceOnImmutable || existing == nil:
@@ -179,19 +189,75 @@ func (r *Reconciler) applyChild(ctx context.Context, owner client.Object, c desi
 				"Declare replace_on_immutable for %s in the controller's Owns to have the host delete and recreate such a child",
 			c.id, strings.Join(fields, ", "), c.id.gvk.Kind)}
 	}
-	err = r.Client.Delete(ctx, existing, client.Preconditions{UID: ptr.To(existing.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err = r.write(ctx, func(ctx context.Context) error {
+		return r.Client.Delete(ctx, existing, client.Preconditions{UID: ptr.To(existing.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
 			"deleting child %s to replace it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
 	out = c.configuration()
-	if err := r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+	if err := r.write(ctx, func(ctx context.Context) error {
+		return r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+	}); err != nil {
 		return "", false, &childProblem{reason: reasonChildrenNotApplied, err: fmt.Errorf(
 			"creating child %s again after deleting it (%s is immutable): %w", c.id, strings.Join(fields, ", "), err)}
 	}
 	logf.FromContext(ctx).Info("replaced a child whose immutable fields changed", "child", c.id.String(), "fields", fields)
 	r.Recorder.Eventf(owner, nil, corev1.EventTypeNormal, reasonChildReplaced, "Replace", "replaced child %s: %s is immutable", c.id, strings.Join(fields, ", "))
 	return out.resourceVersion, true, nil
+}
+
+// precondition is the resourceVersion a fenced replica (one that holds a
+// lease) applies desired child id with: the newest of the cached child's and
+// the one the host's own last apply of it wrote (the cache may lag that
+// write). A replica that was paused past its lease, and applies a child
+// another replica has written since, then fails with a conflict instead of
+// rolling that write back (docs/sharding.md). "" (no precondition) for a
+// child the cache does not hold, which the apply creates, and for a
+// replica without a lease.
+func (r *Reconciler) precondition(last []appliedChild, id childID, existing client.Object) string {
+	if r.fence == nil || existing == nil {
+		return ""
+	}
+	rv := existing.GetResourceVersion()
+	if prev, ok := findApplied(last, id); ok && prev.resourceVersion != "" {
+		if cmp, err := resourceversion.CompareResourceVersion(prev.resourceVersion, rv); err == nil && cmp > 0 {
+			rv = prev.resourceVersion
+		}
+	}
+	return rv
+}
+
+// applyAgain applies out once more after its precondition failed: the child
+// changed since the version the host read, most often because its own
+// controller wrote its status. The child is read from the API server; if it
+// is still the owner's, the apply is made again with the version read as
+// its precondition (and through the fence again, so a replica whose term has
+// ended meanwhile writes nothing).
+func (r *Reconciler) applyAgain(ctx context.Context, owner client.Object, c desiredChild, out *childConfiguration, conflict error) error {
+	if r.APIReader == nil {
+		return conflict
+	}
+	live := object.New(c.id.gvk)
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.id.namespace, Name: c.id.name}, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted since: the apply creates it.
+			out.precondition = ""
+			return r.write(ctx, func(ctx context.Context) error {
+				return r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+			})
+		}
+		return fmt.Errorf("reading child %s again after its apply conflicted: %w", c.id, err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(live); ref == nil || ref.UID != owner.GetUID() {
+		return fmt.Errorf("child %s changed since it was read, and %s %s no longer controls it: %w",
+			c.id, owner.GetObjectKind().GroupVersionKind().Kind, owner.GetName(), conflict)
+	}
+	out.precondition = live.GetResourceVersion()
+	return r.write(ctx, func(ctx context.Context) error {
+		return r.Client.Apply(ctx, out, client.FieldOwner(r.fieldManager()), client.ForceOwnership)
+	})
 }
 
 // cachedChild reads the object id names from the cache; nil when there is
@@ -222,6 +288,12 @@ func (r *Reconciler) fieldManager() string {
 type childConfiguration struct {
 	apiVersion, kind, namespace, name string
 	raw                               []byte
+	// metadataAt is the offset of raw's metadata object (see desiredChild).
+	metadataAt int
+	// precondition, when set, is the resourceVersion the child must have for
+	// the apply to succeed: the API server answers any other with a
+	// conflict.
+	precondition string
 	// resourceVersion is the answer's metadata.resourceVersion.
 	resourceVersion string
 }
@@ -234,7 +306,7 @@ var (
 
 // configuration is c's configuration, to apply.
 func (c desiredChild) configuration() *childConfiguration {
-	return &childConfiguration{apiVersion: c.apiVersion, kind: c.id.gvk.Kind, namespace: c.id.namespace, name: c.id.name, raw: c.raw}
+	return &childConfiguration{apiVersion: c.apiVersion, kind: c.id.gvk.Kind, namespace: c.id.namespace, name: c.id.name, raw: c.raw, metadataAt: c.metadataAt}
 }
 
 // IsApplyConfiguration implements runtime.ApplyConfiguration.
@@ -247,8 +319,21 @@ func (c *childConfiguration) GetKind() *string       { return &c.kind }
 func (c *childConfiguration) GetNamespace() *string  { return &c.namespace }
 func (c *childConfiguration) GetName() *string       { return &c.name }
 
-// MarshalJSON is the configuration's JSON, the apply's body.
-func (c *childConfiguration) MarshalJSON() ([]byte, error) { return c.raw, nil }
+// MarshalJSON is the configuration's JSON, the apply's body: raw, with the
+// precondition's resourceVersion first in its metadata when there is one.
+func (c *childConfiguration) MarshalJSON() ([]byte, error) {
+	if c.precondition == "" || c.metadataAt <= 0 || c.metadataAt >= len(c.raw) || c.raw[c.metadataAt] != '{' {
+		return c.raw, nil
+	}
+	out := make([]byte, 0, len(c.raw)+len(c.precondition)+24)
+	out = append(out, c.raw[:c.metadataAt+1]...)
+	out = append(out, `"resourceVersion":`...)
+	out = rawjson.AppendString(out, c.precondition)
+	if c.raw[c.metadataAt+1] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, c.raw[c.metadataAt+1:]...), nil
+}
 
 // UnmarshalJSON reads the resourceVersion of the API server's answer, a
 // JSON object encoding/json has checked.

@@ -164,7 +164,7 @@ func BenchmarkFirstWriteOfAChild(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			_, _, p := r.applyChild(ctx, g, desired[0], nil)
+			_, _, p := r.applyChild(ctx, g, desired[0], nil, "")
 			if p != nil {
 				return p.err
 			}

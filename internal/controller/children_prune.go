@@ -58,7 +58,9 @@ func (r *Reconciler) pruneChild(ctx context.Context, o *object.Object) (pruned b
 		return false, nil
 	}
 	spanCtx, span := r.startWrite(ctx, spanPruneChild, childAttribute.String(id.String()))
-	err = r.Client.Delete(spanCtx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err = r.write(spanCtx, func(ctx context.Context) error {
+		return r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
 	if apierrors.IsNotFound(err) {
 		endSpan(span, nil)
 	} else {

@@ -37,6 +37,9 @@ type desiredChild struct {
 	// hash identifies the applied configuration, to tell whether it changed
 	// since the last apply.
 	hash configHash
+	// metadataAt is the offset in raw of the metadata object's opening
+	// brace, where a precondition's resourceVersion goes.
+	metadataAt int
 }
 
 // object decodes the child's configuration, as the API machinery decodes
@@ -194,7 +197,9 @@ func validateLabelledChildren(raws [][]byte, owner client.Object, controller str
 			bad("%s cannot be encoded: %v", label, err)
 			continue
 		}
-		out = append(out, desiredChild{id: id, kind: kind, apiVersion: u.GetAPIVersion(), raw: config, hash: hash})
+		// metadata is sliced from config.
+		metadataAt := cap(config) - cap(metadata)
+		out = append(out, desiredChild{id: id, kind: kind, apiVersion: u.GetAPIVersion(), raw: config, hash: hash, metadataAt: metadataAt})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("the sidecar returned invalid desired children, so none was applied: %w", err)

@@ -11,6 +11,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/object"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -53,6 +54,9 @@ func (r *Reconciler) finalizeObject(ctx context.Context, req reconcile.Request, 
 		return reconcile.Result{}, r.callFailed(log, "Finalize", err)
 	}
 	r.callAnswered(log)
+	if err := r.termLapsed(ctx); err != nil {
+		return discardLapsed(log, "the Finalize call", err)
+	}
 	if err := checkFailure(resp.GetError()); err != nil {
 		return reconcile.Result{}, r.refuseCallAnswer(obj, "Finalize", ReasonInvalidFailure, err)
 	}
@@ -67,6 +71,9 @@ func (r *Reconciler) finalizeObject(ctx context.Context, req reconcile.Request, 
 		return result, err
 	}
 	if err := r.patchFinalizers(ctx, obj, controllerutil.RemoveFinalizer, spanRemoveFinalizer); err != nil {
+		if fencing.IsLapsed(err) {
+			return discardLapsed(log, "removing the finalizer", err)
+		}
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // rate-limited retry of a stale patch
 		}
@@ -95,7 +102,7 @@ func (r *Reconciler) patchFinalizers(ctx context.Context, obj *object.Object, ch
 	err := r.patch(ctx, obj, patch, false)
 	endSpan(span, err)
 	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || fencing.IsLapsed(err) {
 			return err
 		}
 		return fmt.Errorf("writing the finalizers of %s %s/%s: %w", obj.Kind, obj.GetNamespace(), obj.GetName(), err)

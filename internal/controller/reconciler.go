@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
@@ -81,6 +82,9 @@ type Reconciler struct {
 	childLabels func(owner client.Object) map[string]string
 	// progress gives each call its cache versions; nil for none.
 	progress CacheProgress
+	// fence tells the replica's term; nil when the replica writes without
+	// a lease.
+	fence fencing.Fence
 }
 
 // ReconcilerOptions configure a Reconciler beyond the controller, the client
@@ -123,6 +127,13 @@ type ReconcilerOptions struct {
 	// label, so that the child informers of the replica that owns the owner
 	// see its children. Defaults to nil: none.
 	ChildLabels func(owner client.Object) map[string]string
+	// Fence tells the term of the lease the replica reconciles under (the
+	// leader election's, or its shard Lease): a reconcile begins only while
+	// it is held, each write is made only while the term it began under is
+	// still held, and the answer of a call that outlived that term is
+	// discarded. Defaults to nil: the replica holds no lease (one replica,
+	// no leader election).
+	Fence fencing.Fence
 
 	// state is whether the sidecar is down, shared by every controller of a
 	// host (Setup). Defaults to the Reconciler's own.
@@ -144,6 +155,9 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 	}
 	if opts.MaxConcurrentChildWrites <= 0 {
 		opts.MaxConcurrentChildWrites = DefaultMaxConcurrentChildWrites
+	}
+	if opts.Fence != nil {
+		opts.Recorder = fencedRecorder{EventRecorder: opts.Recorder, fence: opts.Fence}
 	}
 	return &Reconciler{
 		Controller:    c,
@@ -173,6 +187,7 @@ func NewReconciler(c description.Controller, cl client.Client, sc Sidecar, opts 
 
 		maxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 		childLabels:              opts.ChildLabels,
+		fence:                    opts.Fence,
 	}
 }
 
@@ -197,6 +212,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	defer func() { r.scheduleRetry(req, err) }()
 	log := logf.FromContext(ctx)
+	ctx, held := r.beginTerm(ctx)
+	if !held {
+		log.V(1).Info("not reconciling: the replica does not hold its lease", "retryAfter", fenceRetry.String())
+		return reconcile.Result{RequeueAfter: fenceRetry}, nil
+	}
 
 	obj := &object.Object{TypeMeta: r.typeMeta}
 	exists := true
@@ -219,6 +239,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 		if !controllerutil.ContainsFinalizer(obj, r.Controller.Finalizer) {
 			if err := r.patchFinalizers(ctx, obj, controllerutil.AddFinalizer, spanAddFinalizer); err != nil {
+				if fencing.IsLapsed(err) {
+					return discardLapsed(log, "adding the finalizer", err)
+				}
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 					log.V(1).Info("adding the finalizer raced with a newer version of the object; requeueing", "error", err.Error())
 					return reconcile.Result{RequeueAfter: staleRetryDelay}, nil
@@ -274,6 +297,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, r.callFailed(log, "Reconcile", err)
 	}
 	r.callAnswered(log)
+	if err := r.termLapsed(ctx); err != nil {
+		return discardLapsed(log, "the Reconcile call", err)
+	}
 
 	result, resultErr := decide(resp)
 	if !exists {
@@ -317,6 +343,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 		// child.
 		prune := resp.GetChildrenComplete() && resultErr == nil
 		res := r.applyChildren(ctx, obj, desired, observed, prune)
+		if err := r.termLapsed(ctx); err != nil {
+			return discardLapsed(log, "applying the children", err)
+		}
 		for _, p := range res.problems {
 			r.recordWarning(obj, p.reason, p.err.Error())
 		}
@@ -329,6 +358,8 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if len(status) > 0 {
 		written, err := r.writeStatus(ctx, obj, status)
 		switch {
+		case fencing.IsLapsed(err):
+			return discardLapsed(log, "writing the status", err)
 		case err != nil && apierrors.IsConflict(err):
 			log.V(1).Info("status write conflicted with a newer version of the object; requeueing", "error", err.Error())
 			if resultErr == nil && childErr == nil {
@@ -465,7 +496,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status
 	err := r.patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), true)
 	endSpan(span, err)
 	if err != nil {
-		if apierrors.IsConflict(err) {
+		if apierrors.IsConflict(err) || fencing.IsLapsed(err) {
 			return false, err
 		}
 		return false, fmt.Errorf("writing the status of %s %s/%s: %w", obj.Kind, obj.GetNamespace(), obj.GetName(), err)
@@ -479,12 +510,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *object.Object, status
 // managedFields, unless they are kept).
 func (r *Reconciler) patch(ctx context.Context, obj *object.Object, patch client.Patch, status bool) error {
 	gvk := obj.GroupVersionKind()
-	var err error
-	if status {
-		err = r.Client.Status().Patch(ctx, obj, patch)
-	} else {
-		err = r.Client.Patch(ctx, obj, patch)
-	}
+	err := r.write(ctx, func(ctx context.Context) error {
+		if status {
+			return r.Client.Status().Patch(ctx, obj, patch)
+		}
+		return r.Client.Patch(ctx, obj, patch)
+	})
 	// Decoding the answer clears the kind.
 	obj.SetGroupVersionKind(gvk)
 	if !r.keepManagedFields {

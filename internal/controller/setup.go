@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/object"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -62,6 +63,10 @@ type Options struct {
 	// sharding on, the shard and drain labels, so that a replica asked to
 	// hand an object off sees it. Defaults to none.
 	UpdateLabels []string
+	// Fence tells the term of the lease the controllers reconcile under: the
+	// leader election's, or the replica's shard Lease (see
+	// ReconcilerOptions.Fence). Defaults to nil: no lease.
+	Fence fencing.Fence
 }
 
 // Setup builds one controller per controller in res and registers it with
@@ -93,6 +98,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 
 			MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 			ChildLabels:              opts.ChildLabels,
+			Fence:                    opts.Fence,
 		})
 		var rec reconcile.Reconciler = r
 		if opts.WrapReconciler != nil {

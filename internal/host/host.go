@@ -119,7 +119,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if leaderElectionID == "" {
 		leaderElectionID = desc.Name + ".polyop.dev"
 	}
-	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
+	lock, err := leaderLock(mgrCfg, leaderElectionID, opts)
+	if err != nil {
+		return err
+	}
+	mgrOpts := ctrl.Options{
 		Scheme:         scheme,
 		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
 		Cache:          cacheOpts,
@@ -134,9 +138,16 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		LeaseDuration:                 &opts.LeaseDuration,
 		RenewDeadline:                 &opts.RenewDeadline,
 		RetryPeriod:                   &opts.RetryPeriod,
-	})
+	}
+	if lock != nil {
+		mgrOpts.LeaderElectionResourceLockInterface = lock
+	}
+	mgr, err := ctrl.NewManager(mgrCfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if lock != nil {
+		lock.SetRecorder(mgr.GetEventRecorderFor(lock.Identity())) //nolint:staticcheck // client-go's leader election records through the old events API.
 	}
 	probes := newProbes()
 	probes.addHealthz("healthz", healthz.Ping)
@@ -164,6 +175,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 
 		MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
 	}
+	if lock != nil {
+		// The elected replica writes only while it leads.
+		ctrlOpts.Fence = lock
+	}
 	var sharded map[schema.GroupVersionKind]bool
 	if shards != nil {
 		if err := shards.setUp(mgr, res, opts); err != nil {
@@ -174,6 +189,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		ctrlOpts.ChildLabels = shards.childLabels
 		ctrlOpts.WrapReconciler = shards.wrap(mgr)
 		ctrlOpts.EveryReplica = true
+		// Every replica reconciles its share while it holds its shard Lease.
+		ctrlOpts.Fence = shards.member
 		if plan.mode == ShardingLabels {
 			ctrlOpts.UpdateLabels = []string{sharding.ShardLabel(plan.shard.Ring), sharding.DrainLabel(plan.shard.Ring)}
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sharding"
 	"github.com/polyop/polyop/internal/sharding/membership"
+	"github.com/polyop/polyop/internal/sharding/rejoin"
 	"github.com/polyop/polyop/internal/sharding/serverside"
 	"github.com/polyop/polyop/internal/sharding/sharder"
 )
@@ -232,6 +233,9 @@ func newShardRuntime(cfg *rest.Config, httpClient *http.Client, plan *shardPlan,
 	member, err := membership.NewMember(cs, membership.MemberOptions{
 		Ring: ringName, ReplicaID: replicaID, Namespace: plan.namespace,
 		LeaseDuration: opts.ShardLeaseDuration, RenewInterval: opts.ShardRenewInterval,
+		// A replica back from a lapse reconciles once its view is fresh
+		// (rejoin.Rejoiner).
+		ConfirmRejoin: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w (see --shard-lease-duration and --shard-renew-interval)", err)
@@ -306,12 +310,22 @@ func (s *shardRuntime) setUp(mgr ctrl.Manager, res *description.Resolved, opts O
 			return err
 		}
 	}
+	kinds := make([]schema.GroupVersionKind, 0, len(s.plan.sharded))
 	for gvk := range s.plan.sharded {
 		if err := countCached(mgr, s.plan.shard.Ring, gvk); err != nil {
 			return err
 		}
+		kinds = append(kinds, gvk)
 	}
-	return nil
+	rejoinOpts := rejoin.Options{Member: s.member, Kinds: kinds, Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
+	if s.barrier != nil {
+		rejoinOpts.Ring, rejoinOpts.Barrier = s.source, s.barrier
+	}
+	rejoiner, err := rejoin.New(rejoinOpts)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(rejoiner)
 }
 
 func namespaceConfigs(namespaces []string) map[string]cache.Config {

@@ -24,6 +24,10 @@ type MemberLease struct {
 	// Expires is RenewTime plus the Lease's duration: the member is live
 	// until then.
 	Expires time.Time
+	// AcquireTime is when the holder acquired the Lease: its first renewal,
+	// or the first after its last term ended. It is the member's
+	// incarnation in the ring's ID (ring.Ring.Incarnated).
+	AcquireTime time.Time
 	// AdoptedRing is the ID of the ring the member has adopted
 	// (sharding.AdoptedRingAnnotation; server-side mode), "" for none.
 	AdoptedRing string
@@ -43,7 +47,12 @@ func Leases(leases []coordinationv1.Lease) []MemberLease {
 			continue
 		}
 		renewed := spec.RenewTime.Time
+		var acquired time.Time
+		if spec.AcquireTime != nil {
+			acquired = spec.AcquireTime.Time
+		}
 		out = append(out, MemberLease{
+			AcquireTime: acquired,
 			Holder:    *spec.HolderIdentity,
 			Lease:     leases[i].Name,
 			RenewTime: renewed,
@@ -58,6 +67,23 @@ func Leases(leases []coordinationv1.Lease) []MemberLease {
 		}
 		return strings.Compare(a.Lease, b.Lease)
 	})
+	return out
+}
+
+// Incarnations maps the holder of each Lease live at now to when it
+// acquired it (RFC 3339, nanoseconds), the latest where one holds several:
+// the incarnations of the ring's ID.
+func Incarnations(leases []MemberLease, now time.Time) map[string]string {
+	latest := map[string]time.Time{}
+	for _, l := range leases {
+		if t, seen := latest[l.Holder]; l.Live(now) && (!seen || l.AcquireTime.After(t)) {
+			latest[l.Holder] = l.AcquireTime
+		}
+	}
+	out := make(map[string]string, len(latest))
+	for m, t := range latest {
+		out[m] = t.UTC().Format(time.RFC3339Nano)
+	}
 	return out
 }
 

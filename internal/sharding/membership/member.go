@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/sharding"
 
 	"github.com/go-logr/logr"
@@ -54,6 +55,10 @@ type MemberOptions struct {
 	// objects before the others drop it from the ring. Defaults to two thirds
 	// of LeaseDuration (10s).
 	RenewDeadline time.Duration
+	// ConfirmRejoin makes a term that follows a lapse (see Term) held only
+	// once Confirm is called with its number: the host refreshes its view
+	// of the cluster first. Defaults to false: a new term is held at once.
+	ConfirmRejoin bool
 	// KeepLeaseOnStop leaves the Lease in place when the Member stops, to
 	// expire LeaseDuration after its last renewal, as after a crash. Defaults
 	// to false: a Member that stops deletes its Lease, and the others
@@ -89,7 +94,10 @@ type Member struct {
 	mu          sync.Mutex
 	lease       *coordinationv1.Lease // as last written or read
 	lastRenewal time.Time             // the start of the last successful renewal
-	stopped     bool
+	// term is the number of the Member's current term, confirmed that of
+	// the last term confirmed (see Term and Confirm).
+	term, confirmed uint64
+	stopped         bool
 	holding     bool // as last notified
 	// adopted is the value of sharding.AdoptedRingAnnotation each write
 	// carries, "" for none; adoptedDone tells that a write carried it.
@@ -213,6 +221,10 @@ func (m *Member) renew(ctx context.Context) error {
 	m.mu.Lock()
 	current := m.lease
 	adopted := m.adopted
+	// A renewal that begins once the last term has ended starts a new one,
+	// and is a new acquisition of the Lease: its acquireTime changes, and so
+	// does the ring's ID (see MemberLease.AcquireTime).
+	lapsed := m.lastRenewal.IsZero() || !start.Before(m.lastRenewal.Add(m.opts.RenewDeadline))
 	m.mu.Unlock()
 
 	var (
@@ -220,12 +232,12 @@ func (m *Member) renew(ctx context.Context) error {
 		err     error
 	)
 	if current != nil {
-		written, err = m.leases.Update(ctx, m.renewed(current, start, adopted), metav1.UpdateOptions{})
+		written, err = m.leases.Update(ctx, m.renewed(current, start, adopted, lapsed), metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			// Changed by someone else: renew what is there now.
 			current, err = m.leases.Get(ctx, m.name, metav1.GetOptions{})
 			if err == nil {
-				written, err = m.leases.Update(ctx, m.renewed(current, start, adopted), metav1.UpdateOptions{})
+				written, err = m.leases.Update(ctx, m.renewed(current, start, adopted, lapsed), metav1.UpdateOptions{})
 			}
 		}
 	}
@@ -234,11 +246,11 @@ func (m *Member) renew(ctx context.Context) error {
 		written, err = m.leases.Create(ctx, m.renewed(&coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.opts.Namespace},
 			Spec:       coordinationv1.LeaseSpec{AcquireTime: &metav1.MicroTime{Time: start}},
-		}, start, adopted), metav1.CreateOptions{})
+		}, start, adopted, lapsed), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// Left by an earlier run of this replica: take it over.
 			if current, err = m.leases.Get(ctx, m.name, metav1.GetOptions{}); err == nil {
-				written, err = m.leases.Update(ctx, m.renewed(current, start, adopted), metav1.UpdateOptions{})
+				written, err = m.leases.Update(ctx, m.renewed(current, start, adopted, lapsed), metav1.UpdateOptions{})
 			}
 		}
 	}
@@ -253,6 +265,14 @@ func (m *Member) renew(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lease = written
+	if lapsed {
+		m.term++
+		if m.lastRenewal.IsZero() || !m.opts.ConfirmRejoin {
+			// The first term's view is the one the manager's caches are
+			// about to sync.
+			m.confirmed = m.term
+		}
+	}
 	m.lastRenewal = start
 	if adopted != "" && adopted == m.adopted {
 		m.adoptedDone = true
@@ -263,8 +283,9 @@ func (m *Member) renew(ctx context.Context) error {
 }
 
 // renewed is lease held by this replica and renewed at now, carrying the
-// adopted ring (none when "").
-func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time, adopted string) *coordinationv1.Lease {
+// adopted ring (none when ""); acquired again at now when reacquire is set
+// (a new term).
+func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time, adopted string, reacquire bool) *coordinationv1.Lease {
 	l := lease.DeepCopy()
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
@@ -278,7 +299,7 @@ func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time, adopted str
 	} else {
 		delete(l.Annotations, sharding.AdoptedRingAnnotation)
 	}
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.opts.ReplicaID {
+	if reacquire || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.opts.ReplicaID {
 		l.Spec.HolderIdentity = ptr.To(m.opts.ReplicaID)
 		l.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 	}
@@ -322,7 +343,50 @@ func (m *Member) Holding() bool {
 }
 
 func (m *Member) holdingLocked() bool {
+	return m.currentLocked() && m.confirmed == m.term
+}
+
+// currentLocked reports whether the Lease is current: renewed less than
+// RenewDeadline ago, and the Member not stopping.
+func (m *Member) currentLocked() bool {
 	return !m.stopped && !m.lastRenewal.IsZero() && m.clock.Since(m.lastRenewal) < m.opts.RenewDeadline
+}
+
+// Term is the Member's fencing.Fence. A term lasts RenewDeadline from the
+// start of the last successful renewal; a renewal that begins after that,
+// when the replica may have dropped out of the ring and its objects gone to
+// others, starts the next term. With ConfirmRejoin, such a term is held only
+// once the host has confirmed it (Confirm), after refreshing its view.
+func (m *Member) Term() fencing.Term {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := fencing.Term{Number: m.term, Held: m.holdingLocked(), Lease: "shard Lease " + m.opts.Namespace + "/" + m.name}
+	if !m.lastRenewal.IsZero() {
+		t.Until = m.lastRenewal.Add(m.opts.RenewDeadline)
+	}
+	return t
+}
+
+// Unconfirmed returns the number of the current term when it is current
+// but not yet confirmed: the replica has rejoined, and must refresh its
+// view and Confirm the term before it claims any object.
+func (m *Member) Unconfirmed() (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.term, m.currentLocked() && m.confirmed != m.term
+}
+
+// Confirm makes term held, if it is still the current term: the host has
+// refreshed its view since the term began. It reports whether it did.
+func (m *Member) Confirm(term uint64) bool {
+	m.mu.Lock()
+	ok := term == m.term
+	if ok {
+		m.confirmed = term
+	}
+	m.mu.Unlock()
+	m.notifyHolding()
+	return ok
 }
 
 // Subscribe returns a channel that receives a value whenever Holding
@@ -354,6 +418,9 @@ func (m *Member) Check(_ *http.Request) error {
 	switch {
 	case m.stopped:
 		return fmt.Errorf("replica %s left ring %s (Lease %s/%s)", m.opts.ReplicaID, m.opts.Ring, m.opts.Namespace, m.name)
+	case m.currentLocked():
+		return fmt.Errorf("replica %s rejoined ring %s after its Lease %s/%s lapsed (term %d): refreshing its view before it reconciles again",
+			m.opts.ReplicaID, m.opts.Ring, m.opts.Namespace, m.name, m.term)
 	case m.lastRenewal.IsZero():
 		return fmt.Errorf("replica %s has not yet made its Lease %s/%s in ring %s", m.opts.ReplicaID, m.opts.Namespace, m.name, m.opts.Ring)
 	}

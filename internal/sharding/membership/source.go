@@ -163,15 +163,16 @@ func (s *Source) Start(ctx context.Context) error {
 // update publishes the ring of the live leases, when it differs from the
 // current one, and returns when the first live Lease expires.
 func (s *Source) update(leases []MemberLease, log logr.Logger) time.Time {
-	members, next := LiveMembers(leases, s.clock.Now())
+	now := s.clock.Now()
+	members, next := LiveMembers(leases, now)
+	r := ring.New(members, s.opts.VirtualNodes).Incarnated(Incarnations(leases, now))
 	s.mu.Lock()
 	s.leases = leases
 	first := s.current == nil
-	if !first && slices.Equal(members, s.current.Members()) {
+	if !first && r.ID() == s.current.ID() {
 		s.mu.Unlock()
 		return next
 	}
-	r := ring.New(members, s.opts.VirtualNodes)
 	s.current = r
 	s.mu.Unlock()
 
@@ -182,7 +183,7 @@ func (s *Source) update(leases []MemberLease, log logr.Logger) time.Time {
 	if s.opts.ReplicaID != "" {
 		shareGauge.WithLabelValues(s.opts.Ring).Set(Share(r, s.opts.ReplicaID))
 	}
-	log.Info("shard ring", "members", members)
+	log.Info("shard ring", "members", members, "ring", r.ID())
 	s.notes.notify()
 	return next
 }
@@ -223,6 +224,20 @@ func (s *Source) ReadLeases(ctx context.Context) ([]MemberLease, error) {
 		return nil, fmt.Errorf("sharding membership: reading the Leases of ring %s in namespace %s: %w", s.opts.Ring, s.opts.Namespace, err)
 	}
 	return Leases(list.Items), nil
+}
+
+// Refresh reads the ring's Leases from the API server and publishes the
+// ring they make, as an event of the informer would: a replica that was
+// paused, whose informer may still be catching up, sees the ring as it is
+// now. It returns the ring.
+func (s *Source) Refresh(ctx context.Context) (*ring.Ring, error) {
+	leases, err := s.ReadLeases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.update(leases, logf.FromContext(ctx).WithValues("ring", s.opts.Ring, "namespace", s.opts.Namespace))
+	s.leaseNotes.notify()
+	return s.Current(), nil
 }
 
 // Check is a healthz.Checker for readiness: it fails until the first ring is

@@ -142,6 +142,28 @@ func (r *Ring) ID() string {
 	return r.id
 }
 
+// Incarnated returns r with an ID that also tells each member's
+// incarnation: for a ring of Lease holders, when each acquired its Lease
+// (incarnations maps members to it; a member missing from it counts as "").
+// It assigns every object as r does, but a member that drops out of the
+// ring and comes back under the same name makes a ring with another ID, so
+// that whatever was agreed on the ring before it left is not taken for
+// agreement on the ring it comes back to.
+func (r *Ring) Incarnated(incarnations map[string]string) *Ring {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	h := sha256.New()
+	_, _ = h.Write([]byte(r.ID()))
+	for _, m := range r.members {
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(incarnations[m]))
+	}
+	c.id = hex.EncodeToString(h.Sum(nil)[:8])
+	return &c
+}
+
 // ringID is the ID of the ring of members (sorted, without duplicates),
 // each with virtualNodes points.
 func ringID(virtualNodes int, members []string) string {
