@@ -36,4 +36,4 @@ func leaderLock(cfg *rest.Config, id string, opts Options) (*fencing.LeaderLock,
 type noRecorders struct{}
 
 func (noRecorders) GetEventRecorderFor(string) record.EventRecorder { return nil }
-func (noRecorders) GetEventRecorder(string) recorder.EventRecorder   { return nil }
+func (noRecorders) GetEventRecorder(string) recorder.EventRecorder  { return nil }

@@ -53,10 +53,10 @@ func Leases(leases []coordinationv1.Lease) []MemberLease {
 		}
 		out = append(out, MemberLease{
 			AcquireTime: acquired,
-			Holder:    *spec.HolderIdentity,
-			Lease:     leases[i].Name,
-			RenewTime: renewed,
-			Expires:   renewed.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second),
+			Holder:      *spec.HolderIdentity,
+			Lease:       leases[i].Name,
+			RenewTime:   renewed,
+			Expires:     renewed.Add(time.Duration(*spec.LeaseDurationSeconds) * time.Second),
 
 			AdoptedRing: leases[i].Annotations[sharding.AdoptedRingAnnotation],
 		})

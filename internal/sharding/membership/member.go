@@ -98,7 +98,7 @@ type Member struct {
 	// the last term confirmed (see Term and Confirm).
 	term, confirmed uint64
 	stopped         bool
-	holding     bool // as last notified
+	holding         bool // as last notified
 	// adopted is the value of sharding.AdoptedRingAnnotation each write
 	// carries, "" for none; adoptedDone tells that a write carried it.
 	adopted        string
