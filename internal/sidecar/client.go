@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -117,6 +116,8 @@ type Client struct {
 	// tracer traces the calls made on streams; nil without
 	// Options.TracerProvider.
 	tracer trace.Tracer
+	// ready is the readiness check's state (see Check).
+	ready readiness
 }
 
 // New creates a Client for the sidecar at opts.Address. It does not connect:
@@ -155,7 +156,7 @@ func New(opts Options) (*Client, error) {
 		conn:    conn,
 		svc:     polyopv1alpha1.NewSidecarServiceClient(conn),
 		health:  healthpb.NewHealthClient(conn),
-		streams: newStreams(conn),
+		streams: newStreams(conn, opts.Address, opts.ReconcileTimeout),
 	}
 	if opts.TracerProvider != nil {
 		c.tracer = opts.TracerProvider.Tracer(tracerName)
@@ -198,15 +199,6 @@ func (c *Client) Close() error {
 // false, and no attempt to open one failed with UNIMPLEMENTED.
 func (c *Client) Streams() bool { return c.streams.on.Load() }
 
-// Check asks the sidecar's health service whether it is serving, within
-// Options.CheckTimeout. It is the host's readiness check: it has the signature
-// of controller-runtime's healthz.Checker.
-func (c *Client) Check(_ *http.Request) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CheckTimeout)
-	defer cancel()
-	return c.check(ctx)
-}
-
 func (c *Client) check(ctx context.Context) error {
 	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})
 	switch status.Code(err) {
@@ -241,6 +233,7 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.
 		err = c.check(attemptCtx)
 		attemptCancel()
 		if err == nil {
+			c.ready.observe(time.Now(), nil)
 			return true, nil
 		}
 		if time.Since(lastLog) > 5*time.Second {
@@ -304,18 +297,28 @@ func (c *Client) DescribeRaw(ctx context.Context, hostVersion string) (*polyopv1
 // deadline (or ctx's, when earlier). A status or desired child longer than
 // Options.MaxObjectSize is not read: the answer comes back without it, with
 // a TooLargeError for each (joined).
+//
+// A call the sidecar does not answer by its deadline fails with a
+// *DeadlineError. On a stream the object is then held until the sidecar
+// answers, and a call for it meanwhile fails with an *InFlightError without
+// reaching the sidecar (see OnRelease). A ctx cancelled before the deadline
+// cancels the call at once.
 func (c *Client) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
-	defer cancel()
+	if err := c.inFlight(methodReconcile, req); err != nil {
+		return nil, err
+	}
+	deadline := c.deadline(ctx)
 	answer := &reconcileAnswer{resp: &polyopv1alpha1.ReconcileResponse{}, limit: c.opts.MaxObjectSize}
 	err := errUnaryFallback
 	if c.streams.on.Load() {
-		err = c.callOnStream(ctx, methodReconcile, req.GetController(), &polyopv1alpha1.ReconcileStreamRequest{
+		err = c.callOnStream(ctx, deadline, methodReconcile, req.GetController(), &polyopv1alpha1.ReconcileStreamRequest{
 			Call: &polyopv1alpha1.ReconcileStreamRequest_Reconcile{Reconcile: req},
 		}, &streamAnswer{reconcile: answer, limit: c.opts.MaxObjectSize})
 	}
 	if errors.Is(err, errUnaryFallback) {
-		err = c.conn.Invoke(ctx, polyopv1alpha1.SidecarService_Reconcile_FullMethodName, req, answer, grpc.ForceCodecV2(answerCodec{}))
+		err = c.unary(ctx, deadline, methodReconcile, req, func(ctx context.Context) error {
+			return c.conn.Invoke(ctx, polyopv1alpha1.SidecarService_Reconcile_FullMethodName, req, answer, grpc.ForceCodecV2(answerCodec{}))
+		})
 	}
 	if err != nil {
 		return nil, err
@@ -324,13 +327,15 @@ func (c *Client) Reconcile(ctx context.Context, req *polyopv1alpha1.ReconcileReq
 }
 
 // Finalize sends one FinalizeRequest, with Options.ReconcileTimeout as its
-// deadline (or ctx's, when earlier).
+// deadline (or ctx's, when earlier), as Reconcile sends a ReconcileRequest.
 func (c *Client) Finalize(ctx context.Context, req *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ReconcileTimeout)
-	defer cancel()
+	if err := c.inFlight(methodFinalize, req); err != nil {
+		return nil, err
+	}
+	deadline := c.deadline(ctx)
 	if c.streams.on.Load() {
 		answer := &streamAnswer{}
-		err := c.callOnStream(ctx, methodFinalize, req.GetController(), &polyopv1alpha1.ReconcileStreamRequest{
+		err := c.callOnStream(ctx, deadline, methodFinalize, req.GetController(), &polyopv1alpha1.ReconcileStreamRequest{
 			Call: &polyopv1alpha1.ReconcileStreamRequest_Finalize{Finalize: req},
 		}, answer)
 		if !errors.Is(err, errUnaryFallback) {
@@ -340,16 +345,45 @@ func (c *Client) Finalize(ctx context.Context, req *polyopv1alpha1.FinalizeReque
 			return answer.finalize, nil
 		}
 	}
-	return c.svc.Finalize(ctx, req)
+	var resp *polyopv1alpha1.FinalizeResponse
+	err := c.unary(ctx, deadline, methodFinalize, req, func(ctx context.Context) (err error) {
+		resp, err = c.svc.Finalize(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// deadline is a call's: Options.ReconcileTimeout from now, or ctx's when
+// earlier.
+func (c *Client) deadline(ctx context.Context) time.Time {
+	deadline := time.Now().Add(c.opts.ReconcileTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		return d
+	}
+	return deadline
+}
+
+// unary makes a unary call of req with invoke, until deadline. gRPC cancels
+// it in the sidecar at the deadline: the object is not held, and the call
+// fails with a *DeadlineError.
+func (c *Client) unary(ctx context.Context, deadline time.Time, method string, req callTarget, invoke func(context.Context) error) error {
+	timeout := time.Until(deadline)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	err := invoke(ctx)
+	if status.Code(err) == codes.DeadlineExceeded && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &DeadlineError{Method: method, Controller: req.GetController(), Object: describeObject(req), Timeout: timeout}
+	}
+	return err
 }
 
 // IsUnavailable reports whether err means the sidecar could not be reached at
-// all (as opposed to a sidecar that answered with an error): the connection is
-// down, or the call ran out of time.
+// all (as opposed to a sidecar that answered with an error): there is no
+// connection, or it broke, or the sidecar ended the call's stream without
+// answering it (its process went away). One call running out of time is
+// not: that is its object's failure (a *DeadlineError), whatever the
+// sidecar's other calls do. Nor is an UNAVAILABLE the sidecar answered.
 func IsUnavailable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return true
-	}
-	return false
+	var answered *answeredError
+	return status.Code(err) == codes.Unavailable && !errors.As(err, &answered)
 }

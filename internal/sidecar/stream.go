@@ -25,18 +25,26 @@ import (
 // streams is the pool of the client's ReconcileStreams: a Reconcile or
 // Finalize call takes an idle stream, or opens one when none is idle, sends
 // its request, waits for the answer and puts the stream back. There are
-// never more streams than calls made at once (in practice, the workers of
-// the host's controllers), and each carries one call at a time, as the
-// protocol asks.
+// never more streams than calls made at once, and calls held past their
+// deadline (in practice, the workers of the host's controllers and the
+// objects held), and each carries one call at a time, as the protocol asks.
 //
-// A stream whose call the host stopped waiting for (its deadline passed, or
-// its context was cancelled) is cancelled, so that the sidecar sees the
-// call's context cancelled; a stream that failed or carried a malformed
-// answer is dropped. Neither goes back to the pool.
+// A call whose deadline passes is not cancelled: the host holds its object
+// (see heldObjects) and a goroutine waits for the late answer, which it
+// discards, and then puts the stream back; it cancels the stream if no answer
+// comes within the grace period. A call whose caller gives up (its context
+// is cancelled: the host is stopping) has its stream cancelled at once, so
+// that the sidecar sees the call's context cancelled. A stream that failed
+// or carried a malformed answer is dropped.
 type streams struct {
 	conn *grpc.ClientConn
+	// address is the sidecar's, for logs.
+	address string
+	// grace is how long after its deadline a call is waited for before its
+	// stream is cancelled.
+	grace time.Duration
 	// ctx is every stream's context: Close cancels it, which ends the
-	// streams, idle or not.
+	// streams, idle, busy or held.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// on: the sidecar announced ReconcileStream and the host did not turn
@@ -46,6 +54,8 @@ type streams struct {
 
 	// opened counts the streams opened, for tests.
 	opened atomic.Int64
+
+	held heldObjects
 
 	mu   sync.Mutex
 	idle []*callStream
@@ -59,9 +69,9 @@ type callStream struct {
 	lastID uint64
 }
 
-func newStreams(conn *grpc.ClientConn) *streams {
+func newStreams(conn *grpc.ClientConn, address string, grace time.Duration) *streams {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &streams{conn: conn, ctx: ctx, cancel: cancel}
+	return &streams{conn: conn, address: address, grace: grace, ctx: ctx, cancel: cancel}
 }
 
 // close ends every stream.
@@ -118,14 +128,15 @@ var reconcileStreamDesc = &polyopv1alpha1.SidecarService_ServiceDesc.Streams[0]
 var errUnaryFallback = errors.New("the sidecar does not serve ReconcileStream")
 
 // callOnStream makes the call of req on a stream, in a span of its own, and
-// counts it in the call metrics as its unary method. It returns
-// errUnaryFallback when the sidecar turns out to serve no streams: the call
-// was not made, and is not counted.
-func (c *Client) callOnStream(ctx context.Context, method, controller string, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer) error {
+// counts it in the call metrics as its unary method. deadline is the call's:
+// past it the object is held (see streams). It returns errUnaryFallback
+// when the sidecar turns out to serve no streams: the call was not made, and
+// is not counted.
+func (c *Client) callOnStream(ctx context.Context, deadline time.Time, method, controller string, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer) error {
 	start := time.Now()
 	answer.method = method
 	ctx, span := c.startStreamSpan(ctx, method, req)
-	err := c.streams.call(ctx, req, answer)
+	err := c.streams.call(ctx, deadline, req, answer)
 	if errors.Is(err, errUnaryFallback) {
 		if span != nil {
 			span.End()
@@ -133,9 +144,14 @@ func (c *Client) callOnStream(ctx context.Context, method, controller string, re
 		return err
 	}
 	endStreamSpan(span, err)
-	var reply any = answer.finalize
-	if answer.reconcile != nil && method == methodReconcile {
-		reply = answer.reconcile
+	// A held call's late answer may be read into answer at any time: only
+	// an answered call's is looked at.
+	var reply any
+	if err == nil {
+		reply = answer.finalize
+		if answer.reconcile != nil && method == methodReconcile {
+			reply = answer.reconcile
+		}
 	}
 	observe(method, controller, start, reply, err)
 	return err
@@ -147,17 +163,20 @@ const (
 	methodFinalize  = "Finalize"
 )
 
-// call sends req (whose call is set) on a stream and waits for its answer,
-// within ctx. answer holds the answer after. It returns errUnaryFallback when
-// the sidecar turns out to serve no streams, and turns streams off.
-func (p *streams) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer) error {
+// call sends req (whose call is set) on a stream and waits for its answer
+// until deadline, or until ctx is cancelled. answer holds the answer after.
+// It returns errUnaryFallback when the sidecar turns out to serve no
+// streams, and turns streams off.
+func (p *streams) call(ctx context.Context, deadline time.Time, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer) error {
 	if err := ctx.Err(); err != nil {
 		// What a unary call returns; no idle stream is spent on it.
 		return status.FromContextError(err).Err()
 	}
-	if deadline, ok := ctx.Deadline(); ok {
-		req.Timeout = durationpb.New(time.Until(deadline))
+	timeout := time.Until(deadline)
+	if timeout <= 0 {
+		return status.FromContextError(context.DeadlineExceeded).Err()
 	}
+	req.Timeout = durationpb.New(timeout)
 	for {
 		s, fresh := p.take(), false
 		if s == nil {
@@ -167,7 +186,7 @@ func (p *streams) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamR
 			}
 			fresh = true
 		}
-		sent, ok, err := s.call(ctx, req, answer)
+		sent, ok, err := p.callOn(ctx, s, deadline, req, answer)
 		if ok {
 			p.put(s)
 		}
@@ -194,44 +213,122 @@ func (p *streams) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamR
 	}
 }
 
-// call sends req on s and reads its answer. sent tells whether the request
+// callOn sends req on s and reads its answer. sent tells whether the request
 // went out: a stream the sidecar had ended before refuses it. ok tells
 // whether s can carry the next call: it was answered, with a result or a
-// CallStatus, in time. Otherwise s has been cancelled.
-func (s *callStream) call(ctx context.Context, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer) (sent, ok bool, err error) {
-	// The host stops waiting when ctx is done: the stream is cancelled then,
-	// which ends the Recv below and cancels the call in the sidecar.
-	stop := context.AfterFunc(ctx, s.cancel)
-	defer func() {
-		if !stop() {
-			ok = false
-			if err != nil {
-				// What a unary call returns when its context ends first.
-				err = status.FromContextError(ctx.Err()).Err()
-			}
-		}
-		if !ok {
-			s.cancel()
-		}
-	}()
+// CallStatus, in time. When ctx is cancelled first, s is cancelled at once.
+// When the deadline passes first, the call fails with a *DeadlineError and
+// s stays with the call: its object is held until the answer arrives, which
+// is discarded (see hold). Otherwise, when !ok, s has been cancelled.
+func (p *streams) callOn(ctx context.Context, s *callStream, deadline time.Time, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer) (sent, ok bool, err error) {
 	s.lastID++
 	req.Id = s.lastID
+	// The stream is cancelled a grace period after the deadline, whatever
+	// happens before: a send that blocks, or a sidecar that never answers a
+	// held call.
+	grace := time.AfterFunc(time.Until(deadline)+p.grace, s.cancel)
 	if err := s.stream.SendMsg(req); err != nil {
+		grace.Stop()
+		s.cancel()
 		if errors.Is(err, io.EOF) {
 			// The stream had ended: its status says why.
 			return false, false, streamEnded(s.stream.RecvMsg(&streamAnswer{}))
 		}
 		return false, false, err
 	}
-	if err := s.stream.RecvMsg(answer); err != nil {
+	// The answer is read on a goroutine of its own, so that the caller can
+	// return at the deadline while the stream waits for it.
+	answered := make(chan error, 1)
+	go func() { answered <- s.stream.RecvMsg(answer) }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-answered:
+		grace.Stop()
+		return p.answered(s, req, answer, err)
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The caller gave up: the host is stopping.
+			grace.Stop()
+			s.cancel()
+			<-answered
+			return true, false, status.FromContextError(ctx.Err()).Err()
+		}
+	case <-timer.C:
+	}
+	return true, false, p.hold(ctx, s, req, answer, answered, grace)
+}
+
+// answered is the outcome of a call on s whose answer, or the stream's end,
+// came: see callOn.
+func (p *streams) answered(s *callStream, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer, err error) (sent, ok bool, _ error) {
+	if err != nil {
+		s.cancel()
 		return true, false, streamEnded(err)
 	}
 	if err := answer.check(req); err != nil {
 		// A CallStatus is an answer: the stream goes on.
 		var malformed *MalformedAnswerError
-		return true, !errors.As(err, &malformed), err
+		if errors.As(err, &malformed) {
+			s.cancel()
+			return true, false, err
+		}
+		return true, true, err
 	}
 	return true, true, nil
+}
+
+// hold holds the object of req, whose deadline passed, until its answer
+// arrives on answered (the answer is read into answer, and discarded), s
+// ends, or grace cancels s; then it puts s back if it can carry another
+// call, and releases the object. It returns the call's *DeadlineError.
+func (p *streams) hold(ctx context.Context, s *callStream, req *polyopv1alpha1.ReconcileStreamRequest, answer *streamAnswer, answered <-chan error, grace *time.Timer) error {
+	target := streamTarget(req)
+	key := keyOf(target)
+	deadlineErr := &DeadlineError{
+		Method: answer.method, Controller: key.controller, Object: describeObject(target),
+		Timeout: req.GetTimeout().AsDuration(), Held: true, Grace: p.grace,
+	}
+	p.held.hold(key)
+	log := logf.FromContext(ctx)
+	go func() {
+		err := <-answered
+		if !grace.Stop() {
+			// The grace period passed and s was cancelled; or the client
+			// was closed meanwhile, which says nothing.
+			if p.ctx.Err() == nil {
+				heldCallsCancelled.WithLabelValues(key.controller).Inc()
+				log.Error(fmt.Errorf("%s; the sidecar at %s had not answered it %s after the deadline either", deadlineErr.Error(), p.address, p.grace),
+					"Cancelled the call's stream and released the object: the sidecar may still be running the call",
+					"sidecar", p.address, "call", deadlineErr.Method, "object", deadlineErr.Object)
+			}
+		} else {
+			_, ok, err := p.answered(s, req, answer, err)
+			log.V(1).Info("Discarded the late answer of a call past its deadline, and released the object",
+				"sidecar", p.address, "call", deadlineErr.Method, "object", deadlineErr.Object, "answer", lateAnswer(err))
+			if ok {
+				p.put(s)
+			}
+		}
+		p.held.release(key)
+	}()
+	return deadlineErr
+}
+
+// lateAnswer says what a held call's late answer was, for a log.
+func lateAnswer(err error) string {
+	if err == nil {
+		return "a result"
+	}
+	return status.Convert(err).Message()
+}
+
+// streamTarget is the Reconcile or Finalize request in req.
+func streamTarget(req *polyopv1alpha1.ReconcileStreamRequest) callTarget {
+	if f := req.GetFinalize(); f != nil {
+		return f
+	}
+	return req.GetReconcile()
 }
 
 // streamEnded is the error of a call whose stream ended without answering
@@ -313,7 +410,7 @@ func (a *streamAnswer) check(req *polyopv1alpha1.ReconcileStreamRequest) error {
 		if code == codes.OK {
 			return malformed("its CallStatus has code OK (0)")
 		}
-		return status.Error(code, a.err.GetMessage())
+		return &answeredError{status.Error(code, a.err.GetMessage())}
 	case a.kind == 0:
 		return malformed("it has no result")
 	case a.kind != want:

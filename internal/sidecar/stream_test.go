@@ -242,7 +242,9 @@ func TestAStreamCallAnswersAsTheUnaryCall(t *testing.T) {
 	}
 }
 
-func TestAStreamCallOverItsTimeoutIsCancelledAndTheNextCallGoesOnANewStream(t *testing.T) {
+// The sidecar cancels the handler at the call's deadline; the host holds the
+// stream until the answer comes, and calls another object on another stream.
+func TestAStreamCallOverItsTimeoutIsCancelledInTheSidecarAndTheNextCallGoesOnAnotherStream(t *testing.T) {
 	t.Parallel()
 	s, address := serveStreamSidecar(t, sdk.Options{})
 	c := described(t, sidecar.Options{Address: address, ReconcileTimeout: 500 * time.Millisecond})
@@ -263,7 +265,7 @@ func TestAStreamCallOverItsTimeoutIsCancelledAndTheNextCallGoesOnANewStream(t *t
 		t.Fatalf("the next Reconcile = %v, %v", resp, err)
 	}
 	if n := c.OpenedStreams(); n != 2 {
-		t.Errorf("streams opened = %d, want 2: the cancelled one is not reused", n)
+		t.Errorf("streams opened = %d, want 2: the held one carries no other call", n)
 	}
 }
 

@@ -1,7 +1,7 @@
 package sidecar
 
 import (
-	"net/http"
+	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,7 +14,8 @@ var upDesc = prometheus.NewDesc("polyop_sidecar_up",
 
 // UpCollector returns a Prometheus collector of polyop_sidecar_up for c: at
 // each scrape it asks the sidecar's health service, as the readiness check
-// does, within Options.CheckTimeout. The host registers it with
+// does, within Options.CheckTimeout, but
+// reports each failure at once (see Client.Serving). The host registers it with
 // controller-runtime's metrics registry for as long as it runs.
 func (c *Client) UpCollector() prometheus.Collector { return upCollector{c} }
 
@@ -24,7 +25,9 @@ func (u upCollector) Describe(ch chan<- *prometheus.Desc) { ch <- upDesc }
 
 func (u upCollector) Collect(ch chan<- prometheus.Metric) {
 	up := 0.0
-	if u.c.Check((*http.Request)(nil)) == nil {
+	// The health service's answer at this scrape, without readiness's
+	// tolerance of short outages.
+	if u.c.Serving(context.Background()) == nil {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up)
