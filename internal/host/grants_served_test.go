@@ -77,14 +77,15 @@ func runHostFor(t *testing.T, env *testenv.Env, desc *polyopv1alpha1.DescribeRes
 	return cs
 }
 
-// configMapSidecar describes a sidecar reconciling ConfigMaps in namespace,
-// with cachedKinds declared for cached reads.
-func configMapSidecar(namespace string, cachedKinds ...*polyopv1alpha1.CachedKind) *polyopv1alpha1.DescribeResponse {
+// configMapSidecar describes a sidecar whose controller, named controller
+// (unique in the process, as controller-runtime requires), reconciles
+// ConfigMaps in namespace, with cachedKinds declared for cached reads.
+func configMapSidecar(controller, namespace string, cachedKinds ...*polyopv1alpha1.CachedKind) *polyopv1alpha1.DescribeResponse {
 	return &polyopv1alpha1.DescribeResponse{
 		ProtocolVersion: description.ProtocolVersion,
 		Name:            "probe",
 		Controllers: []*polyopv1alpha1.ControllerDescription{{
-			Name:       "configmaps",
+			Name:       controller,
 			ForKind:    &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 			Namespaces: []string{namespace},
 		}},
@@ -149,7 +150,7 @@ func TestTheClusterServiceServesWhatTheDescriptionDeclaresWhateverTheHostsCreden
 	}
 
 	t.Run("if the description does not declare them, then both are refused, saying how to declare them", func(t *testing.T) {
-		cs := runHostFor(t, env, configMapSidecar(ns))
+		cs := runHostFor(t, env, configMapSidecar("undeclared", ns))
 		refused(t, "creating a ClusterRoleBinding to cluster-admin", createBinding(cs),
 			"may not create ClusterRoleBinding.rbac.authorization.k8s.io/v1", "does not declare ClusterRoleBinding", "DescribeResponse.cached_kinds")
 		err := k8s.Get(ctx, client.ObjectKey{Name: binding}, &rbacv1.ClusterRoleBinding{})
@@ -161,7 +162,7 @@ func TestTheClusterServiceServesWhatTheDescriptionDeclaresWhateverTheHostsCreden
 	})
 
 	t.Run("if the description declares them, then both are served", func(t *testing.T) {
-		cs := runHostFor(t, env, configMapSidecar(ns,
+		cs := runHostFor(t, env, configMapSidecar("declared", ns,
 			&polyopv1alpha1.CachedKind{Kind: &polyopv1alpha1.GroupVersionKind{Group: rbacv1.GroupName, Version: "v1", Kind: "ClusterRoleBinding"}},
 			&polyopv1alpha1.CachedKind{Kind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Secret"}, Namespaces: []string{ns}},
 		))
