@@ -52,6 +52,23 @@
 // A reconciler that also implements DeletionReconciler is called when the host
 // reports that the object is gone.
 //
+// # Deadlines and cancellation
+//
+// Every call has the host's deadline (its --reconcile-timeout, 30 seconds by
+// default), and the context a reconciler gets carries it: ctx.Done() closes
+// when the deadline passes, with ctx.Err() context.DeadlineExceeded, or when
+// the host cancels the call, with context.Canceled. Pass ctx to everything
+// that blocks, and return once it is done: the host discards an answer that
+// comes after the deadline (it writes no status and records no events from
+// it) and calls the reconciler again for the object at once, so the next call
+// redoes the work. On a ReconcileStream, which the Server serves by default
+// (Options.ReconcileStream), the call is answered only once the reconciler
+// has returned, and the host sends no other call for the object until then:
+// a reconciler that ignores ctx holds its object until it returns, or until
+// the host gives up after a grace as long as the deadline, cancels the stream
+// and logs an error naming the object. Goroutines a reconciler leaves running
+// after it returns are not waited for.
+//
 // # Admission webhooks and conversion
 //
 // Defaulters and validators are controller-runtime's own admission.Defaulter

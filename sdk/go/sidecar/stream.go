@@ -22,6 +22,10 @@ import (
 // Reconcile or Finalize serves it (see streamCall). The host opens one per
 // worker.
 //
+// A call is answered once its reconciler has returned, also past the call's
+// deadline, when the reconciler's context is done: the host holds the object
+// until that answer, so that no second call for it runs beside the first.
+//
 // The stream ends when the host ends it, or when the Server stops: at once
 // if no call is in flight on it, else once the call is answered.
 func (s *Server) ReconcileStream(stream grpc.BidiStreamingServer[polyopv1alpha1.ReconcileStreamRequest, polyopv1alpha1.ReconcileStreamResponse]) error {

@@ -24,9 +24,12 @@ export interface StreamHandlers {
  * one is answered (the host sends one call at a time; a client that sends
  * more waits, held back by gRPC's flow control, rather than growing the
  * sidecar's memory). A request without a call is answered with a CallStatus
- * INVALID_ARGUMENT and the stream goes on. When the host cancels the stream,
- * the signal of the call in flight aborts, as a unary call's does; once the
- * host closes its side, the stream ends with OK after the last answer.
+ * INVALID_ARGUMENT and the stream goes on. At a call's deadline its signal
+ * aborts, and the call is answered once the handler's promise settles, never
+ * before: the host holds the object until that answer. When the host cancels
+ * the stream, the signal of the call in flight aborts, as a unary call's does;
+ * once the host closes its side, the stream ends with OK after the last
+ * answer.
  */
 export function reconcileStreams(handlers: StreamHandlers): {
   handler: grpc.handleBidiStreamingCall<ReconcileStreamRequest, ReconcileStreamResponse>;

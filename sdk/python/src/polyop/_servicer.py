@@ -233,7 +233,10 @@ class AsyncServicer(sidecar_pb2_grpc.SidecarServiceServicer):
     async def _streamed(self, req: reconcile_pb2.ReconcileStreamRequest) -> reconcile_pb2.ReconcileStreamResponse:
         """The answer to one call on a ReconcileStream. At the call's
         deadline its function is cancelled, as grpc.aio cancels a unary
-        call's when its deadline passes."""
+        call's when its deadline passes, and the call is answered once the
+        function has returned (a plain function runs on until it does; see
+        :func:`~polyop._calls.run_async`): the host sends the object's next
+        call only after this answer."""
         try:
             which = req.WhichOneof("call")
             deadline = _stream_deadline(req)
