@@ -25,7 +25,11 @@ func (e *unreachableError) Unwrap() error { return e.error }
 
 // callFailed is the reconcile error of a call (Reconcile or Finalize) that
 // failed; an unreachable sidecar is recorded in the shared state, which logs
-// it when it was reachable until now.
+// it when it was reachable until now. A call that ran out of time is its
+// object's failure (a *sidecar.DeadlineError, which names the object, the
+// controller, the call and the deadline): it says nothing about the
+// sidecar's other calls. A call not made because the object is in flight
+// (a *sidecar.InFlightError) is no failure at all (see settle).
 func (r *Reconciler) callFailed(log logr.Logger, call string, err error) error {
 	err = fmt.Errorf("%s call to the sidecar at %s: %w", call, r.Sidecar.Address(), err)
 	if !sidecar.IsUnavailable(err) {
@@ -39,6 +43,8 @@ func (r *Reconciler) callFailed(log logr.Logger, call string, err error) error {
 // return when it was unreachable until now.
 func (r *Reconciler) callAnswered(log logr.Logger) {
 	r.state.markUp(log)
+	// The sidecar answers: whatever waits for it can be called.
+	r.state.wakeAll()
 }
 
 // markDown records that the sidecar is unreachable, and logs it if it was

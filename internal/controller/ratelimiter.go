@@ -10,9 +10,11 @@ import (
 )
 
 // sidecarState is shared by every controller of a host: whether the last call
-// to the sidecar found it unreachable.
+// to the sidecar found it unreachable, and the objects waiting for it to be
+// back (see settle).
 type sidecarState struct {
-	down atomic.Bool
+	down    atomic.Bool
+	waiting waiting
 }
 
 // rateLimiter is controller-runtime's default controller rate limiter, with
@@ -29,6 +31,10 @@ type rateLimiter struct {
 	mu sync.Mutex
 	// retryAfters are the delays the next When answers, by key.
 	retryAfters map[reconcile.Request]time.Duration
+	// kept are the keys whose next Forget leaves their backoff as it is:
+	// their reconcile did not fail, but did not succeed either (see
+	// settle).
+	kept map[reconcile.Request]struct{}
 }
 
 func newRateLimiter(state *sidecarState, downCap time.Duration) *rateLimiter {
@@ -54,10 +60,29 @@ func (l *rateLimiter) When(item reconcile.Request) time.Duration {
 	return d
 }
 
-// Forget resets item's backoff, and drops a retry_after that no requeue used.
+// Forget resets item's backoff, and drops a retry_after that no requeue used;
+// unless item is kept, which it unkeeps.
 func (l *rateLimiter) Forget(item reconcile.Request) {
+	l.mu.Lock()
+	_, kept := l.kept[item]
+	delete(l.kept, item)
+	l.mu.Unlock()
+	if kept {
+		return
+	}
 	l.takeRetryAfter(item)
 	l.TypedRateLimiter.Forget(item)
+}
+
+// keep makes the next Forget of item leave its backoff, and so the retries
+// its next call carries, as they are.
+func (l *rateLimiter) keep(item reconcile.Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kept == nil {
+		l.kept = map[reconcile.Request]struct{}{}
+	}
+	l.kept[item] = struct{}{}
 }
 
 // retryAfter makes the next When of item answer d.

@@ -60,6 +60,9 @@ type Reconciler struct {
 
 	limiter *rateLimiter
 	state   *sidecarState
+	// queue is the controller's, once it started: objects waiting for the
+	// sidecar are requeued into it (see settle).
+	queue workQueue
 	kind    *polyopv1alpha1.GroupVersionKind
 	// typeMeta is the reconciled kind's apiVersion and kind, formatted once.
 	typeMeta metav1.TypeMeta
@@ -202,7 +205,17 @@ const staleRetryDelay = 100 * time.Millisecond
 // Reconcile implements reconcile.Reconciler. It runs in a span of its own
 // (see startReconcile), the parent of the sidecar call's and of the host's
 // writes.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+//
+// A call that could not be made because the sidecar is unreachable, or
+// still runs the object's last call, is no failure of the object: it waits
+// for the sidecar (see settle).
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcileInSpan(ctx, req)
+	return r.settle(ctx, req, res, err)
+}
+
+// reconcileInSpan is one reconcile, in its span.
+func (r *Reconciler) reconcileInSpan(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	ctx, span := r.startReconcile(ctx, spanReconcile, req)
 	defer func() { endReconcile(span, res, err) }()
 	return r.reconcile(ctx, req)

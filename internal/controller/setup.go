@@ -74,6 +74,13 @@ type Options struct {
 // Setup must run before mgr starts.
 func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options) error {
 	state := &sidecarState{}
+	// Objects whose call found the sidecar unreachable wait for it to be
+	// back, which its health service tells.
+	if checked, ok := sc.(interface{ Serving(context.Context) error }); ok {
+		if err := mgr.Add(watcher{state: state, log: mgr.GetLogger().WithName("sidecar"), serving: checked.Serving}); err != nil {
+			return err
+		}
+	}
 	indexes := indexSet{}
 	clusterScoped := res.ClusterScoped()
 	for _, c := range res.Controllers {
@@ -142,6 +149,15 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 				mapper = nameMapper(w, t)
 			}
 			b = b.Watches(object.New(w.GVK), seeing(opts.CacheProgress, w.GVK, handler.EnqueueRequestsFromMapFunc(mapper)))
+		}
+
+		// The controller hands its queue to the reconciler, which requeues
+		// into it the objects the sidecar client releases (see settle).
+		b = b.WatchesRawSource(r.queue.source())
+		if held, ok := sc.(interface {
+			OnRelease(controller string, f func(namespace, name string))
+		}); ok {
+			held.OnRelease(c.Name, r.released)
 		}
 
 		if err := b.Complete(rec); err != nil {
