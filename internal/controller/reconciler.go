@@ -63,7 +63,7 @@ type Reconciler struct {
 	// queue is the controller's, once it started: objects waiting for the
 	// sidecar are requeued into it (see settle).
 	queue workQueue
-	kind    *polyopv1alpha1.GroupVersionKind
+	kind  *polyopv1alpha1.GroupVersionKind
 	// typeMeta is the reconciled kind's apiVersion and kind, formatted once.
 	typeMeta metav1.TypeMeta
 	applied  *appliedState
