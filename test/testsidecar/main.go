@@ -55,6 +55,7 @@ type config struct {
 	delay                   time.Duration
 	logFile                 string
 	overlapDir              string
+	exitEvery               int
 	instance                string
 	childConfigMap          bool
 	webhooks                webhookConfig
@@ -86,6 +87,8 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.StringVar(&cfg.overlapDir, "overlap-dir", "",
 		"A directory shared by several sidecars: each reconcile holds a lock file per object in it while it runs, and one that finds the object's "+
 			"lock held (another reconcile of the object in flight, in any sidecar) appends a line to overlaps.log there.")
+	fs.IntVar(&cfg.exitEvery, "exit-every", 0,
+		"Exit (status 3) on receiving every Nth Reconcile call, before answering it, as a sidecar in a crash loop does; 0: never.")
 	fs.StringVar(&cfg.instance, "instance", "",
 		"Which of several sidecars this is: recorded in each call log line and in the Ready condition's message (\"Reconciled by INSTANCE\").")
 	fs.BoolVar(&cfg.childConfigMap, "child-configmap", false,
@@ -207,7 +210,7 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 		b = b.Owns(&corev1.ConfigMap{})
 	}
 	err = b.Complete(&reconciler{
-		delay: cfg.delay, calls: calls, overlaps: overlapDetector(cfg.overlapDir),
+		delay: cfg.delay, calls: calls, overlaps: overlapDetector(cfg.overlapDir), exitEvery: int64(cfg.exitEvery),
 		instance: cfg.instance, childConfigMap: cfg.childConfigMap,
 	})
 	if err == nil && cfg.webhooks.enabled {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,11 @@ const (
 	// annotationDelay makes a reconcile of this object sleep this long
 	// first (after --delay), to drive the host's Reconcile timeout.
 	annotationDelay = "e2e.polyop.dev/delay"
+	// annotationBusy makes a reconcile of this object work this long
+	// first, ignoring its context (as a handler that cannot be cancelled
+	// does, a synchronous Python one say): the sidecar answers the call
+	// only then, however long past its deadline.
+	annotationBusy = "e2e.polyop.dev/busy"
 	// annotationBadStatus makes the answer's status a JSON array (or, with
 	// the value "not-json", not JSON at all), which the host must refuse (see
 	// garbleStatus).
@@ -54,6 +60,10 @@ type reconciler struct {
 	// childConfigMap makes each reconcile desire a ConfigMap named after
 	// the window.
 	childConfigMap bool
+	// exitEvery makes the process exit on receiving every exitEvery-th
+	// Reconcile call; 0 never. received counts them.
+	exitEvery int64
+	received  atomic.Int64
 }
 
 var (
@@ -63,6 +73,10 @@ var (
 
 func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (sidecar.Result, error) {
 	req, _ := sidecar.RequestFromContext(ctx)
+	if n := r.received.Add(1); r.exitEvery > 0 && n%r.exitEvery == 0 {
+		fmt.Fprintf(os.Stderr, "testsidecar: exiting on Reconcile call %d (--exit-every %d), for %s/%s\n", n, r.exitEvery, mw.Namespace, mw.Name)
+		os.Exit(3)
+	}
 	release, err := r.overlaps.begin(mw.Namespace, mw.Name)
 	if err != nil {
 		return sidecar.Result{}, err
@@ -84,6 +98,13 @@ func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (s
 	}
 
 	annotations := mw.GetAnnotations()
+	if value, ok := annotations[annotationBusy]; ok {
+		d, err := time.ParseDuration(value)
+		if err != nil {
+			return sidecar.Result{}, sidecar.TerminalError(fmt.Errorf("annotation %s: %q is not a duration", annotationBusy, value))
+		}
+		time.Sleep(d)
+	}
 	if value, ok := annotations[annotationDelay]; ok {
 		d, err := time.ParseDuration(value)
 		if err != nil {
