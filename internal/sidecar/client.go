@@ -233,7 +233,7 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration, log logr.
 		err = c.check(attemptCtx)
 		attemptCancel()
 		if err == nil {
-			c.ready.observe(time.Now(), nil)
+			_ = c.ready.observe(time.Now(), nil)
 			return true, nil
 		}
 		if time.Since(lastLog) > 5*time.Second {

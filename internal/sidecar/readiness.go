@@ -97,7 +97,7 @@ func (c *Client) Serving(ctx context.Context) error {
 	defer cancel()
 	err := c.check(ctx)
 	if err == nil {
-		c.ready.observe(time.Now(), nil)
+		_ = c.ready.observe(time.Now(), nil)
 	} else if status.Code(errors.Unwrap(err)) == codes.Unavailable {
 		c.conn.ResetConnectBackoff()
 	}

@@ -10,7 +10,7 @@ func TestReadinessIgnoresShortOutages(t *testing.T) {
 	t.Parallel()
 	down := errors.New("connection refused")
 	start := time.Now()
-	at := func(d time.Duration) time.Time { return start.Add(d) }
+	at := start.Add
 	for name, tc := range map[string]struct {
 		checks []error
 		times  []time.Duration

@@ -251,7 +251,7 @@ func (p *streams) callOn(ctx context.Context, s *callStream, deadline time.Time,
 			// The caller gave up: the host is stopping.
 			grace.Stop()
 			s.cancel()
-			<-answered
+			<-answered //nolint:errcheck // The stream ends with the caller's cancellation, the call's error.
 			return true, false, status.FromContextError(ctx.Err()).Err()
 		}
 	case <-timer.C:

@@ -177,13 +177,6 @@ func TestAnUnreachableSidecarIsLoggedOncePerOutage(t *testing.T) {
 	}
 }
 
-// reconcileErrors reads controller_runtime_reconcile_errors_total from the
-// host's metrics endpoint (0 before it serves).
-func reconcileErrors(t *testing.T, metricsAddr string) float64 {
-	t.Helper()
-	return metricValue(t, metricsAddr, `controller_runtime_reconcile_errors_total{controller="maintenancewindow"}`)
-}
-
 // sidecarCalls reads polyop_sidecar_calls_total of the Reconcile calls with
 // result from the host's metrics endpoint (0 before it serves).
 func sidecarCalls(t *testing.T, metricsAddr, result string) float64 {
