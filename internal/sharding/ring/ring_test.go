@@ -194,3 +194,25 @@ func TestTheIDNamesTheAssignment(t *testing.T) {
 		t.Errorf("ID %q is not 16 hex digits", New(nil, 0).ID())
 	}
 }
+
+func TestAnIncarnatedRingAssignsAsItsRingButIsAnotherRingWhenAMemberComesBack(t *testing.T) {
+	t.Parallel()
+	r := New([]string{"a", "b", "c"}, 0)
+	before := r.Incarnated(map[string]string{"a": "t1", "b": "t1", "c": "t1"})
+	after := r.Incarnated(map[string]string{"a": "t1", "b": "t1", "c": "t2"})
+	again := New([]string{"c", "b", "a"}, 0).Incarnated(map[string]string{"a": "t1", "b": "t1", "c": "t1"})
+	if before.ID() == after.ID() {
+		t.Errorf("c came back (incarnation t2), and the ring's ID stayed %s", before.ID())
+	}
+	if before.ID() != again.ID() {
+		t.Errorf("the same members and incarnations make IDs %s and %s", before.ID(), again.ID())
+	}
+	if before.ID() == r.ID() {
+		t.Errorf("the incarnated ring has the plain ring's ID %s", r.ID())
+	}
+	for _, uid := range uids(1000) {
+		if o, w := after.OwnerOf(uid), r.OwnerOf(uid); o != w {
+			t.Fatalf("the incarnated ring gives %s to %s, the ring to %s", uid, o, w)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -144,7 +145,9 @@ func (f *fixture) awaitConverged(members ...string) *ring.Ring {
 		rep := f.Replicas[member]
 		testenv.Eventually(f.T, shardtest.ConvergeTimeout, fmt.Sprintf("%s reconciling by the ring %v, its cache holding its share of %d objects", member, members, share[member]), func(ctx context.Context) error {
 			adopted, cleared := rep.barrier.Adopted()
-			if adopted.ID() != want.ID() || !cleared {
+			// The adopted ring's ID also tells its members' incarnations
+			// (ring.Ring.Incarnated): the members say which ring it is.
+			if !slices.Equal(adopted.Members(), want.Members()) || !cleared {
 				return fmt.Errorf("it adopted the ring %v (every member with it: %v)", adopted.Members(), cleared)
 			}
 			return f.CacheHoldsShare(ctx, rep.Mgr.GetCache(), share[member], func(o *corev1.ConfigMap) error {
