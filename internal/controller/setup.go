@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/fencing"
@@ -67,6 +68,9 @@ type Options struct {
 	// leader election's, or the replica's shard Lease (see
 	// ReconcilerOptions.Fence). Defaults to nil: no lease.
 	Fence fencing.Fence
+	// EventRecorder returns the recorder of the controller named name.
+	// Defaults to the manager's (GetEventRecorder).
+	EventRecorder func(name string) recorder.EventRecorder
 }
 
 // Setup builds one controller per controller in res and registers it with
@@ -74,6 +78,9 @@ type Options struct {
 // Setup must run before mgr starts.
 func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options) error {
 	state := &sidecarState{}
+	if opts.EventRecorder == nil {
+		opts.EventRecorder = mgr.GetEventRecorder
+	}
 	// Objects whose call found the sidecar unreachable wait for it to be
 	// back, which its health service tells.
 	if checked, ok := sc.(interface{ Serving(context.Context) error }); ok {
@@ -95,7 +102,7 @@ func Setup(mgr ctrl.Manager, sc Sidecar, res *description.Resolved, opts Options
 		initMetrics(c, children)
 		r := NewReconciler(c, mgr.GetClient(), sc, ReconcilerOptions{
 			APIReader:             mgr.GetAPIReader(),
-			Recorder:              mgr.GetEventRecorder(c.Name),
+			Recorder:              opts.EventRecorder(c.Name),
 			Children:              children,
 			MaxObjectSize:         opts.MaxObjectSize,
 			SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -197,6 +198,17 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		sharded = plan.sharded
 		log.Info("sharding", "mode", plan.mode, "ring", plan.shard.Ring, "replica", plan.shard.Member, "leaseNamespace", plan.namespace,
 			"kind", description.GVKString(plan.primary), "shardedKinds", len(plan.sharded))
+	}
+	if ctrlOpts.Fence != nil {
+		cs, err := kubernetes.NewForConfigAndClient(mgrCfg, httpClient)
+		if err != nil {
+			return fmt.Errorf("building the client of the controllers' Events: %w", err)
+		}
+		events := newFencedEvents(cs, mgr.GetScheme(), ctrlOpts.Fence)
+		if err := mgr.Add(events); err != nil {
+			return err
+		}
+		ctrlOpts.EventRecorder = events.recorder
 	}
 	if err := controller.Setup(mgr, sc, res, ctrlOpts); err != nil {
 		return err
