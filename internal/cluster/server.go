@@ -34,6 +34,7 @@ import (
 
 	addresspkg "github.com/polyop/polyop/internal/address"
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fencing"
 )
 
 // DefaultAddress is where the host serves the ClusterService unless told
@@ -101,6 +102,11 @@ type Options struct {
 	// them. Defaults to nil: no such limit, for a server in front of no real
 	// API server (polyop render's recording one).
 	Grants *description.Grants
+	// Fence, when set, is the lease the replica writes under: a write is
+	// served only while the replica holds it, with its term's end as the
+	// write's deadline (see fencing). Defaults to nil: writes are served
+	// whatever the replica holds.
+	Fence fencing.Fence
 	// FieldManager is the field manager of writes that name none. Defaults to
 	// "polyop".
 	FieldManager string
@@ -250,7 +256,7 @@ func (s *Server) Start(ctx context.Context) error {
 			otelgrpc.WithPropagators(tracing.Propagator()),
 		)))
 	}
-	opts = append(opts, grpc.ChainUnaryInterceptor(s.logCall))
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.logCall, s.fenceWrites))
 	srv := grpc.NewServer(opts...)
 	polyopv1alpha1.RegisterClusterServiceServer(srv, s)
 

@@ -105,11 +105,15 @@ func (l *lock) write(r resourcelock.LeaderElectionRecord) error {
 	l.rec = r
 	return nil
 }
-func (l *lock) Create(_ context.Context, r resourcelock.LeaderElectionRecord) error { return l.write(r) }
-func (l *lock) Update(_ context.Context, r resourcelock.LeaderElectionRecord) error { return l.write(r) }
-func (l *lock) RecordEvent(string)                                                    {}
-func (l *lock) Identity() string                                                      { return "me" }
-func (l *lock) Describe() string                                                      { return "ns/leader" }
+func (l *lock) Create(_ context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(r)
+}
+func (l *lock) Update(_ context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(r)
+}
+func (l *lock) RecordEvent(string) {}
+func (l *lock) Identity() string   { return "me" }
+func (l *lock) Describe() string   { return "ns/leader" }
 
 func TestTheLeaderLocksTermEndsAtTheRenewDeadlineAndARenewalAfterStartsANewOne(t *testing.T) {
 	t.Parallel()

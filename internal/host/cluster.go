@@ -19,6 +19,7 @@ import (
 	"github.com/polyop/polyop/internal/address"
 	clusterservice "github.com/polyop/polyop/internal/cluster"
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fencing"
 )
 
 // cachedKindList lists the kinds the cache holds, sorted.
@@ -99,7 +100,7 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 // grants (description.Resolved.Grants): the host's credentials may reach
 // further, as a developer's do in polyop run.
 func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config,
-	tp trace.TracerProvider, progress *clusterservice.CacheProgress, sharded map[schema.GroupVersionKind]bool, opts Options) error {
+	tp trace.TracerProvider, progress *clusterservice.CacheProgress, sharded map[schema.GroupVersionKind]bool, fence fencing.Fence, opts Options) error {
 	address := clusterAddress(opts)
 	if address == "" {
 		return nil
@@ -123,6 +124,7 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		Indexes:         indexNames(res),
 		WriteNamespaces: res.WatchedNamespaces(),
 		Grants:          res.Grants(),
+		Fence:           fence,
 		TLS:             tlsConfig,
 		FieldManager:    "polyop-" + res.Name,
 		MaxMessageSize:  opts.MaxMessageSize,

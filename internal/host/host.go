@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	probes.addReadyz("informers", informers.Check, true)
-	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, progress, sharded, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, progress, sharded, ctrlOpts.Fence, opts); err != nil {
 		return err
 	}
 	if err := setupWebhooks(ctx, cfg, mgr, probes, sc, res, opts.Webhook); err != nil {
