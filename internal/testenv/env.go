@@ -33,6 +33,8 @@ type Env struct {
 
 	env *envtest.Environment
 	dir string
+	// auditLog is the API server's audit log; "" without one.
+	auditLog string
 }
 
 // RepoRoot is the root of the polyop repository.
@@ -63,6 +65,10 @@ type Options struct {
 	// FeatureGates are the API server's feature gates to turn on, by name,
 	// e.g. "ShardedListAndWatch". None by default.
 	FeatureGates []string
+	// AuditUsers are the users whose write requests the API server writes
+	// to its audit log (Env.AuditLog), with their bodies; add them with
+	// Env.AddUser. None by default: no audit log.
+	AuditUsers []string
 }
 
 // Start starts a control plane with the CRDs found in crdDirs installed.
@@ -96,6 +102,14 @@ func StartWith(opts Options) (*Env, error) {
 		}
 		e.env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", strings.Join(gates, ","))
 	}
+	if len(opts.AuditUsers) > 0 {
+		if e.dir, err = os.MkdirTemp("", "polyop-env-"); err != nil {
+			return nil, err
+		}
+		if e.auditLog, err = configureAudit(e.env, e.dir, opts.AuditUsers); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(e.dir))
+		}
+	}
 	// So is its 20s for each component to start or stop, unless set through
 	// its own environment variables.
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
@@ -106,11 +120,16 @@ func StartWith(opts Options) (*Env, error) {
 	}
 	cfg, err := e.env.Start()
 	if err != nil {
+		if e.dir != "" {
+			err = errors.Join(err, os.RemoveAll(e.dir))
+		}
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
 	e.Config = cfg
-	if e.dir, err = os.MkdirTemp("", "polyop-env-"); err != nil {
-		return nil, errors.Join(err, e.env.Stop())
+	if e.dir == "" {
+		if e.dir, err = os.MkdirTemp("", "polyop-env-"); err != nil {
+			return nil, errors.Join(err, e.env.Stop())
+		}
 	}
 	user, err := e.env.AddUser(envtest.User{Name: "polyop-admin", Groups: []string{"system:masters"}}, cfg)
 	if err != nil {

@@ -211,6 +211,15 @@ func (p *Process) Stop() {
 	}
 }
 
+// Signal sends sig to the process: SIGSTOP and SIGCONT pause and resume it,
+// as a frozen machine or a long garbage-collection pause would.
+func (p *Process) Signal(sig os.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signalling %s: %w", p.Name, err)
+	}
+	return nil
+}
+
 // Kill kills the process at once (SIGKILL) and waits for it.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()

@@ -20,6 +20,9 @@ type Suite struct {
 	CRDDirs []string
 	// FeatureGates are the API server's feature gates to turn on, by name.
 	FeatureGates []string
+	// AuditUsers are the users whose writes the API server audits (see
+	// Options.AuditUsers).
+	AuditUsers []string
 	// Schemes add the types the suite's client knows, beside client-go's.
 	Schemes []func(*runtime.Scheme) error
 	// Binaries maps main packages (e.g. "./cmd/host") to where Run stores the
@@ -40,7 +43,7 @@ func (s Suite) Run(m *testing.M) int {
 	// stderr, and controller-runtime does not print its "SetLogger was never
 	// called" warning with a stack trace in the middle of the tests' output.
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	env, err := StartWith(Options{CRDDirs: s.CRDDirs, FeatureGates: s.FeatureGates})
+	env, err := StartWith(Options{CRDDirs: s.CRDDirs, FeatureGates: s.FeatureGates, AuditUsers: s.AuditUsers})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

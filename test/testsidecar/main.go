@@ -58,6 +58,8 @@ type config struct {
 	exitEvery               int
 	instance                string
 	childConfigMap          bool
+	childGeneration         bool
+	freezePIDFile           string
 	webhooks                webhookConfig
 	sidecar                 sidecar.Options
 	zap                     zap.Options
@@ -93,6 +95,11 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		"Which of several sidecars this is: recorded in each call log line and in the Ready condition's message (\"Reconciled by INSTANCE\").")
 	fs.BoolVar(&cfg.childConfigMap, "child-configmap", false,
 		"Own ConfigMaps: each reconcile desires a ConfigMap named after the window, its controller.")
+	fs.BoolVar(&cfg.childGeneration, "child-generation", false,
+		"With --child-configmap, put the window's generation in its ConfigMap's data, so that a child written from an older view shows it.")
+	fs.StringVar(&cfg.freezePIDFile, "freeze-pid-file", "",
+		"A file holding a process ID: a reconcile of a window with the annotation "+annotationFreezeHost+" (during or after) stops that process "+
+			"(SIGSTOP) during the call or right after its answer, and removes the file.")
 	fs.BoolVar(&cfg.webhooks.enabled, "webhooks", false, "Also declare and serve a defaulter and a validator of MaintenanceWindow.")
 	fs.StringVar(&cfg.webhooks.failurePolicy, "webhook-failure-policy", "", "The webhooks' failure policy: fail or ignore.")
 	fs.IntVar(&cfg.webhooks.timeoutSeconds, "webhook-timeout-seconds", 0, "The webhooks' timeout in seconds (0: the default, 10).")
@@ -211,7 +218,8 @@ func newServer(cfg config) (*sidecar.Server, *callLog, error) {
 	}
 	err = b.Complete(&reconciler{
 		delay: cfg.delay, calls: calls, overlaps: overlapDetector(cfg.overlapDir), exitEvery: int64(cfg.exitEvery),
-		instance: cfg.instance, childConfigMap: cfg.childConfigMap,
+		instance: cfg.instance, childConfigMap: cfg.childConfigMap, childGeneration: cfg.childGeneration,
+		freezer: freezer{path: cfg.freezePIDFile},
 	})
 	if err == nil && cfg.webhooks.enabled {
 		var admissions *admissionLog

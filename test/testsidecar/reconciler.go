@@ -64,6 +64,12 @@ type reconciler struct {
 	// Reconcile call; 0 never. received counts them.
 	exitEvery int64
 	received  atomic.Int64
+	// childGeneration puts the window's generation in its ConfigMap, so
+	// that a child written from an older view shows it.
+	childGeneration bool
+	// freezer stops the process of --freeze-pid-file for a window with
+	// annotationFreezeHost.
+	freezer freezer
 }
 
 var (
@@ -98,6 +104,15 @@ func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (s
 	}
 
 	annotations := mw.GetAnnotations()
+	if when, ok := annotations[annotationFreezeHost]; ok {
+		after, err := r.freezer.freeze(when)
+		if err != nil {
+			return sidecar.Result{}, sidecar.TerminalError(err)
+		}
+		if after != nil {
+			defer after()
+		}
+	}
 	if value, ok := annotations[annotationBusy]; ok {
 		d, err := time.ParseDuration(value)
 		if err != nil {
@@ -139,6 +154,9 @@ func (r *reconciler) Reconcile(ctx context.Context, mw *v1.MaintenanceWindow) (s
 		child := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: mw.Namespace, Name: mw.Name},
 			Data:       map[string]string{"window": mw.Name},
+		}
+		if r.childGeneration {
+			child.Data["generation"] = strconv.FormatInt(mw.Generation, 10)
 		}
 		if err := sidecar.Desire(ctx, child); err != nil {
 			return sidecar.Result{}, err
