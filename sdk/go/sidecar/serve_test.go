@@ -37,19 +37,25 @@ func serve(t *testing.T, srv *sidecar.Server) (*grpc.ClientConn, func() error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeListener(ctx, lis) }()
+	served := make(chan struct{})
+	var serveErr error
+	go func() {
+		defer close(served)
+		serveErr = srv.ServeListener(ctx, lis)
+	}()
 	stop := func() error {
 		cancel()
 		select {
-		case err := <-served:
-			return err
+		case <-served:
+			return serveErr
 		case <-time.After(time.Minute):
 			t.Fatal("Serve did not return after its context was done")
 			return nil
 		}
 	}
-	t.Cleanup(func() { cancel() })
+	// The server logs through the test until it has stopped: it must stop
+	// before the test ends.
+	t.Cleanup(func() { _ = stop() })
 
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
