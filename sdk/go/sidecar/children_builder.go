@@ -71,10 +71,10 @@ func MapByLabel(key string) WatchMapping { return WatchMapping{label: key} }
 func MapByAnnotation(key string) WatchMapping { return WatchMapping{annotation: key} }
 
 // MapByField maps a watched object to every reconciled object, in its
-// namespace, whose field at path (dot-separated, for example
+// namespace, whose field at fieldPath (dot-separated, for example
 // "spec.configMapName") holds the watched object's name. The host indexes the
 // field in its cache, so an event costs no scan.
-func MapByField(path string) WatchMapping { return WatchMapping{field: path} }
+func MapByField(fieldPath string) WatchMapping { return WatchMapping{field: fieldPath} }
 
 // owned is one Owns call.
 type owned struct {

@@ -15,17 +15,39 @@ import (
 // records them, in order, through its own event recorder. Events recorded for
 // an object that no longer exists are dropped.
 //
-// eventtype is corev1.EventTypeNormal ("Normal") or corev1.EventTypeWarning
-// ("Warning"); the host records any other value as Normal. reason is a short
-// CamelCase word, for example "Scaled".
+// An event is its type, its reason and its message, in that order, then its
+// optional fields, as in the Python and TypeScript SDKs. eventtype is
+// corev1.EventTypeNormal ("Normal") or corev1.EventTypeWarning ("Warning");
+// the host records any other value as Normal. reason is a short CamelCase
+// word, for example "Scaled".
 type EventRecorder interface {
-	// Event records an event whose action is its reason.
-	Event(eventtype, reason, message string)
+	// Event records an event. Its action (the events.k8s.io/v1 field saying
+	// what was done, for example "Scaling") is the reason unless WithAction
+	// says otherwise.
+	Event(eventtype, reason, message string, opts ...EventOption)
 	// Eventf is Event with a message formatted by fmt.Sprintf.
 	Eventf(eventtype, reason, messageFmt string, args ...any)
-	// EventWithAction records an event with an explicit action (the
-	// events.k8s.io/v1 field saying what was done, for example "Scaling").
+	// EventWithAction records an event with an explicit action.
+	//
+	// Deprecated: use Event(eventtype, reason, message, WithAction(action)),
+	// which takes the message before the action, as every SDK does.
 	EventWithAction(eventtype, reason, action, message string)
+}
+
+// EventOption sets an optional field of an event recorded with
+// EventRecorder.Event.
+type EventOption interface {
+	applyToEvent(*polyopv1alpha1.Event)
+}
+
+type eventOptionFunc func(*polyopv1alpha1.Event)
+
+func (f eventOptionFunc) applyToEvent(e *polyopv1alpha1.Event) { f(e) }
+
+// WithAction sets an event's action, the events.k8s.io/v1 field saying what
+// was done, for example "Scaling". Defaults to the event's reason.
+func WithAction(action string) EventOption {
+	return eventOptionFunc(func(e *polyopv1alpha1.Event) { e.Action = action })
 }
 
 type recorderKey struct{}
@@ -46,23 +68,22 @@ type eventCollector struct {
 	events []*polyopv1alpha1.Event
 }
 
-func (c *eventCollector) Event(eventtype, reason, message string) {
-	c.EventWithAction(eventtype, reason, "", message)
+func (c *eventCollector) Event(eventtype, reason, message string, opts ...EventOption) {
+	e := &polyopv1alpha1.Event{Type: eventType(eventtype), Reason: reason, Message: message}
+	for _, opt := range opts {
+		opt.applyToEvent(e)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, e)
 }
 
 func (c *eventCollector) Eventf(eventtype, reason, messageFmt string, args ...any) {
-	c.EventWithAction(eventtype, reason, "", fmt.Sprintf(messageFmt, args...))
+	c.Event(eventtype, reason, fmt.Sprintf(messageFmt, args...))
 }
 
 func (c *eventCollector) EventWithAction(eventtype, reason, action, message string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.events = append(c.events, &polyopv1alpha1.Event{
-		Type:    eventType(eventtype),
-		Reason:  reason,
-		Message: message,
-		Action:  action,
-	})
+	c.Event(eventtype, reason, message, WithAction(action))
 }
 
 func (c *eventCollector) collected() []*polyopv1alpha1.Event {
@@ -84,6 +105,6 @@ func eventType(t string) polyopv1alpha1.EventType {
 
 type discardRecorder struct{}
 
-func (discardRecorder) Event(string, string, string)                   {}
+func (discardRecorder) Event(string, string, string, ...EventOption)   {}
 func (discardRecorder) Eventf(string, string, string, ...any)          {}
 func (discardRecorder) EventWithAction(string, string, string, string) {}

@@ -362,7 +362,8 @@ func TestReconcile(t *testing.T) {
 				r := sidecar.Recorder(ctx)
 				r.Event(corev1.EventTypeNormal, "Scaled", "scaled to 3")
 				r.Eventf(corev1.EventTypeWarning, "Slow", "took %ds", 5)
-				r.EventWithAction(corev1.EventTypeNormal, "Rolled", "RollingOut", "rolled out")
+				r.Event(corev1.EventTypeNormal, "Rolled", "rolled out", sidecar.WithAction("RollingOut"))
+				r.EventWithAction(corev1.EventTypeNormal, "Restarted", "Restarting", "restarted") // deprecated, and still the same event
 				r.Event("Odd", "Typo", "unknown type")
 				return sidecar.Result{}, nil
 			},
@@ -370,6 +371,7 @@ func TestReconcile(t *testing.T) {
 				{Type: "Normal", Reason: "Scaled", Message: "scaled to 3"},
 				{Type: "Warning", Reason: "Slow", Message: "took 5s"},
 				{Type: "Normal", Reason: "Rolled", Message: "rolled out", Action: "RollingOut"},
+				{Type: "Normal", Reason: "Restarted", Message: "restarted", Action: "Restarting"},
 				{Type: "", Reason: "Typo", Message: "unknown type"},
 			},
 			wantStatus: untouched,

@@ -33,7 +33,7 @@ func (scaler) Reconcile(ctx context.Context, d *appsv1.Deployment) (sidecar.Resu
 	if d.Spec.Replicas != nil {
 		d.Status.ReadyReplicas = *d.Spec.Replicas
 	}
-	sidecar.Recorder(ctx).EventWithAction(corev1.EventTypeNormal, "Scaled", "Scaling", fmt.Sprintf("attempt %d", req.Retries+1))
+	sidecar.Recorder(ctx).Event(corev1.EventTypeNormal, "Scaled", fmt.Sprintf("attempt %d", req.Retries+1), sidecar.WithAction("Scaling"))
 	return sidecar.Result{RequeueAfter: time.Minute}, nil
 }
 
