@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -186,14 +189,17 @@ func TestAReconcileReadsItsTriggerFromASidecarsCopyWhileTheWatchLags(t *testing.
 	})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Describe(ctx, &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion, ClusterAddress: s.Address()}); err != nil {
+	// The host's handshake, which tells the sidecar where the Cluster
+	// service is.
+	sc := serveSidecar(t, srv)
+	if _, err := sc.Describe(ctx, &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion, ClusterAddress: s.Address()}); err != nil {
 		t.Fatal(err)
 	}
 	// The host's Reconcile call: the cache versions, then the call.
 	reconcileOwner := func(owner string) ([]string, error) {
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		resp, err := srv.Reconcile(ctx, &polyopv1alpha1.ReconcileRequest{
+		resp, err := sc.Reconcile(ctx, &polyopv1alpha1.ReconcileRequest{
 			Controller:    "owners",
 			Kind:          &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "Secret"},
 			Key:           &polyopv1alpha1.ObjectKey{Namespace: ns, Name: owner},
@@ -263,6 +269,31 @@ func BenchmarkCacheProgress(b *testing.B) {
 			}
 		}
 	})
+}
+
+// serveSidecar serves srv on a loopback TCP port until the test ends and
+// returns a client of it, to call it as the host does.
+func serveSidecar(t *testing.T, srv *sidecar.Server) polyopv1alpha1.SidecarServiceClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeListener(ctx, lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serving the sidecar: %v", err)
+		}
+	})
+	return polyopv1alpha1.NewSidecarServiceClient(conn)
 }
 
 func TestAResumedStreamSaysAtOnceHowFarItHasGot(t *testing.T) {

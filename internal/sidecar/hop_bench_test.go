@@ -24,6 +24,7 @@ import (
 	"github.com/polyop/polyop/sdk/go/conditions"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
+	sdktest "github.com/polyop/polyop/sdk/go/sidecartest"
 )
 
 // BenchmarkHop measures one Reconcile round trip between the host and a Go
@@ -63,7 +64,9 @@ import (
 //     connection, the cost of gRPC itself with tiny messages;
 //   - reconcile/in-process: the same host-side and sidecar-side work (the
 //     host's JSON encoding of the object and decoding of the status, the
-//     sidecar's decoding, reconciler and encoding) without gRPC.
+//     sidecar's decoding, reconciler and encoding) without gRPC, called
+//     through the SDK's test harness, which passes the request and the
+//     response through the protobuf encoding as the wire would.
 //
 // reconcile/unix/traced is reconcile/unix with tracing on at both ends (see
 // benchTracedHop): its ratio to reconcile/unix is the overhead of tracing.
@@ -75,10 +78,10 @@ import (
 func BenchmarkHop(b *testing.B) {
 	obj := windowOf4KB(b)
 
-	inProcess := newExampleSidecar(b)
+	inProcess := sdktest.New(b, newExampleSidecar(b))
 	b.Run("reconcile/in-process", func(b *testing.B) {
 		runHop(b, func(ctx context.Context) error {
-			return hostSide(ctx, obj, inProcess.Reconcile)
+			return hostSide(ctx, obj, inProcess.Call)
 		})
 	})
 	for _, transport := range []string{"unix", "tcp"} {

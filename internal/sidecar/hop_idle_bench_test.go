@@ -42,9 +42,19 @@ func TestMain(m *testing.M) {
 func serveHopSidecar(address string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	var srv *sdk.Server
+	// The bare-stream baseline's first answer is the sidecar's own Reconcile,
+	// asked over its socket as the host asks it.
+	target, err := sidecar.Target(address)
+	if err != nil {
+		return err
+	}
+	self, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = self.Close() }()
 	reconcile := func(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
-		return srv.Reconcile(ctx, req)
+		return polyopv1alpha1.NewSidecarServiceClient(self).Reconcile(ctx, req)
 	}
 	srv, err := exampleSidecar(sdk.Options{
 		Logger:        logr.Discard(),

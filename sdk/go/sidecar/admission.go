@@ -80,7 +80,7 @@ func (f DefaulterFunc[T]) Default(ctx context.Context, obj T) error { return f(c
 // passed (or the host canceled it); the host reports those as failures of the
 // webhook (and applies its failure policy). Any other error from the
 // Defaulter is a denial.
-func (s *Server) Default(ctx context.Context, in *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+func (s *service) Default(ctx context.Context, in *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
 	wh, err := s.webhookFor(in.GetRequest())
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (s *Server) Default(ctx context.Context, in *polyopv1alpha1.DefaultRequest)
 // deleted) into the registered type and calls its Validator.
 //
 // gRPC errors are as for Default.
-func (s *Server) Validate(ctx context.Context, in *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+func (s *service) Validate(ctx context.Context, in *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
 	wh, err := s.webhookFor(in.GetRequest())
 	if err != nil {
 		return nil, err

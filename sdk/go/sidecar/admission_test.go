@@ -306,7 +306,7 @@ func TestAdmissionErrorsTheHostSeesAsFailures(t *testing.T) {
 // returns an error once the call's deadline has passed fails the call with
 // DEADLINE_EXCEEDED, which the host reports as a sidecar that did not answer
 // in time, rather than denying the object with "context deadline exceeded".
-// It calls the server's methods directly, so that no gRPC client's own
+// It calls the server's gRPC service directly, so that no gRPC client's own
 // deadline can produce the code.
 func TestAdmissionCutOffByTheDeadlineIsNoDenial(t *testing.T) {
 	t.Parallel()
@@ -320,18 +320,18 @@ func TestAdmissionCutOffByTheDeadlineIsNoDenial(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	resp, err := srv.Default(short(), &polyopv1alpha1.DefaultRequest{Request: waitDefault})
+	resp, err := sidecar.Service(srv).Default(short(), &polyopv1alpha1.DefaultRequest{Request: waitDefault})
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("Default cut off by its deadline: %v, %v; want DEADLINE_EXCEEDED", resp, err)
 	}
-	vresp, err := srv.Validate(short(), &polyopv1alpha1.ValidateRequest{Request: waitValidate})
+	vresp, err := sidecar.Service(srv).Validate(short(), &polyopv1alpha1.ValidateRequest{Request: waitValidate})
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("Validate cut off by its deadline: %v, %v; want DEADLINE_EXCEEDED", vresp, err)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := srv.Default(ctx, &polyopv1alpha1.DefaultRequest{Request: waitDefault}); status.Code(err) != codes.Canceled {
+	if _, err := sidecar.Service(srv).Default(ctx, &polyopv1alpha1.DefaultRequest{Request: waitDefault}); status.Code(err) != codes.Canceled {
 		t.Errorf("Default of a canceled call: %v, want CANCELLED", err)
 	}
 }

@@ -100,7 +100,7 @@ func TestGetClientDialsTheAddressTheHostAnnounces(t *testing.T) {
 		t.Errorf("before the host describes the sidecar, the environment's address is used: %v", err)
 	}
 
-	if _, err := srv.Describe(ctx, &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion, ClusterAddress: fromHost}); err != nil {
+	if _, err := sidecar.Service(srv).Describe(ctx, &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion, ClusterAddress: fromHost}); err != nil {
 		t.Fatal(err)
 	}
 	if err := getConfigMap(ctx, c, "from-host"); err != nil {
@@ -118,7 +118,7 @@ func TestGetEventRecorderRecordsThroughTheClusterService(t *testing.T) {
 	cluster := &tinyCluster{}
 	address := serveTinyCluster(t, cluster)
 	srv := newServer(t)
-	if _, err := srv.Describe(t.Context(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion, ClusterAddress: address}); err != nil {
+	if _, err := sidecar.Service(srv).Describe(t.Context(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion, ClusterAddress: address}); err != nil {
 		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}

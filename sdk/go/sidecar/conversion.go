@@ -36,7 +36,7 @@ type Convertible = conversion.Convertible
 // A conversion that fails is answered in the response's error, which the API
 // server reports to its client; a request for a kind without a conversion
 // too. A panic is answered with gRPC status INTERNAL.
-func (s *Server) Convert(ctx context.Context, in *polyopv1alpha1.ConvertRequest) (resp *polyopv1alpha1.ConvertResponse, err error) {
+func (s *service) Convert(ctx context.Context, in *polyopv1alpha1.ConvertRequest) (resp *polyopv1alpha1.ConvertResponse, err error) {
 	ctx = withCallLogger(ctx, s.log.WithValues("webhook", "convert", "desiredAPIVersion", in.GetDesiredApiVersion(), "objects", len(in.GetObjects())))
 	log := logf.FromContext(ctx)
 	defer func() {

@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
@@ -48,7 +47,8 @@ func ExampleDesire() {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
-	resp, _ := srv.Describe(context.Background(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion})
+	// What the host reads at start, when it describes the sidecar:
+	resp := describe(srv)
 	c := resp.GetControllers()[0]
 	fmt.Println(c.GetOwns()[0].GetKind().GetKind(), c.GetOwns()[0].GetSendObserved())
 	fmt.Println(c.GetWatches()[0].GetKind().GetKind(), c.GetWatches()[0].GetLabel())

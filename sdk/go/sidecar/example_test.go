@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
@@ -47,7 +46,8 @@ func Example() {
 	//
 	//	err = srv.Serve(ctrl.SetupSignalHandler(), sidecar.DefaultAddress)
 
-	resp, _ := srv.Describe(context.Background(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion})
+	// What the host reads at start, when it describes the sidecar:
+	resp := describe(srv)
 	for _, c := range resp.GetControllers() {
 		fmt.Println(c.GetName(), c.GetForKind().GetKind(), c.GetNamespaces(), c.GetPredicates().GetUpdateFilters())
 	}

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
@@ -68,7 +67,8 @@ func ExampleNewWebhookManagedBy() {
 		return
 	}
 
-	resp, _ := srv.Describe(context.Background(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion})
+	// What the host reads at start, when it describes the sidecar:
+	resp := describe(srv)
 	for _, w := range resp.GetWebhooks() {
 		fmt.Println(w.GetKind().GetKind(), w.GetDefault(), w.GetValidate(), w.GetFailurePolicy(), w.GetTimeoutSeconds())
 	}

@@ -40,7 +40,7 @@ type FinalizeReconciler[T client.Object] interface {
 // no finalizer and INVALID_ARGUMENT for a request without a name or with an
 // object that does not decode. Errors from Finalize, and panics, are reported
 // in the response.
-func (s *Server) Finalize(ctx context.Context, in *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
+func (s *service) Finalize(ctx context.Context, in *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
 	s.mu.RLock()
 	c, ok := s.controllers[in.GetController()]
 	s.mu.RUnlock()

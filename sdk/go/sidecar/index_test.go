@@ -12,6 +12,7 @@ import (
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
+	"github.com/polyop/polyop/sdk/go/sidecartest"
 )
 
 func TestDescribeCarriesTheDeclaredIndexesAndCachedKinds(t *testing.T) {
@@ -31,10 +32,7 @@ func TestDescribeCarriesTheDeclaredIndexesAndCachedKinds(t *testing.T) {
 	must(srv.CacheKind(&corev1.Pod{}, sidecar.CacheOptions{
 		Namespaces: []string{"a"}, Labels: labels.SelectorFromSet(labels.Set{"app": "web"}), Fields: fields.OneTermEqualSelector("status.phase", "Running"),
 	}))
-	resp, err := srv.Describe(t.Context(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := sidecartest.New(t, srv).Describe()
 	want := &polyopv1alpha1.DescribeResponse{
 		Indexes: []*polyopv1alpha1.IndexDescription{
 			{Kind: &polyopv1alpha1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, Name: ".metadata.controller",

@@ -80,7 +80,7 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 		// time. A call finding every worker busy still gets a goroutine.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}, tracingOpts...), s.opts.ServerOptions...)...)
-	polyopv1alpha1.RegisterSidecarServiceServer(gs, s)
+	polyopv1alpha1.RegisterSidecarServiceServer(gs, &service{Server: s})
 	hs := newHealthService()
 	healthpb.RegisterHealthServer(gs, hs)
 	if s.reflectionOn(lis) {

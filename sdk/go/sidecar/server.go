@@ -33,14 +33,15 @@ const SDKName = "polyop-go"
 // DescribeResponse.sdk_version.
 const SDKVersion = "0.1.0"
 
-// Server is a polyop sidecar: it implements polyopv1alpha1.SidecarServiceServer
-// for the controllers registered on it with NewControllerManagedBy.
+// Server is the sidecar: what New makes, what the controllers and webhooks are
+// registered on (NewControllerManagedBy, NewWebhookManagedBy) and what Serve
+// serves to the host. Its methods are those a user calls; the gRPC service
+// the host calls is Serve's business, and sidecartest calls it as the host
+// would.
 //
 // Register every controller before serving: the host asks for them once, at
 // start. A Server is safe for concurrent use.
 type Server struct {
-	polyopv1alpha1.UnimplementedSidecarServiceServer
-
 	opts Options
 	log  logr.Logger
 
@@ -61,8 +62,6 @@ type Server struct {
 	// ReconcileStreams end then.
 	stopping chan struct{}
 }
-
-var _ polyopv1alpha1.SidecarServiceServer = (*Server)(nil)
 
 // controller is one registration: what Describe says about it and how to
 // reconcile one of its objects.
@@ -133,7 +132,7 @@ func (s *Server) controllerNames() []string {
 // sidecar's name and its controllers, as registered. A host that speaks
 // another protocol version is logged and answered all the same: the host
 // decides whether it can work with this sidecar.
-func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+func (s *service) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 	log := s.log.WithValues("hostProtocolVersion", req.GetProtocolVersion(), "hostVersion", req.GetHostVersion())
 	if req.GetProtocolVersion() != ProtocolVersion {
 		log.Info("The host speaks another protocol version; answering anyway, the host decides", "protocolVersion", ProtocolVersion)
@@ -171,7 +170,7 @@ func (s *Server) Describe(_ context.Context, req *polyopv1alpha1.DescribeRequest
 // object that does not decode. Errors from the Reconciler, and panics, are
 // not gRPC errors: they are reported in the response's error field, so that
 // the host still writes the status and records the events.
-func (s *Server) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+func (s *service) Reconcile(ctx context.Context, in *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 	s.mu.RLock()
 	c, ok := s.controllers[in.GetController()]
 	s.mu.RUnlock()

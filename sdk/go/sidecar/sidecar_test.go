@@ -35,6 +35,16 @@ func newServer(t *testing.T) *sidecar.Server {
 	return srv
 }
 
+// describe answers the host's handshake as srv would at start: what the
+// examples print of a sidecar.
+func describe(srv *sidecar.Server) *polyopv1alpha1.DescribeResponse {
+	resp, err := sidecar.Service(srv).Describe(context.Background(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion})
+	if err != nil {
+		panic(err)
+	}
+	return resp
+}
+
 func deployment(generation int64) *appsv1.Deployment {
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "default", Name: "web", Generation: generation, ResourceVersion: "7",
@@ -224,7 +234,7 @@ func TestDescribeIsBuiltFromTheRegistrations(t *testing.T) {
 func TestDescribeAnswersAHostOfAnotherVersion(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t)
-	resp, err := srv.Describe(t.Context(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: polyopv1alpha1.ProtocolVersion(9)})
+	resp, err := sidecar.Service(srv).Describe(t.Context(), &polyopv1alpha1.DescribeRequest{ProtocolVersion: polyopv1alpha1.ProtocolVersion(9)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 //
 // The stream ends when the host ends it, or when the Server stops: at once
 // if no call is in flight on it, else once the call is answered.
-func (s *Server) ReconcileStream(stream grpc.BidiStreamingServer[polyopv1alpha1.ReconcileStreamRequest, polyopv1alpha1.ReconcileStreamResponse]) error {
+func (s *service) ReconcileStream(stream grpc.BidiStreamingServer[polyopv1alpha1.ReconcileStreamRequest, polyopv1alpha1.ReconcileStreamResponse]) error {
 	if !s.opts.reconcileStream() {
 		return status.Error(codes.Unimplemented, "this sidecar serves no ReconcileStream (Options.ReconcileStream is false): call Reconcile and Finalize")
 	}
@@ -96,7 +96,7 @@ func (s *Server) ReconcileStream(stream grpc.BidiStreamingServer[polyopv1alpha1.
 // kind runs it, Reconcile or Finalize: with the request's timeout as its
 // deadline, in a server span whose parent is the request's trace context,
 // and with the error a unary call would end with as its CallStatus.
-func (s *Server) streamCall(ctx context.Context, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
+func (s *service) streamCall(ctx context.Context, req *polyopv1alpha1.ReconcileStreamRequest) *polyopv1alpha1.ReconcileStreamResponse {
 	if t := req.GetTimeout(); t != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.AsDuration())
@@ -147,7 +147,7 @@ func callStatus(err error) *status.Status {
 // starts that of a unary call (it traces the stream as a whole, and is told
 // to leave it alone): a child of the request's trace context, with its
 // baggage. The span is nil when the Server does not trace.
-func (s *Server) startStreamSpan(ctx context.Context, method string, req *polyopv1alpha1.ReconcileStreamRequest) (context.Context, trace.Span) {
+func (s *service) startStreamSpan(ctx context.Context, method string, req *polyopv1alpha1.ReconcileStreamRequest) (context.Context, trace.Span) {
 	if s.tracer == nil {
 		return ctx, nil
 	}

@@ -165,7 +165,7 @@ func (h *Harness) validate(ctx context.Context, req *polyopv1alpha1.AdmissionReq
 // the protobuf wire encoding, and returns its answer, gRPC errors included.
 func (h *Harness) CallDefault(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
 	h.t.Helper()
-	resp, err := h.srv.Default(ctx, roundTrip(h.t, req))
+	resp, err := h.svc.Default(ctx, roundTrip(h.t, req))
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (h *Harness) CallDefault(ctx context.Context, req *polyopv1alpha1.DefaultRe
 // CallValidate sends req to the Server's Validate as the host would.
 func (h *Harness) CallValidate(ctx context.Context, req *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
 	h.t.Helper()
-	resp, err := h.srv.Validate(ctx, roundTrip(h.t, req))
+	resp, err := h.svc.Validate(ctx, roundTrip(h.t, req))
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func (h *Harness) CallValidate(ctx context.Context, req *polyopv1alpha1.Validate
 // CallConvert sends req to the Server's Convert as the host would.
 func (h *Harness) CallConvert(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
 	h.t.Helper()
-	resp, err := h.srv.Convert(ctx, roundTrip(h.t, req))
+	resp, err := h.svc.Convert(ctx, roundTrip(h.t, req))
 	if err != nil {
 		return nil, err
 	}

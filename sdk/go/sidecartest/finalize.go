@@ -63,7 +63,7 @@ func (h *Harness) NewFinalizeRequest(controller string, obj client.Object, opts 
 // protobuf wire encoding, and returns its answer, gRPC errors included.
 func (h *Harness) CallFinalize(ctx context.Context, req *polyopv1alpha1.FinalizeRequest) (*polyopv1alpha1.FinalizeResponse, error) {
 	h.t.Helper()
-	resp, err := h.srv.Finalize(ctx, roundTrip(h.t, req))
+	resp, err := h.svc.Finalize(ctx, roundTrip(h.t, req))
 	if err != nil {
 		return nil, err
 	}

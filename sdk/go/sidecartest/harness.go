@@ -13,6 +13,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
+	"github.com/polyop/polyop/sdk/go/internal/sidecarservice"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
@@ -24,6 +25,8 @@ const HostVersion = "sidecartest"
 type Harness struct {
 	t   testing.TB
 	srv *sidecar.Server
+	// svc is srv's gRPC service, which the Harness calls as the host does.
+	svc polyopv1alpha1.SidecarServiceServer
 }
 
 // New returns a Harness for srv, whose controllers are registered already.
@@ -32,14 +35,14 @@ func New(t testing.TB, srv *sidecar.Server) *Harness {
 	if srv == nil {
 		t.Fatal("sidecartest: the server is nil")
 	}
-	return &Harness{t: t, srv: srv}
+	return &Harness{t: t, srv: srv, svc: sidecarservice.Of(srv)}
 }
 
 // Describe returns the Server's answer to the host's handshake.
 func (h *Harness) Describe() *polyopv1alpha1.DescribeResponse {
 	h.t.Helper()
 	req := &polyopv1alpha1.DescribeRequest{ProtocolVersion: sidecar.ProtocolVersion, HostVersion: HostVersion}
-	resp, err := h.srv.Describe(context.Background(), roundTrip(h.t, req))
+	resp, err := h.svc.Describe(context.Background(), roundTrip(h.t, req))
 	if err != nil {
 		h.t.Fatalf("sidecartest: Describe: %v", err)
 	}
@@ -86,7 +89,7 @@ func (h *Harness) NewRequest(controller string, obj client.Object, opts ...Reque
 // encoding, and returns its answer, gRPC errors included.
 func (h *Harness) Call(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 	h.t.Helper()
-	resp, err := h.srv.Reconcile(ctx, roundTrip(h.t, req))
+	resp, err := h.svc.Reconcile(ctx, roundTrip(h.t, req))
 	if err != nil {
 		return nil, err
 	}
