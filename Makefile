@@ -228,11 +228,15 @@ fuzz: ## Run each Go fuzz target matching FUZZ (all by default) for FUZZTIME (1m
 		done; \
 	done
 
-# test-python lints (ruff check, with ruff.toml), type-checks (mypy --strict)
-# and tests (pytest) each Python package. pytest exits 5 when it collects no
-# test: that fails too.
+# test-python checks the Python SDK's layering (lint-imports: the contracts
+# in sdk/python/pyproject.toml refuse an import of a higher layer and any
+# import cycle, type-only imports included), then lints (ruff check, with
+# ruff.toml), type-checks (mypy --strict) and tests (pytest) each Python
+# package. pytest exits 5 when it collects no test: that fails too.
 .PHONY: test-python
-test-python: $(VENV_STAMP) ## Run the Python checks and tests (ruff check, mypy --strict, pytest) of the SDK and the examples.
+test-python: $(VENV_STAMP) ## Run the Python checks and tests (lint-imports, ruff check, mypy --strict, pytest) of the SDK and the examples.
+	@echo "--- sdk/python: lint-imports"
+	@cd sdk/python && $(CURDIR)/$(VENV)/bin/lint-imports --no-cache
 	@for pkg in $(PYTHON_PACKAGES); do \
 		echo "--- $$pkg: ruff check"; \
 		(cd $$pkg && $(CURDIR)/$(VENV)/bin/ruff check) || exit 1; \

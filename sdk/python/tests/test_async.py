@@ -66,7 +66,7 @@ def cluster_service(sock_dir: str) -> Iterator[tuple[RecordingService, str]]:
 async def serving(sidecar: polyop.Sidecar, sock_dir: str, **kwargs: Any) -> AsyncIterator[Any]:
     """The sidecar on grpc.aio on a unix socket, and a stub calling it as the
     host does (the generated stubs type the synchronous stub only)."""
-    server = await sidecar.start_async(f"unix://{sock_dir}/sidecar.sock", **kwargs)
+    server = await sidecar.start_async(address=f"unix://{sock_dir}/sidecar.sock", **kwargs)
     try:
         async with grpc.aio.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
             yield sidecar_pb2_grpc.SidecarServiceStub(channel)
@@ -159,7 +159,7 @@ def test_a_plain_reconciler_under_serve_async_runs_on_a_thread_and_does_not_bloc
         return polyop.Result(requeue_after=1)
 
     @sidecar.validator(WIDGET)
-    async def validate(req: polyop.AdmissionRequest) -> list[str]:
+    async def validate(obj: polyop.Object, req: polyop.AdmissionRequest) -> list[str]:
         return ["checked on the loop"]
 
     async def main() -> tuple[reconcile_pb2.ReconcileResponse, reconcile_pb2.ReconcileResponse, Any]:
@@ -236,7 +236,7 @@ def test_serve_uses_asyncio_for_async_functions_and_stops_on_sigterm(sock_dir: s
         async def reconcile(obj, ctx):
             return None
 
-        sidecar.serve("unix://{path}", grace=5)
+        sidecar.serve(address="unix://{path}", grace=5)
     """)
     src = os.path.join(os.path.dirname(__file__), "..", "src")
     proc = subprocess.Popen([sys.executable, "-c", program], env={**os.environ, "PYTHONPATH": src}, stderr=subprocess.PIPE, text=True)
@@ -261,7 +261,7 @@ def test_start_on_threads_refuses_async_functions(sock_dir: str) -> None:
     async def reconcile(obj: polyop.Object, ctx: polyop.AsyncContext) -> None: ...
 
     with pytest.raises(RuntimeError, match="serve_async"):
-        sidecar.start(f"unix://{sock_dir}/s.sock")
+        sidecar.start(address=f"unix://{sock_dir}/s.sock")
 
 
 def async_sidecar() -> polyop.Sidecar:
@@ -288,7 +288,7 @@ def async_sidecar() -> polyop.Sidecar:
         await asyncio.sleep(0)
         obj.spec.setdefault("size", 1)
 
-    @sidecar.converter("example.com", "Widget", ["v1", "v2"])
+    @sidecar.converter(WIDGET, ["v1", "v2"])
     async def convert(obj: polyop.Object, api_version: str) -> polyop.Object:
         await asyncio.sleep(0)
         return polyop.Object({**obj, "apiVersion": api_version})

@@ -5,7 +5,13 @@ from typing import Any
 
 import pytest
 
-from polyop import find_condition, is_false, is_true, remove_condition, set_condition
+from polyop import (
+    find_condition,
+    is_condition_false,
+    is_condition_true,
+    remove_condition,
+    set_condition,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T1 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -57,8 +63,8 @@ def test_set_condition_refuses_other_statuses() -> None:
 
 def test_queries_and_remove() -> None:
     conds = [ready("True"), {"type": "Degraded", "status": "False"}]
-    assert is_true(conds, "Ready") and not is_false(conds, "Ready")
-    assert is_false(conds, "Degraded") and not is_true(conds, "Missing")
+    assert is_condition_true(conds, "Ready") and not is_condition_false(conds, "Ready")
+    assert is_condition_false(conds, "Degraded") and not is_condition_true(conds, "Missing")
     assert find_condition(conds, "Degraded") == {"type": "Degraded", "status": "False"}
     assert remove_condition(conds, "Ready") and not remove_condition(conds, "Ready")
     assert [c["type"] for c in conds] == ["Degraded"]

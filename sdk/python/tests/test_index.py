@@ -58,7 +58,7 @@ def test_a_bad_field_path_is_refused(path: str) -> None:
 
 def sidecar() -> polyop.Sidecar:
     s = polyop.Sidecar("pods")
-    s.index("v1/Pod", ".metadata.controller", path=".metadata.ownerReferences[?(@.controller==true)].name")
+    s.index("v1/Pod", ".metadata.controller", field_path=".metadata.ownerReferences[?(@.controller==true)].name")
     s.index("v1/Pod", "images", cel="object.spec.containers.map(c, c.image)")
     s.cache_kind("v1/Pod", namespaces=["shop"], label_selector="app=web", field_selector="status.phase=Running")
 
@@ -88,12 +88,12 @@ def test_describe_carries_the_indexes_and_cached_kinds() -> None:
 @pytest.mark.parametrize(
     ("declare", "match"),
     [
-        (lambda s: s.index("v1/Pod", "x", path=".a", cel="'a'"), "one of them"),
+        (lambda s: s.index("v1/Pod", "x", field_path=".a", cel="'a'"), "one of them"),
         (lambda s: s.index("v1/Pod", "x"), "one of them"),
-        (lambda s: s.index("v1/Pod", "a=b", path=".a"), "without '='"),
-        (lambda s: s.index("v1/Pod", polyop.OWNER_UID_INDEX, path=".a"), "keeps this index itself"),
-        (lambda s: s.index("v1/Pod", "x", path=".a..b"), "field path"),
-        (lambda s: (s.index("v1/Pod", "x", path=".a"), s.index("v1/Pod", "x", path=".b")), "already declared"),
+        (lambda s: s.index("v1/Pod", "a=b", field_path=".a"), "without '='"),
+        (lambda s: s.index("v1/Pod", polyop.OWNER_UID_INDEX, field_path=".a"), "keeps this index itself"),
+        (lambda s: s.index("v1/Pod", "x", field_path=".a..b"), "field path"),
+        (lambda s: (s.index("v1/Pod", "x", field_path=".a"), s.index("v1/Pod", "x", field_path=".b")), "already declared"),
         (lambda s: (s.cache_kind("v1/Pod"), s.cache_kind("v1/Pod")), "already declared"),
         (lambda s: s.cache_kind("v1/Pod", namespaces=["A_b"]), "not a valid name"),
     ],

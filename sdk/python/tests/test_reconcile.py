@@ -13,6 +13,7 @@ import pytest
 import polyop
 from polyop import DeniedError, FieldError, FieldErrorType, Object, Result
 from polyop._calls import Calls, run
+from polyop._clients import Clients
 from polyop.sidecar import ReconcileFunc
 from polyop.testing import Admitted, Event, Harness, RPCError
 from polyop.v1alpha1 import admission_pb2, reconcile_pb2, types_pb2
@@ -37,7 +38,7 @@ def sidecar_with(fn: ReconcileFunc, **kwargs: Any) -> polyop.Sidecar:
 
 def reconcile_request(sidecar: polyop.Sidecar, **fields: Any) -> reconcile_pb2.ReconcileResponse:
     """Send a ReconcileRequest as the host would, field by field."""
-    inv = Calls(sidecar).reconcile(reconcile_pb2.ReconcileRequest(**fields))
+    inv = Calls(sidecar, Clients()).reconcile(reconcile_pb2.ReconcileRequest(**fields))
     return inv if isinstance(inv, reconcile_pb2.ReconcileResponse) else run(inv, None)
 
 
@@ -274,8 +275,8 @@ def test_calls_the_sidecar_declares_nothing_for_are_not_found_naming_what_is_mis
     sidecar.reconciler(WIDGET, finalizer="example.com/cleanup")(lambda obj, ctx: None)
     sidecar.finalizer(WIDGET)(lambda obj, ctx: None)
     sidecar.reconciler("example.com/v1/Gadget")(lambda obj, ctx: None)
-    sidecar.validator(WIDGET)(lambda req: None)
-    sidecar.converter("example.com", "Widget", ["v1", "v2"])(lambda obj, v: obj)
+    sidecar.validator(WIDGET)(lambda obj, req: None)
+    sidecar.converter(WIDGET, ["v1", "v2"])(lambda obj, v: obj)
     h = Harness(sidecar)
     gadget = {**widget(), "kind": "Gadget"}
 
@@ -343,14 +344,13 @@ def test_validate_allows_warns_and_denies() -> None:
     sidecar = polyop.Sidecar("w")
 
     @sidecar.validator(WIDGET)
-    def validate(req: polyop.AdmissionRequest) -> list[str]:
+    def validate(obj: polyop.Object, req: polyop.AdmissionRequest) -> list[str]:
         if req.operation is polyop.Operation.DELETE:
             raise DeniedError("widgets are forever")
-        assert req.object is not None
-        size = req.object.spec.get("size", 0)
+        size = obj.spec.get("size", 0)
         if size < 0:
             raise DeniedError("the widget is invalid", [FieldError.invalid("spec.size", size, "must not be negative")], warnings=["w"])
-        if req.old_object is not None and req.old_object.spec.get("color") != req.object.spec.get("color"):
+        if req.old_object is not None and req.old_object.spec.get("color") != obj.spec.get("color"):
             raise DeniedError("spec.color is immutable", [FieldError.forbidden("spec.color", "immutable")])
         return ["big"] if size > 10 else []
 
@@ -369,7 +369,7 @@ def test_validate_allows_warns_and_denies() -> None:
 def test_an_admission_call_can_set_operation_old_dry_run_subresource_and_user() -> None:
     sidecar = polyop.Sidecar("w")
     seen: list[polyop.AdmissionRequest] = []
-    sidecar.validator(WIDGET)(lambda req: seen.append(req))
+    sidecar.validator(WIDGET)(lambda obj, req: seen.append(req))
 
     h = Harness(sidecar)
     h.validate(widget(), old=widget(size=1), operation=polyop.Operation.UPDATE, dry_run=True, subresource="status",
@@ -399,7 +399,7 @@ def test_a_denial_may_carry_its_own_code_and_reason() -> None:
     sidecar = polyop.Sidecar("w")
 
     @sidecar.validator(WIDGET)
-    def validate(req: polyop.AdmissionRequest) -> None:
+    def validate(obj: polyop.Object, req: polyop.AdmissionRequest) -> None:
         raise DeniedError("the port is taken by web-2", code=409)
 
     denied = Harness(sidecar).validate(widget())
@@ -419,7 +419,7 @@ def test_a_denial_carries_the_bad_value_as_json() -> None:
 def test_a_failing_webhook_is_a_grpc_error_so_the_host_applies_its_failure_policy() -> None:
     sidecar = polyop.Sidecar("w")
     @sidecar.validator(WIDGET)
-    def validate(req: polyop.AdmissionRequest) -> None:
+    def validate(obj: polyop.Object, req: polyop.AdmissionRequest) -> None:
         # A bug in the user's handler, on purpose.
         1 / 0  # noqa: B018
     with pytest.raises(RPCError, match="ZeroDivisionError") as err:
@@ -429,8 +429,8 @@ def test_a_failing_webhook_is_a_grpc_error_so_the_host_applies_its_failure_polic
 
 def test_a_webhook_that_is_not_registered_is_not_found() -> None:
     sidecar = polyop.Sidecar("w")
-    sidecar.validator(WIDGET)(lambda req: None)
-    sidecar.validator("example.com/v2/Widget")(lambda req: None)
+    sidecar.validator(WIDGET)(lambda obj, req: None)
+    sidecar.validator("example.com/v2/Widget")(lambda obj, req: None)
     sidecar.defaulter("example.com/v2/Widget")(lambda obj, req: None)
     with pytest.raises(RPCError, match="declares no default webhook for example.com/v1/Widget") as err:
         Harness(sidecar).default(widget())
@@ -440,7 +440,7 @@ def test_a_webhook_that_is_not_registered_is_not_found() -> None:
 def test_convert() -> None:
     sidecar = polyop.Sidecar("w")
 
-    @sidecar.converter("example.com", "Widget", ["v1", "v2"])
+    @sidecar.converter(WIDGET, ["v1", "v2"])
     def convert(obj: Object, api_version: str) -> Object:
         if api_version == "example.com/v2":
             obj["spec"] = {"replicas": obj.spec.pop("size")}

@@ -47,7 +47,7 @@ def socket(sock_dir: str) -> Iterator[str]:
 
 
 def test_reflection_lists_the_services_and_describes_their_messages(socket: str) -> None:
-    with sidecar().start(f"unix://{socket}"):
+    with sidecar().start(address=f"unix://{socket}"):
         services, methods, fields = reflected(socket)
     assert services == SERVICES
     assert methods == ["Describe", "Reconcile", "Finalize", "ReconcileStream", "Default", "Validate", "Convert"]
@@ -56,7 +56,7 @@ def test_reflection_lists_the_services_and_describes_their_messages(socket: str)
 
 def test_reflection_on_asyncio(socket: str) -> None:
     async def main() -> tuple[list[str], list[str], list[str]]:
-        async with await sidecar().start_async(f"unix://{socket}"):
+        async with await sidecar().start_async(address=f"unix://{socket}"):
             # The blocking reflection client runs off the loop the server is on.
             return await asyncio.get_running_loop().run_in_executor(None, reflected, socket)
 
@@ -66,6 +66,6 @@ def test_reflection_on_asyncio(socket: str) -> None:
 
 
 def test_reflection_can_be_turned_off(socket: str) -> None:
-    with sidecar().start(f"unix://{socket}", reflection=False), pytest.raises(grpc.RpcError) as err:
+    with sidecar().start(address=f"unix://{socket}", reflection=False), pytest.raises(grpc.RpcError) as err:
         reflected(socket)
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED

@@ -39,15 +39,15 @@ def widget_sidecar() -> polyop.Sidecar:
 
 
 @pytest.fixture
-def served(sock_dir: str) -> Iterator[tuple[polyop.Server, grpc.Channel]]:
-    server = widget_sidecar().start(f"unix://{sock_dir}/sidecar.sock")
+def served(sock_dir: str) -> Iterator[tuple[polyop.RunningSidecar, grpc.Channel]]:
+    server = widget_sidecar().start(address=f"unix://{sock_dir}/sidecar.sock")
     channel = grpc.insecure_channel(f"unix:{sock_dir}/sidecar.sock")
     yield server, channel
     channel.close()
     server.stop(grace=None)
 
 
-def test_health_describe_and_reconcile_over_a_unix_socket(served: tuple[polyop.Server, grpc.Channel]) -> None:
+def test_health_describe_and_reconcile_over_a_unix_socket(served: tuple[polyop.RunningSidecar, grpc.Channel]) -> None:
     _, channel = served
     health: Any = health_pb2_grpc.HealthStub(channel)  # the stubs' HealthStub declares no methods
     for service in ("", "polyop.v1alpha1.SidecarService"):
@@ -68,7 +68,7 @@ def test_health_describe_and_reconcile_over_a_unix_socket(served: tuple[polyop.S
     assert resp.requeue_after.seconds == 60 and [e.reason for e in resp.events] == ["Reconciled"]
 
 
-def test_refusals_are_grpc_statuses(served: tuple[polyop.Server, grpc.Channel]) -> None:
+def test_refusals_are_grpc_statuses(served: tuple[polyop.RunningSidecar, grpc.Channel]) -> None:
     stub = sidecar_pb2_grpc.SidecarServiceStub(served[1])
     with pytest.raises(grpc.RpcError) as err:
         stub.Reconcile(reconcile_pb2.ReconcileRequest(controller="nope", key=types_pb2.ObjectKey(name="x")), timeout=5)
@@ -77,7 +77,7 @@ def test_refusals_are_grpc_statuses(served: tuple[polyop.Server, grpc.Channel]) 
     assert "no controller named 'nope'" in (call.details() or "")
 
 
-def test_reconciles_run_concurrently(served: tuple[polyop.Server, grpc.Channel]) -> None:
+def test_reconciles_run_concurrently(served: tuple[polyop.RunningSidecar, grpc.Channel]) -> None:
     stub = sidecar_pb2_grpc.SidecarServiceStub(served[1])
     slow = OBJECT.replace(b'"generation":7', b'"generation":7,"labels":{"slow":"yes"}')
     request = reconcile_pb2.ReconcileRequest(controller="widget", key=types_pb2.ObjectKey(namespace="ns", name="w1"), object=slow)
@@ -90,7 +90,7 @@ def test_reconciles_run_concurrently(served: tuple[polyop.Server, grpc.Channel])
 def test_the_socket_is_readable_and_writable_by_owner_and_group_only(sock_dir: str) -> None:
     old = os.umask(0)  # whatever the umask, the socket is 0660
     try:
-        server = widget_sidecar().start(f"unix://{sock_dir}/sidecar.sock")
+        server = widget_sidecar().start(address=f"unix://{sock_dir}/sidecar.sock")
     finally:
         os.umask(old)
     try:
@@ -102,7 +102,7 @@ def test_the_socket_is_readable_and_writable_by_owner_and_group_only(sock_dir: s
 def test_a_relative_socket_is_served_and_announced_at_its_absolute_path(sock_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(sock_dir)
     want = "unix://" + os.path.join(os.getcwd(), "run", "sidecar.sock")
-    server = widget_sidecar().start("unix:run/sidecar.sock")
+    server = widget_sidecar().start(address="unix:run/sidecar.sock")
     try:
         assert server.address == want
         monkeypatch.chdir("/")
@@ -115,7 +115,7 @@ def test_a_relative_socket_is_served_and_announced_at_its_absolute_path(sock_dir
 
 def test_stop_reports_not_serving_and_removes_the_socket(sock_dir: str) -> None:
     path = f"{sock_dir}/s.sock"
-    server = widget_sidecar().start(f"unix://{path}")
+    server = widget_sidecar().start(address=f"unix://{path}")
     channel = grpc.insecure_channel(f"unix:{path}")
     health: Any = health_pb2_grpc.HealthStub(channel)  # the stubs' HealthStub declares no methods
     watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
@@ -128,15 +128,15 @@ def test_stop_reports_not_serving_and_removes_the_socket(sock_dir: str) -> None:
     channel.close()
 
 
-def test_a_socket_another_sidecar_serves_is_left_alone(served: tuple[polyop.Server, grpc.Channel], sock_dir: str) -> None:
+def test_a_socket_another_sidecar_serves_is_left_alone(served: tuple[polyop.RunningSidecar, grpc.Channel], sock_dir: str) -> None:
     with pytest.raises(OSError, match="another process is serving"):
-        widget_sidecar().start(f"unix://{sock_dir}/sidecar.sock")
+        widget_sidecar().start(address=f"unix://{sock_dir}/sidecar.sock")
     health: Any = health_pb2_grpc.HealthStub(served[1])
     assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_tcp_with_port_zero_reports_the_bound_port() -> None:
-    with widget_sidecar().start("tcp://127.0.0.1:0") as server:
+    with widget_sidecar().start(address="tcp://127.0.0.1:0") as server:
         assert server.address.startswith("tcp://127.0.0.1:") and not server.address.endswith(":0")
         with grpc.insecure_channel(server.address.removeprefix("tcp://")) as channel:
             health: Any = health_pb2_grpc.HealthStub(channel)  # the stubs' HealthStub declares no methods
@@ -145,11 +145,11 @@ def test_tcp_with_port_zero_reports_the_bound_port() -> None:
 
 def test_registering_after_serving_is_refused(sock_dir: str) -> None:
     sidecar = widget_sidecar()
-    with sidecar.start(f"unix://{sock_dir}/s.sock"):
+    with sidecar.start(address=f"unix://{sock_dir}/s.sock"):
         with pytest.raises(RuntimeError, match="before serving"):
             sidecar.reconciler("example.com/v1/Other")(lambda obj, ctx: None)
         with pytest.raises(RuntimeError, match="already serving"):
-            sidecar.start(f"unix://{sock_dir}/t.sock")
+            sidecar.start(address=f"unix://{sock_dir}/t.sock")
 
 
 def test_serve_stops_gracefully_on_sigterm(sock_dir: str) -> None:
@@ -158,7 +158,7 @@ def test_serve_stops_gracefully_on_sigterm(sock_dir: str) -> None:
         import polyop
         sidecar = polyop.Sidecar("sig")
         sidecar.reconciler("v1/ConfigMap")(lambda obj, ctx: None)
-        sidecar.serve("unix://{path}", grace=5)
+        sidecar.serve(address="unix://{path}", grace=5)
     """)
     src = os.path.join(os.path.dirname(__file__), "..", "src")
     proc = subprocess.Popen([sys.executable, "-c", program], env={**os.environ, "PYTHONPATH": src}, stderr=subprocess.PIPE, text=True)
@@ -189,7 +189,7 @@ def test_tls_on_tcp(sock_dir: str) -> None:
     with open(key, "rb") as k, open(cert, "rb") as c:
         key_pem, cert_pem = k.read(), c.read()
     creds = grpc.ssl_server_credentials([(key_pem, cert_pem)])
-    with widget_sidecar().start("tcp://127.0.0.1:0", credentials=creds) as server:
+    with widget_sidecar().start(address="tcp://127.0.0.1:0", credentials=creds) as server:
         target = server.address.removeprefix("tcp://")
         secure = grpc.secure_channel(target, grpc.ssl_channel_credentials(cert_pem), options=[("grpc.ssl_target_name_override", "localhost")])
         with secure:

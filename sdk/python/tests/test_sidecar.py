@@ -38,9 +38,9 @@ def test_describe_is_built_from_the_registrations() -> None:
     sidecar.finalizer(WIDGET)(nothing)
     sidecar.reconciler(WIDGET, name="widget.audit")(nothing)
     sidecar.defaulter(WIDGET, operations=[Operation.CREATE])(lambda obj, req: None)
-    sidecar.validator(WIDGET, failure_policy=FailurePolicy.IGNORE, timeout_seconds=5)(lambda req: None)
-    sidecar.validator("example.com/v2/Widget")(lambda req: None)
-    sidecar.converter("example.com", "Widget", ["v1", "v2"])(lambda obj, v: obj)
+    sidecar.validator(WIDGET, failure_policy=FailurePolicy.IGNORE, timeout_seconds=5)(lambda obj, req: None)
+    sidecar.validator("example.com/v2/Widget")(lambda obj, req: None)
+    sidecar.converter(WIDGET, ["v1", "v2"])(lambda obj, v: obj)
 
     got = Harness(sidecar).describe()
 
@@ -109,7 +109,7 @@ def register_twice(sidecar: polyop.Sidecar) -> None:
 
 def validators_disagree(sidecar: polyop.Sidecar) -> None:
     sidecar.defaulter(WIDGET, timeout_seconds=3)(lambda obj, req: None)
-    sidecar.validator(WIDGET, timeout_seconds=5)(lambda req: None)
+    sidecar.validator(WIDGET, timeout_seconds=5)(lambda obj, req: None)
 
 
 @pytest.mark.parametrize(
@@ -132,8 +132,8 @@ def validators_disagree(sidecar: polyop.Sidecar) -> None:
             "already has one", id="a controller has one deleted function",
         ),
         pytest.param(validators_disagree, "disagree on timeout_seconds", id="a defaulter and a validator must agree"),
-        pytest.param(lambda sidecar: sidecar.validator(WIDGET, timeout_seconds=31)(lambda r: None), "between 1 and 30", id="a long timeout is refused"),
-        pytest.param(lambda sidecar: sidecar.converter("g", "K", ["v1"])(lambda o, v: o), "two versions", id="a converter needs two versions"),
+        pytest.param(lambda sidecar: sidecar.validator(WIDGET, timeout_seconds=31)(lambda o, r: None), "between 1 and 30", id="a long timeout is refused"),
+        pytest.param(lambda sidecar: sidecar.converter("g.example/v1/K", ["v1"])(lambda o, v: o), "two versions", id="a converter needs two versions"),
         pytest.param(lambda sidecar: Watch("v1/Secret"), "exactly one", id="a watch maps in exactly one way"),
     ],
 )

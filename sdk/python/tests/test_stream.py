@@ -124,8 +124,8 @@ async def serving(sidecar: polyop.Sidecar, how: str, sock_dir: str, **kwargs: An
     socket, and a grpc.aio stub calling it as the host does."""
     address = f"unix://{sock_dir}/sidecar.sock"
     loop = asyncio.get_running_loop()
-    threaded = await loop.run_in_executor(None, lambda: sidecar.start(address, **kwargs)) if how == "threads" else None
-    served = await sidecar.start_async(address, **kwargs) if threaded is None else None
+    threaded = await loop.run_in_executor(None, lambda: sidecar.start(address=address, **kwargs)) if how == "threads" else None
+    served = await sidecar.start_async(address=address, **kwargs) if threaded is None else None
     try:
         async with grpc.aio.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
             yield sidecar_pb2_grpc.SidecarServiceStub(channel)
@@ -523,9 +523,9 @@ def test_stopping_ends_an_idle_stream_at_once_and_a_busy_one_after_its_answer(ho
         address = f"unix://{sock_dir}/sidecar.sock"
         loop = asyncio.get_running_loop()
         if how == "threads":
-            threaded = await loop.run_in_executor(None, lambda: sidecar.start(address))
+            threaded = await loop.run_in_executor(None, lambda: sidecar.start(address=address))
         else:
-            served = await sidecar.start_async(address)
+            served = await sidecar.start_async(address=address)
         async with grpc.aio.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
             stub: Any = sidecar_pb2_grpc.SidecarServiceStub(channel)
             idle, busy = stub.ReconcileStream(), stub.ReconcileStream()

@@ -124,7 +124,7 @@ def traced_sidecar(provider: trace.TracerProvider, seen: Seen, how: str) -> poly
             return polyop.Result(requeue_after=60)
 
     @sidecar.validator(WIDGET)
-    def validate(req: polyop.AdmissionRequest) -> None:
+    def validate(obj: polyop.Object, req: polyop.AdmissionRequest) -> None:
         seen.span.append(trace.get_current_span().get_span_context())
         raise polyop.DeniedError("no widgets today")
 
@@ -158,12 +158,12 @@ def call_sidecar(
         ]
 
     if how == "threads":
-        with sidecar.start(address, **kwargs), grpc.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
+        with sidecar.start(address=address, **kwargs), grpc.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
             _, reconciled, validated = [call() for call in calls(sidecar_pb2_grpc.SidecarServiceStub(channel))]
             return reconciled, validated
 
     async def main() -> tuple[reconcile_pb2.ReconcileResponse, admission_pb2.ValidateResponse]:
-        async with await sidecar.start_async(address, **kwargs), grpc.aio.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
+        async with await sidecar.start_async(address=address, **kwargs), grpc.aio.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel:
             _, reconciled, validated = [await call() for call in calls(sidecar_pb2_grpc.SidecarServiceStub(channel))]
             return reconciled, validated
 
@@ -326,7 +326,7 @@ def test_a_cluster_call_outside_a_traced_call_sends_no_trace_context(cluster_ser
 def test_a_refused_call_fails_its_span(sock_dir: str, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
     sidecar = traced_sidecar(provider, Seen(), "threads")
-    with sidecar.start(f"unix://{sock_dir}/sidecar.sock", tracer_provider=provider), grpc.insecure_channel(
+    with sidecar.start(address=f"unix://{sock_dir}/sidecar.sock", tracer_provider=provider), grpc.insecure_channel(
         f"unix:{sock_dir}/sidecar.sock"
     ) as channel:
         request = reconcile_pb2.ReconcileRequest(controller="nope", key=types_pb2.ObjectKey(namespace="ns", name="w1"), object=OBJECT)
@@ -420,7 +420,7 @@ SIDECAR_MAIN = textwrap.dedent(
     def reconcile(obj, ctx):
         ctx.cluster.get("v1/ConfigMap", "c1", namespace="ns")
 
-    sidecar.serve(sys.argv[1], grace=5)
+    sidecar.serve(address=sys.argv[1], grace=5)
     """
 )
 
@@ -487,7 +487,7 @@ def test_an_admission_function_that_fails_logs_with_its_trace(
     )
     with (
         caplog.at_level(logging.INFO, logger="polyop"),
-        sidecar.start(f"unix://{sock_dir}/sidecar.sock", tracer_provider=provider),
+        sidecar.start(address=f"unix://{sock_dir}/sidecar.sock", tracer_provider=provider),
         grpc.insecure_channel(f"unix:{sock_dir}/sidecar.sock") as channel,
         pytest.raises(grpc.RpcError) as err,
     ):

@@ -9,16 +9,16 @@ functions on a :class:`Sidecar` and serve them::
 
     sidecar = polyop.Sidecar("tenant-operator")
 
-    @sidecar.reconciler(kind="examples.polyop.dev/v1/Tenant", owns=["v1/ConfigMap"],
+    @sidecar.reconciler("examples.polyop.dev/v1/Tenant", owns=["v1/ConfigMap"],
                         update_filters=[polyop.UpdateFilter.GENERATION_CHANGED])
     def reconcile(tenant: polyop.Object, ctx: polyop.Context) -> polyop.Result:
-        polyop.set_condition(tenant.conditions, polyop.READY, True, "Reconciled",
-                             observed_generation=tenant.meta.generation)
+        polyop.mark_condition_true(tenant.conditions, polyop.READY, "Reconciled",
+                                   observed_generation=tenant.meta.generation)
         return polyop.Result(desired_children=[...], children_complete=True)
 
-    @sidecar.validator(kind="examples.polyop.dev/v1/Tenant")
-    def validate(req: polyop.AdmissionRequest) -> None:
-        if not req.object or not req.object.spec.get("owner"):
+    @sidecar.validator("examples.polyop.dev/v1/Tenant")
+    def validate(tenant: polyop.Object, req: polyop.AdmissionRequest) -> None:
+        if not tenant.spec.get("owner"):
             raise polyop.DeniedError("invalid", [polyop.FieldError.required("spec.owner")])
 
     if __name__ == "__main__":
@@ -35,10 +35,21 @@ else through the host. Functions may be ``async def``
 :mod:`polyop.testing` calls the functions without a host, against an
 in-memory cluster.
 
+Every registration and Cluster call takes a kind as a model class (a
+:class:`polyop.crd.Resource`, a lightkube resource such as
+``lightkube.resources.apps_v1.Deployment``), a :class:`polyop.crd.KindInfo`, or
+``"group/version/Kind"``; children and written objects may be typed objects
+(lightkube's models of the built-in kinds, ``polyop.crd`` models).
+
 The generated protobuf and gRPC code is in :mod:`polyop.v1alpha1`.
 """
 
+import warnings
+from typing import Any
+
 from polyop._address import DEFAULT_SIDECAR_ADDRESS
+from polyop._kinds import KindRef, ObjectLike
+from polyop._serving import AsyncRunningSidecar, RunningSidecar, ServeOptions
 from polyop._version import SDK_NAME, __version__
 from polyop.admission import (
     AdmissionRequest,
@@ -51,6 +62,7 @@ from polyop.admission import (
 )
 from polyop.cluster import (
     ADDRESS_ENV,
+    OWNER_UID_INDEX,
     TLS_CA_FILE_ENV,
     TLS_CERT_FILE_ENV,
     TLS_KEY_FILE_ENV,
@@ -69,8 +81,14 @@ from polyop.conditions import (
     DEGRADED,
     READY,
     find_condition,
+    is_condition_false,
+    is_condition_true,
+    is_condition_unknown,
     is_false,
     is_true,
+    mark_condition_false,
+    mark_condition_true,
+    mark_condition_unknown,
     remove_condition,
     set_condition,
 )
@@ -103,8 +121,7 @@ from polyop.reconcile import (
     UpdateFilter,
     Watch,
 )
-from polyop.server import AsyncServer, Server
-from polyop.sidecar import OWNER_UID_INDEX, PROTOCOL_VERSION, Sidecar
+from polyop.sidecar import PROTOCOL_VERSION, Sidecar
 
 DEFAULT_ADDRESS = DEFAULT_SIDECAR_ADDRESS
 """The address a sidecar serves on by default, the host's default --sidecar-address."""
@@ -126,7 +143,7 @@ __all__ = [
     "AlreadyExistsError",
     "AsyncCluster",
     "AsyncContext",
-    "AsyncServer",
+    "AsyncRunningSidecar",
     "BadRequestError",
     "Cluster",
     "ClusterError",
@@ -141,8 +158,10 @@ __all__ = [
     "GoneError",
     "InvalidError",
     "KindLike",
+    "KindRef",
     "NotFoundError",
     "Object",
+    "ObjectLike",
     "ObjectList",
     "ObjectMeta",
     "Operation",
@@ -154,7 +173,8 @@ __all__ = [
     "Request",
     "ResolvedKind",
     "Result",
-    "Server",
+    "RunningSidecar",
+    "ServeOptions",
     "ServerError",
     "Sidecar",
     "StatusCause",
@@ -170,9 +190,26 @@ __all__ = [
     "__version__",
     "find_condition",
     "ignore_not_found",
+    "is_condition_false",
+    "is_condition_true",
+    "is_condition_unknown",
     "is_false",
     "is_true",
+    "mark_condition_false",
+    "mark_condition_true",
+    "mark_condition_unknown",
     "remove_condition",
     "set_condition",
     "tls_credentials",
 ]
+
+_RENAMED = {"Server": RunningSidecar, "AsyncServer": AsyncRunningSidecar}
+
+
+def __getattr__(name: str) -> Any:
+    """The deprecated names: Server and AsyncServer are RunningSidecar and AsyncRunningSidecar."""
+    renamed = _RENAMED.get(name)
+    if renamed is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"polyop.{name} is deprecated: use polyop.{renamed.__name__}", DeprecationWarning, stacklevel=2)
+    return renamed

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -24,19 +24,21 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import grpc
 
 from polyop import _tracing
+from polyop._clients import Clients
+from polyop._kinds import to_mapping
+from polyop._registry import (
+    PROTOCOL_VERSION,
+    Controller,
+    Converter,
+    Registry,
+    Webhook,
+    is_async,
+)
 from polyop.admission import AdmissionRequest, DeniedError
 from polyop.cluster import AsyncCluster, Cluster
 from polyop.errors import TemporaryError, TerminalError
 from polyop.objects import GVK, Object, encode
 from polyop.reconcile import AsyncContext, Context, Request, Result, _CallContext
-from polyop.sidecar import (
-    PROTOCOL_VERSION,
-    Sidecar,
-    _Controller,
-    _Converter,
-    _Webhook,
-    is_async,
-)
 from polyop.v1alpha1 import admission_pb2, describe_pb2, reconcile_pb2
 
 _Resp = TypeVar("_Resp")
@@ -173,9 +175,10 @@ async def _returned(running: asyncio.Future[Any]) -> None:
 
 
 class Calls:
-    """The SidecarService's calls for a Sidecar's registrations, up to the
-    user's function: each method decodes a request into an Invocation (or
-    answers itself when there is nothing to call).
+    """The SidecarService's calls for a registry, up to the user's function:
+    each method decodes a request into an Invocation (or answers itself when
+    there is nothing to call). ``clients`` learns the Cluster service's
+    address from the host's Describe.
 
     ``traced``: the calls run inside the server spans of :mod:`polyop._tracing`
     (the server's tracing is on). When False, there is no span to set
@@ -185,9 +188,10 @@ class Calls:
     ``reconcile_stream``: the server serves ReconcileStream, and Describe says so.
     """
 
-    def __init__(self, sidecar: Sidecar, *, traced: bool = True, reconcile_stream: bool = False) -> None:
-        self.sidecar = sidecar
-        self.log = sidecar.log
+    def __init__(self, registry: Registry, clients: Clients, *, traced: bool = True, reconcile_stream: bool = False) -> None:
+        self.registry = registry
+        self.clients = clients
+        self.log = registry.log
         self.traced = traced
         self.reconcile_stream = reconcile_stream
 
@@ -197,8 +201,8 @@ class Calls:
                 "The host speaks protocol %s, this sidecar %s; answering anyway, the host decides",
                 _protocol_name(req.protocol_version), _protocol_name(PROTOCOL_VERSION),
             )
-        self.sidecar._described_to(req.cluster_address)
-        resp = self.sidecar.describe()
+        self.clients.announced(req.cluster_address)
+        resp = self.registry.describe()
         resp.reconcile_stream = self.reconcile_stream
         return resp
 
@@ -229,8 +233,8 @@ class Calls:
     def finalize(
         self, req: reconcile_pb2.FinalizeRequest, deadline: float | None = None
     ) -> Invocation[reconcile_pb2.FinalizeResponse]:
-        if not any(c.finalize is not None for c in self.sidecar._controllers.values()):
-            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.sidecar.name!r} declares no finalizer")
+        if not any(c.finalize is not None for c in self.registry._controllers.values()):
+            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.registry.name!r} declares no finalizer")
         c, request, log = self._controller(req.controller, req.kind, req.key.namespace, req.key.name, req.retries)
         if c.finalize is None:
             raise RPCError(grpc.StatusCode.NOT_FOUND, f"controller {c.description.name!r} declares no finalizer")
@@ -262,11 +266,11 @@ class Calls:
         def finish(value: Any, err: Exception | None, _: _CallContext | None) -> admission_pb2.DefaultResponse:
             if isinstance(err, DeniedError):
                 _tracing.set_result(_tracing.DENIED)
-                return admission_pb2.DefaultResponse(denied=err.to_proto(), warnings=err.warnings)
+                return admission_pb2.DefaultResponse(denied=err.to_proto(), warnings=[*areq.warnings, *err.warnings])
             if err is not None:
                 raise self._failed("defaulting", areq, err) from err
             _tracing.set_result(_tracing.SUCCESS)
-            resp = admission_pb2.DefaultResponse(warnings=list(value or ()))
+            resp = admission_pb2.DefaultResponse(warnings=[*areq.warnings, *(value or ())])
             if obj != areq.object:
                 resp.object = encode(obj)
             return resp
@@ -276,23 +280,27 @@ class Calls:
     def validate(self, req: admission_pb2.ValidateRequest) -> Invocation[admission_pb2.ValidateResponse]:
         webhook, areq = self._admission(req.request, "validate")
         assert webhook.validate is not None
+        # On delete the request carries the object being deleted as the old object.
+        obj = areq.object if areq.object is not None else areq.old_object
+        if obj is None:
+            raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"validating {areq.kind}: the request carries no object")
 
         def finish(value: Any, err: Exception | None, _: _CallContext | None) -> admission_pb2.ValidateResponse:
             if isinstance(err, DeniedError):
                 _tracing.set_result(_tracing.DENIED)
-                return admission_pb2.ValidateResponse(denied=err.to_proto(), warnings=err.warnings)
+                return admission_pb2.ValidateResponse(denied=err.to_proto(), warnings=[*areq.warnings, *err.warnings])
             if err is not None:
                 raise self._failed("validating", areq, err) from err
             _tracing.set_result(_tracing.SUCCESS)
-            return admission_pb2.ValidateResponse(warnings=list(value or ()))
+            return admission_pb2.ValidateResponse(warnings=[*areq.warnings, *(value or ())])
 
-        return Invocation(webhook.validate, (areq,), None, finish)
+        return Invocation(webhook.validate, (obj, areq), None, finish)
 
     def convert(self, req: admission_pb2.ConvertRequest) -> list[Object | Invocation[Object]]:
         """Each object: as it is when at the desired version already, else the
         call of its kind's converter."""
-        if not self.sidecar._converters:
-            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.sidecar.name!r} declares no conversion")
+        if not self.registry._converters:
+            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.registry.name!r} declares no conversion")
         desired = req.desired_api_version
         steps: list[Object | Invocation[Object]] = []
         for i, data in enumerate(req.objects):
@@ -300,11 +308,11 @@ class Calls:
                 obj = Object.from_json(data)
             except ValueError as err:
                 raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"converting object {i}: {err}") from err
-            converter = self.sidecar._converters.get((obj.gvk.group, obj.kind))
+            converter = self.registry._converters.get((obj.gvk.group, obj.kind))
             if converter is None:
                 raise RPCError(
                     grpc.StatusCode.NOT_FOUND,
-                    f"sidecar {self.sidecar.name!r} declares no conversion for {obj.kind}.{obj.gvk.group} (object {i})",
+                    f"sidecar {self.registry.name!r} declares no conversion for {obj.kind}.{obj.gvk.group} (object {i})",
                 )
             steps.append(obj if obj.api_version == desired else self._conversion(i, obj, desired, converter))
         return steps
@@ -321,7 +329,7 @@ class Calls:
 
     # Plumbing.
 
-    def _conversion(self, i: int, obj: Object, desired: str, converter: _Converter) -> Invocation[Object]:
+    def _conversion(self, i: int, obj: Object, desired: str, converter: Converter) -> Invocation[Object]:
         def finish(value: Any, err: Exception | None, _: _CallContext | None) -> Object:
             if err is None:
                 out = Object(value)
@@ -335,7 +343,7 @@ class Calls:
         return Invocation(converter.convert, (obj, desired), None, finish)
 
     def _reconciled(
-        self, c: _Controller, log: ObjectLog, obj: Object, value: Any, err: Exception | None, ctx: _CallContext | None
+        self, c: Controller, log: ObjectLog, obj: Object, value: Any, err: Exception | None, ctx: _CallContext | None
     ) -> reconcile_pb2.ReconcileResponse:
         resp = reconcile_pb2.ReconcileResponse()
         result = _outcome(log, "Reconciler error", value, err, resp.error)
@@ -356,7 +364,7 @@ class Calls:
             resp.events.extend(ctx.events)
         return resp
 
-    def _gone(self, c: _Controller, log: ObjectLog, value: Any, err: Exception | None) -> reconcile_pb2.ReconcileResponse:
+    def _gone(self, c: Controller, log: ObjectLog, value: Any, err: Exception | None) -> reconcile_pb2.ReconcileResponse:
         resp = reconcile_pb2.ReconcileResponse()
         result = _outcome(log, "Deleted error", value, err, resp.error)
         if result is not None:
@@ -366,12 +374,12 @@ class Calls:
                 _requeue_after(result, resp)
         return resp
 
-    def _controller(self, name: str, kind: Any, namespace: str, obj_name: str, retries: int) -> tuple[_Controller, Request, ObjectLog]:
-        c = self.sidecar._controllers.get(name)
+    def _controller(self, name: str, kind: Any, namespace: str, obj_name: str, retries: int) -> tuple[Controller, Request, ObjectLog]:
+        c = self.registry._controllers.get(name)
         if c is None:
             raise RPCError(
                 grpc.StatusCode.NOT_FOUND,
-                f"sidecar {self.sidecar.name!r} has no controller named {name!r}; it has {list(self.sidecar._controllers)}",
+                f"sidecar {self.registry.name!r} has no controller named {name!r}; it has {list(self.registry._controllers)}",
             )
         if not obj_name:
             raise RPCError(grpc.StatusCode.INVALID_ARGUMENT, f"controller {name!r}: the request has no object name")
@@ -390,7 +398,7 @@ class Calls:
             fields["retries"] = str(retries)
         return c, request, ObjectLog(self.log, fields)
 
-    def _object(self, c: _Controller, request: Request, data: bytes) -> Object:
+    def _object(self, c: Controller, request: Request, data: bytes) -> Object:
         try:
             obj = Object.from_json(data)
         except ValueError as err:
@@ -408,14 +416,14 @@ class Calls:
             obj["apiVersion"], obj["kind"] = c.kind.api_version, c.kind.kind
         return obj
 
-    def _admission(self, req: admission_pb2.AdmissionRequest, call: str) -> tuple[_Webhook, AdmissionRequest]:
-        webhooks = self.sidecar._webhooks
+    def _admission(self, req: admission_pb2.AdmissionRequest, call: str) -> tuple[Webhook, AdmissionRequest]:
+        webhooks = self.registry._webhooks
         if not any(getattr(w, call) is not None for w in webhooks.values()):
-            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.sidecar.name!r} declares no {call} webhook")
+            raise RPCError(grpc.StatusCode.UNIMPLEMENTED, f"sidecar {self.registry.name!r} declares no {call} webhook")
         gvk = GVK.from_proto(req.kind)
         webhook = webhooks.get(gvk)
         if webhook is None or getattr(webhook, call) is None:
-            raise RPCError(grpc.StatusCode.NOT_FOUND, f"sidecar {self.sidecar.name!r} declares no {call} webhook for {gvk}")
+            raise RPCError(grpc.StatusCode.NOT_FOUND, f"sidecar {self.registry.name!r} declares no {call} webhook for {gvk}")
         if self.traced:
             _tracing.set_attributes({_tracing.KIND: gvk.kind, _tracing.NAMESPACE: req.key.namespace, _tracing.NAME: req.key.name})
         try:
@@ -516,15 +524,15 @@ def _requeue_after(result: Result, resp: reconcile_pb2.ReconcileResponse | recon
         resp.requeue_after.FromNanoseconds(int(seconds * 1e9))
 
 
-def _children(c: _Controller, children: Sequence[Mapping[str, Any]]) -> list[bytes]:
+def _children(c: Controller, children: Sequence[Any]) -> list[bytes]:
     out = []
     for child in children:
-        obj = Object(child)
+        obj = Object(to_mapping(child))
         if not obj.api_version or not obj.kind or not obj.name:
             raise ValueError("every child needs apiVersion, kind and metadata.name")
         if obj.gvk not in c.owns:
             raise ValueError(f"{obj.gvk} is not a kind controller {c.description.name!r} owns (owns={sorted(map(str, c.owns))})")
-        out.append(encode(child))
+        out.append(encode(obj))
     return out
 
 

@@ -20,10 +20,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from polyop._requests import _Call, _Requests
-from polyop.cluster import AsyncCluster, Cluster
+from polyop.cluster import OWNER_UID_INDEX, AsyncCluster, Cluster
 from polyop.errors import APIError, api_error
 from polyop.objects import GVK, KindLike, Object, encode
-from polyop.sidecar import OWNER_UID_INDEX
 from polyop.v1alpha1 import cluster_pb2, reconcile_pb2
 
 __all__ = ["FakeCluster", "RecordedEvent"]

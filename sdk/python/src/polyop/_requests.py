@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from polyop.objects import GVK, KindLike, Object, encode
-from polyop.reconcile import EventType, event_proto
+from polyop._events import EventType, event_proto
+from polyop._kinds import KindRef, ObjectLike, gvk_of, to_mapping
+from polyop.objects import GVK, Object, encode
 from polyop.v1alpha1 import cluster_pb2, types_pb2
 
 __all__ = ["ObjectList", "Patch", "PatchType", "Propagation", "ReadSource", "ResolvedKind"]
@@ -112,8 +113,8 @@ class _Requests:
     def _write_options(self, dry_run: bool, field_manager: str, force: bool = False) -> cluster_pb2.WriteOptions:
         return cluster_pb2.WriteOptions(dry_run=dry_run, field_manager=field_manager or self.field_manager, force=force)
 
-    def _get(self, kind: KindLike, name: str, namespace: str, uncached: bool, subresource: str) -> _Call[Object]:
-        gvk = GVK.parse(kind)
+    def _get(self, kind: KindRef, name: str, namespace: str, uncached: bool, subresource: str) -> _Call[Object]:
+        gvk = gvk_of(kind)
         return _Call(
             f"getting {gvk.kind} {_key(namespace, name)}{_sub(subresource)}",
             "Get",
@@ -128,7 +129,7 @@ class _Requests:
 
     def _list(
         self,
-        kind: KindLike,
+        kind: KindRef,
         namespace: str,
         label_selector: str,
         field_selector: str,
@@ -136,7 +137,7 @@ class _Requests:
         continue_token: str,
         uncached: bool,
     ) -> _Call[ObjectList]:
-        gvk = GVK.parse(kind)
+        gvk = gvk_of(kind)
         return _Call(
             f"listing {gvk.kind}" + (f" in {namespace}" if namespace else ""),
             "List",
@@ -152,11 +153,11 @@ class _Requests:
             _object_list,
         )
 
-    def _resolve_kind(self, kind: KindLike) -> _Call[ResolvedKind]:
-        gvk = GVK.parse(kind)
+    def _resolve_kind(self, kind: KindRef) -> _Call[ResolvedKind]:
+        gvk = gvk_of(kind)
         return _Call(f"resolving {gvk}", "ResolveKind", cluster_pb2.ResolveKindRequest(kind=gvk.to_proto()), _resolved)
 
-    def _create(self, obj: Mapping[str, Any], dry_run: bool, field_manager: str) -> _Call[Object]:
+    def _create(self, obj: ObjectLike, dry_run: bool, field_manager: str) -> _Call[Object]:
         o = _addressed(obj, "create")
         return _Call(
             f"creating {_describe(o)}",
@@ -165,14 +166,14 @@ class _Requests:
                 kind=o.gvk.to_proto(),
                 key=types_pb2.ObjectKey(namespace=o.namespace, name=o.name),
                 options=self._write_options(dry_run, field_manager),
-                object=encode(obj),
+                object=encode(o),
             ),
             _object,
         )
 
     def _create_subresource(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str,
         subresource: str,
@@ -180,7 +181,7 @@ class _Requests:
         dry_run: bool,
         field_manager: str,
     ) -> _Call[Object]:
-        gvk = GVK.parse(kind)
+        gvk = gvk_of(kind)
         if not subresource:
             raise ValueError("create_subresource: name the subresource, for example subresource='eviction'")
         return _Call(
@@ -196,7 +197,7 @@ class _Requests:
             _object,
         )
 
-    def _update(self, obj: Mapping[str, Any], subresource: str, dry_run: bool, field_manager: str) -> _Call[Object]:
+    def _update(self, obj: ObjectLike, subresource: str, dry_run: bool, field_manager: str) -> _Call[Object]:
         o = _addressed(obj, "update")
         return _Call(
             f"updating {_describe(o)}{_sub(subresource)}",
@@ -206,14 +207,14 @@ class _Requests:
                 key=types_pb2.ObjectKey(namespace=o.namespace, name=o.name),
                 subresource=subresource,
                 options=self._write_options(dry_run, field_manager),
-                object=encode(obj),
+                object=encode(o),
             ),
             _object,
         )
 
     def _patch(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         patch: Patch,
         namespace: str,
@@ -223,7 +224,7 @@ class _Requests:
         dry_run: bool,
         field_manager: str,
     ) -> _Call[Object]:
-        gvk = GVK.parse(kind)
+        gvk = gvk_of(kind)
         if force and type is not PatchType.APPLY:
             raise ValueError(f"patching {gvk.kind} {_key(namespace, name)}: force is for server-side apply only")
         return _Call(
@@ -241,14 +242,14 @@ class _Requests:
         )
 
     def _apply(
-        self, obj: Mapping[str, Any], subresource: str, force: bool, dry_run: bool, field_manager: str
+        self, obj: ObjectLike, subresource: str, force: bool, dry_run: bool, field_manager: str
     ) -> _Call[Object]:
         o = _addressed(obj, "apply")
-        return self._patch(o.gvk, o.name, obj, o.namespace, PatchType.APPLY, subresource, force, dry_run, field_manager)
+        return self._patch(o.gvk, o.name, o, o.namespace, PatchType.APPLY, subresource, force, dry_run, field_manager)
 
     def _delete(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str,
         propagation: Propagation | None,
@@ -257,7 +258,7 @@ class _Requests:
         grace_period_seconds: int | None,
         dry_run: bool,
     ) -> _Call[None]:
-        gvk = GVK.parse(kind)
+        gvk = gvk_of(kind)
         req = cluster_pb2.DeleteRequest(
             kind=gvk.to_proto(),
             key=types_pb2.ObjectKey(namespace=namespace, name=name),
@@ -271,9 +272,9 @@ class _Requests:
         return _Call(f"deleting {gvk.kind} {_key(namespace, name)}", "Delete", req, _nothing)
 
     def _record_event(
-        self, kind: KindLike, name: str, namespace: str, type: EventType, reason: str, message: str, action: str
+        self, kind: KindRef, name: str, namespace: str, type: EventType, reason: str, message: str, action: str
     ) -> _Call[None]:
-        gvk = GVK.parse(kind)
+        gvk = gvk_of(kind)
         return _Call(
             f"recording an event on {gvk.kind} {_key(namespace, name)}",
             "RecordEvent",
@@ -294,10 +295,12 @@ def _sub(subresource: str) -> str:
     return f" ({subresource})" if subresource else ""
 
 
-def _addressed(obj: Mapping[str, Any], verb: str) -> Object:
+def _addressed(obj: ObjectLike, verb: str) -> Object:
     """obj as an Object, refused unless it names its kind: Create, Update and
-    apply address the object by the kind and key it carries."""
-    o = obj if isinstance(obj, Object) else Object(obj)
+    apply address the object by the kind and key it carries. A typed object
+    (a polyop.crd model, a lightkube model) is its ``to_dict()``."""
+    mapping = to_mapping(obj)
+    o = mapping if isinstance(mapping, Object) else Object(mapping)
     if not o.api_version or not o.kind:
         raise ValueError(f"{verb}: the object needs apiVersion and kind")
     return o

@@ -33,8 +33,9 @@ from polyop._calls import (
     run,
     run_async,
 )
+from polyop._clients import Clients
+from polyop._registry import Registry
 from polyop._tracing import Tracing, metadata_carrier, refused
-from polyop.sidecar import Sidecar
 from polyop.v1alpha1 import admission_pb2, describe_pb2, reconcile_pb2, sidecar_pb2_grpc
 
 __all__ = ["AsyncServicer", "RPCError", "Servicer"]
@@ -49,9 +50,12 @@ class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
     """polyop.v1alpha1.SidecarService on grpc's thread pool. A
     ReconcileStream holds one of the pool's threads while it is open."""
 
-    def __init__(self, sidecar: Sidecar, tracing: Tracing | None = None, *, reconcile_stream: bool = True) -> None:
-        self.calls = Calls(sidecar, traced=tracing is not None, reconcile_stream=reconcile_stream)
-        self.sidecar = sidecar
+    def __init__(
+        self, registry: Registry, clients: Clients, tracing: Tracing | None = None, *, reconcile_stream: bool = True
+    ) -> None:
+        self.calls = Calls(registry, clients, traced=tracing is not None, reconcile_stream=reconcile_stream)
+        self.registry = registry
+        self.clients = clients
         self.tracing = tracing
         self.reconcile_stream = reconcile_stream
         self._lock = threading.Lock()
@@ -82,7 +86,7 @@ class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
         self, request_iterator: Iterator[reconcile_pb2.ReconcileStreamRequest], context: grpc.ServicerContext
     ) -> Iterator[reconcile_pb2.ReconcileStreamResponse]:
         if not self.reconcile_stream:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, _stream_off(self.sidecar))
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, _stream_off(self.registry))
         try:
             while self._waiting(context):
                 req = next(request_iterator, None)
@@ -114,10 +118,10 @@ class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
 
     def _reconcile(self, request: reconcile_pb2.ReconcileRequest, deadline: float | None) -> reconcile_pb2.ReconcileResponse:
         inv = self.calls.reconcile(request, deadline)
-        return inv if isinstance(inv, reconcile_pb2.ReconcileResponse) else run(inv, self.sidecar.cluster)
+        return inv if isinstance(inv, reconcile_pb2.ReconcileResponse) else run(inv, self.clients.cluster)
 
     def _finalize(self, request: reconcile_pb2.FinalizeRequest, deadline: float | None) -> reconcile_pb2.FinalizeResponse:
-        return run(self.calls.finalize(request, deadline), self.sidecar.cluster)
+        return run(self.calls.finalize(request, deadline), self.clients.cluster)
 
     def _streamed(self, req: reconcile_pb2.ReconcileStreamRequest) -> reconcile_pb2.ReconcileStreamResponse:
         """The answer to one call on a ReconcileStream."""
@@ -135,7 +139,7 @@ class Servicer(sidecar_pb2_grpc.SidecarServiceServicer):
             return _call_status(req.id, err.code, err.message)
         except Exception as err:
             # What grpc's thread-pool server answers a unary call whose method raised.
-            _log_unexpected(self.sidecar, req, err)
+            _log_unexpected(self.registry, req, err)
             return _call_status(req.id, grpc.StatusCode.UNKNOWN, f"Exception calling application: {err}")
 
 
@@ -144,10 +148,17 @@ class AsyncServicer(sidecar_pb2_grpc.SidecarServiceServicer):
     awaited on the loop, plain ones run on ``executor``."""
 
     def __init__(
-        self, sidecar: Sidecar, executor: futures.Executor | None, tracing: Tracing | None = None, *, reconcile_stream: bool = True
+        self,
+        registry: Registry,
+        clients: Clients,
+        executor: futures.Executor | None,
+        tracing: Tracing | None = None,
+        *,
+        reconcile_stream: bool = True,
     ) -> None:
-        self.calls = Calls(sidecar, traced=tracing is not None, reconcile_stream=reconcile_stream)
-        self.sidecar = sidecar
+        self.calls = Calls(registry, clients, traced=tracing is not None, reconcile_stream=reconcile_stream)
+        self.registry = registry
+        self.clients = clients
         self.executor = executor
         self.tracing = tracing
         self.reconcile_stream = reconcile_stream
@@ -187,7 +198,7 @@ class AsyncServicer(sidecar_pb2_grpc.SidecarServiceServicer):
         the client cancels the stream, grpc.aio cancels this task, and with it
         the call in flight, as it cancels a unary call's."""
         if not self.reconcile_stream:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, _stream_off(self.sidecar))
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, _stream_off(self.registry))
         task = asyncio.current_task()
         assert task is not None
         while not self._stopping:
@@ -251,14 +262,14 @@ class AsyncServicer(sidecar_pb2_grpc.SidecarServiceServicer):
             return _call_status(req.id, err.code, err.message)
         except Exception as err:
             # What grpc.aio answers a unary call whose method raised.
-            _log_unexpected(self.sidecar, req, err)
+            _log_unexpected(self.registry, req, err)
             return _call_status(req.id, grpc.StatusCode.UNKNOWN, f"Unexpected {type(err)}: {err}")
 
     async def _run(self, decode: Callable[[Any], Invocation[_Resp]], request: Any) -> _Resp:
         return await self._invoke(decode(request))
 
     async def _invoke(self, inv: Invocation[_Resp]) -> _Resp:
-        return await run_async(inv, lambda: self.sidecar.cluster, lambda: self.sidecar.async_cluster, self.executor)
+        return await run_async(inv, lambda: self.clients.cluster, lambda: self.clients.async_cluster, self.executor)
 
     @staticmethod
     async def _sync(fn: Callable[[], _Resp]) -> _Resp:
@@ -311,7 +322,7 @@ def _call_status(call_id: int, code: grpc.StatusCode, message: str) -> reconcile
     return reconcile_pb2.ReconcileStreamResponse(id=call_id, error=reconcile_pb2.CallStatus(code=code.value[0], message=message))
 
 
-def _log_unexpected(sidecar: Sidecar, req: reconcile_pb2.ReconcileStreamRequest, err: Exception) -> None:
+def _log_unexpected(sidecar: Registry, req: reconcile_pb2.ReconcileStreamRequest, err: Exception) -> None:
     which = req.WhichOneof("call")
     call = req.reconcile if which == "reconcile" else req.finalize
     sidecar.log.error(
@@ -320,7 +331,7 @@ def _log_unexpected(sidecar: Sidecar, req: reconcile_pb2.ReconcileStreamRequest,
     )
 
 
-def _stream_off(sidecar: Sidecar) -> str:
+def _stream_off(sidecar: Registry) -> str:
     return f"sidecar {sidecar.name!r} serves ReconcileStream with reconcile_stream=True only: call Reconcile and Finalize"
 
 

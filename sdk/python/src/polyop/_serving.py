@@ -1,17 +1,23 @@
-"""Serving a Sidecar: a gRPC server with the SidecarService, health checking
-and server reflection, on threads (:class:`Server`) or on asyncio with
-grpc.aio (:class:`AsyncServer`)."""
+"""Serving a registry: ``serve(registry, clients, options)``, a gRPC server
+with the SidecarService, health checking and server reflection, on threads
+(:class:`RunningSidecar`) or on asyncio with grpc.aio
+(:class:`AsyncRunningSidecar`). :class:`ServeOptions` are the settings."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import inspect
 import logging
 import os
 import signal
 import threading
+import warnings
+from collections.abc import Callable
 from concurrent import futures
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict, TypeVar
 
 import grpc
 import grpc.aio
@@ -19,14 +25,31 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection as grpc_reflection
 from opentelemetry import trace
 
-from polyop._address import Address, parse_address, prepare_socket
+from polyop._address import (
+    DEFAULT_SIDECAR_ADDRESS,
+    Address,
+    parse_address,
+    prepare_socket,
+)
+from polyop._clients import Clients
+from polyop._registry import Registry
 from polyop._servicer import AsyncServicer, Servicer
 from polyop._tracing import Tracing, configure
 from polyop._version import SDK_NAME, __version__
-from polyop.sidecar import Sidecar
 from polyop.v1alpha1 import describe_pb2, sidecar_pb2, sidecar_pb2_grpc
 
-__all__ = ["AsyncServer", "Server"]
+__all__ = [
+    "AsyncRunningSidecar",
+    "RunningSidecar",
+    "ServeOptions",
+    "ServeOverrides",
+    "serve",
+    "serve_async",
+    "serve_options",
+    "start",
+    "start_async",
+    "takes_serve_options",
+]
 
 SIDECAR_SERVICE = sidecar_pb2.DESCRIPTOR.services_by_name["SidecarService"].full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
@@ -36,8 +59,96 @@ SOCKET_MODE = 0o660
 owner and group, nothing for others."""
 
 
-class Server:
-    """A running sidecar server, from :meth:`Sidecar.start`.
+@dataclass(frozen=True)
+class ServeOptions:
+    """How a sidecar serves: one set of settings for :meth:`Sidecar.serve`,
+    :meth:`Sidecar.start`, :meth:`Sidecar.serve_async` and
+    :meth:`Sidecar.start_async`, each of which also takes them as keyword
+    arguments (``sidecar.serve(address="tcp://127.0.0.1:9443")``)::
+
+        options = polyop.ServeOptions(address="unix:///var/run/polyop/sidecar.sock", grace=10)
+        sidecar.serve(options)
+    """
+
+    address: str = DEFAULT_SIDECAR_ADDRESS
+    """Where to serve, in the forms of the host's --sidecar-address
+    (``unix:///abs.sock``, ``unix:rel.sock``, ``tcp://host:port``,
+    ``host:port``). Defaults to unix:///var/run/polyop/sidecar.sock, the
+    host's default."""
+    max_message_size: int = 64 << 20
+    """The largest message sent or received; should match the host's
+    --max-message-size. Defaults to 64 MiB."""
+    max_workers: int | None = None
+    """The threads that run plain functions. Defaults to the controllers'
+    concurrency plus room for webhooks and health checks."""
+    credentials: grpc.ServerCredentials | None = None
+    """``grpc.ssl_server_credentials(...)`` to serve TLS or mTLS, for a
+    sidecar on a TCP address. Defaults to plaintext, as on the unix socket a
+    pod's containers share."""
+    grace: float = 30.0
+    """Seconds :meth:`Sidecar.serve` waits, once stopped, for the calls in
+    flight. Defaults to 30."""
+    reflection: bool = True
+    """Serve gRPC server reflection (grpc.reflection.v1alpha) next to the
+    SidecarService, so that ``grpcurl -plaintext -unix <socket> list`` lists
+    and calls the services without the proto files. Defaults to on."""
+    tracer_provider: trace.TracerProvider | None = None
+    """The TracerProvider of the calls' spans. Defaults to the global one
+    when the application set one, else to one made from the OTEL_*
+    environment variables (needs ``polyop[otlp]``), else tracing is off."""
+    reconcile_stream: bool = True
+    """Serve ReconcileStream, and say so in the Describe answer, so that the
+    host sends Reconcile and Finalize calls on one long-lived stream per
+    worker. Defaults to on; off makes the host call the unary Reconcile and
+    Finalize."""
+
+
+class ServeOverrides(TypedDict, total=False):
+    """:class:`ServeOptions`' fields, as the keyword arguments of the serving methods."""
+
+    address: str
+    max_message_size: int
+    max_workers: int | None
+    credentials: grpc.ServerCredentials | None
+    grace: float
+    reflection: bool
+    tracer_provider: trace.TracerProvider | None
+    reconcile_stream: bool
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def takes_serve_options(method: _F) -> _F:
+    """Give a serving method the signature it is called with: the options,
+    then each of their fields as a keyword argument with its default, so that
+    ``help()`` and ``inspect.signature`` show what ``**overrides`` takes."""
+    signature = inspect.signature(method)
+    keywords = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        for f in dataclasses.fields(ServeOptions)
+    ]
+    positional = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    method.__signature__ = signature.replace(parameters=[*positional, *keywords])  # type: ignore[attr-defined]
+    return method
+
+
+def serve_options(options: ServeOptions | str | None, overrides: ServeOverrides) -> ServeOptions:
+    """The options a serving method was given: ``options`` (by default
+    ServeOptions()) with the keyword arguments over them. An address string in
+    place of the options is the deprecated shape."""
+    if isinstance(options, str):
+        warnings.warn(
+            "passing the address positionally is deprecated: pass address=... or ServeOptions(address=...)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        options = ServeOptions(address=options)
+    return dataclasses.replace(options or ServeOptions(), **overrides)
+
+
+class RunningSidecar:
+    """A sidecar serving in the background, from :meth:`Sidecar.start`.
 
     ``address`` is the address it serves on, with the port it bound for a TCP
     address with port 0. Use it as a context manager, or call :meth:`stop`.
@@ -45,7 +156,7 @@ class Server:
 
     def __init__(
         self,
-        sidecar: Sidecar,
+        sidecar: Registry,
         address: str,
         grpc_server: grpc.Server,
         health: health.HealthServicer,
@@ -84,23 +195,24 @@ class Server:
         """Wait until the server has stopped; False when timeout passed first."""
         return self._stopped.wait(timeout)
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> RunningSidecar:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.stop(grace=None)
 
 
-class AsyncServer:
-    """A running sidecar server on grpc.aio, from :meth:`Sidecar.start_async`.
+class AsyncRunningSidecar:
+    """A sidecar serving on grpc.aio, from :meth:`Sidecar.start_async`.
 
-    ``address`` is as :attr:`Server.address`. Use it as an async context
-    manager, or await :meth:`stop`.
+    ``address`` is as :attr:`RunningSidecar.address`. Use it as an async
+    context manager, or await :meth:`stop`.
     """
 
     def __init__(
         self,
-        sidecar: Sidecar,
+        sidecar: Registry,
+        clients: Clients,
         address: str,
         grpc_server: grpc.aio.Server,
         health: health.aio.HealthServicer,
@@ -116,12 +228,13 @@ class AsyncServer:
         self._health = health
         self._socket = socket
         self._executor = executor
+        self._clients = clients
         self._tracing = tracing
         self._stopped = asyncio.Event()
 
     async def stop(self, grace: float | None = None) -> None:
-        """As :meth:`Server.stop`: calls still running after ``grace`` are
-        cancelled."""
+        """As :meth:`RunningSidecar.stop`: calls still running after ``grace``
+        are cancelled."""
         if self._stopped.is_set():
             return
         self._sidecar.log.info("Stopping: waiting for the calls in flight (grace %ss)", grace)
@@ -130,10 +243,7 @@ class AsyncServer:
         await self._server.stop(grace)
         _remove(self._socket)
         self._executor.shutdown(wait=False, cancel_futures=True)
-        cluster = self._sidecar._async_cluster
-        if cluster is not None and self._sidecar._async_cluster_loop is asyncio.get_running_loop():
-            await cluster.close()
-            self._sidecar._async_cluster = self._sidecar._async_cluster_loop = None
+        await self._clients.close_async_cluster()
         if self._tracing is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._tracing.flush)
         self._sidecar._stopped_serving()
@@ -144,26 +254,26 @@ class AsyncServer:
         """Wait until the server has stopped."""
         await self._stopped.wait()
 
-    async def __aenter__(self) -> AsyncServer:
+    async def __aenter__(self) -> AsyncRunningSidecar:
         return self
 
     async def __aexit__(self, *_: object) -> None:
         await self.stop(grace=None)
 
 
-def _concurrency(sidecar: Sidecar) -> int:
+def _concurrency(sidecar: Registry) -> int:
     """How many Reconcile and Finalize calls the host makes at once at most:
     one per worker of each controller, and as many ReconcileStreams."""
     return sum(max(c.description.max_concurrent_reconciles, 1) for c in sidecar._controllers.values())
 
 
-def _max_workers(sidecar: Sidecar, max_workers: int | None) -> int:
+def _max_workers(sidecar: Registry, max_workers: int | None) -> int:
     if max_workers is not None:
         return max_workers
     return _concurrency(sidecar) + 2 * len(sidecar._webhooks) + len(sidecar._converters) + 4
 
 
-def _threads_stream(sidecar: Sidecar, workers: int, reconcile_stream: bool) -> bool:
+def _threads_stream(sidecar: Registry, workers: int, reconcile_stream: bool) -> bool:
     """Whether the thread-pool server serves ReconcileStream: each open stream
     holds a thread, also between calls, so the pool must have a thread left
     beside the host's streams for the other calls (health checks above all),
@@ -202,7 +312,7 @@ def _bind(server: grpc.Server | grpc.aio.Server, parsed: Address, credentials: g
     return f"tcp://{host}:{port}"
 
 
-def _log_serving(sidecar: Sidecar, served: str, how: str, reflecting: bool, tracing: Tracing | None, streaming: bool) -> None:
+def _log_serving(sidecar: Registry, served: str, how: str, reflecting: bool, tracing: Tracing | None, streaming: bool) -> None:
     sidecar.log.info(
         "Serving on %s (%s): protocol %s, %s %s, controllers %s, webhooks %s, conversions %s, reflection %s, tracing %s, "
         "reconcile stream %s",
@@ -225,64 +335,42 @@ def _remove(socket: str) -> None:
             os.remove(socket)
 
 
-def start(
-    sidecar: Sidecar,
-    address: str,
-    *,
-    max_message_size: int,
-    max_workers: int | None,
-    credentials: grpc.ServerCredentials | None = None,
-    reflection: bool = True,
-    tracer_provider: trace.TracerProvider | None = None,
-    reconcile_stream: bool = True,
-) -> Server:
-    parsed = parse_address(address)
-    if sidecar.has_async_handlers():
+def start(registry: Registry, clients: Clients, options: ServeOptions) -> RunningSidecar:
+    """Serve registry on threads in the background."""
+    parsed = parse_address(options.address)
+    if registry.has_async_handlers():
         raise RuntimeError(
-            f"sidecar {sidecar.name!r} registers async def functions, which need an event loop: "
+            f"sidecar {registry.name!r} registers async def functions, which need an event loop: "
             "serve it with serve_async or start_async (serve uses serve_async by itself)"
         )
-    sidecar._start_serving()
+    registry._start_serving()
     try:
-        workers = _max_workers(sidecar, max_workers)
-        reconcile_stream = _threads_stream(sidecar, workers, reconcile_stream)
+        workers = _max_workers(registry, options.max_workers)
+        reconcile_stream = _threads_stream(registry, workers, options.reconcile_stream)
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="polyop"), options=_options(max_message_size)
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="polyop"), options=_options(options.max_message_size)
         )
-        tracing = configure(sidecar.name, tracer_provider, sidecar.log)
-        servicer = Servicer(sidecar, tracing, reconcile_stream=reconcile_stream)
+        tracing = configure(registry.name, options.tracer_provider, registry.log)
+        servicer = Servicer(registry, clients, tracing, reconcile_stream=reconcile_stream)
         sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(servicer, server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        _reflect(server, reflection)
-        served = _bind(server, parsed, credentials)
+        _reflect(server, options.reflection)
+        served = _bind(server, parsed, options.credentials)
         server.start()
     except BaseException:
-        sidecar._stopped_serving()
+        registry._stopped_serving()
         raise
     for service in ("", SIDECAR_SERVICE):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    _log_serving(sidecar, served, "threads", reflection, tracing, reconcile_stream)
-    return Server(sidecar, served, server, health_servicer, parsed.unix_path, servicer, tracing)
+    _log_serving(registry, served, "threads", options.reflection, tracing, reconcile_stream)
+    return RunningSidecar(registry, served, server, health_servicer, parsed.unix_path, servicer, tracing)
 
 
-def serve(
-    sidecar: Sidecar,
-    address: str,
-    *,
-    max_message_size: int,
-    max_workers: int | None,
-    credentials: grpc.ServerCredentials | None,
-    grace: float,
-    reflection: bool = True,
-    tracer_provider: trace.TracerProvider | None = None,
-    reconcile_stream: bool = True,
-) -> None:
+def serve(registry: Registry, clients: Clients, options: ServeOptions) -> None:
+    """Serve registry on threads until SIGTERM or SIGINT, then stop within options.grace."""
     _default_logging()
-    server = start(
-        sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
-        reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
-    )
+    running = start(registry, clients, options)
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -291,61 +379,40 @@ def serve(
         while not stop.wait(3600):
             pass
     finally:
-        server.stop(grace)
+        running.stop(options.grace)
 
 
-async def start_async(
-    sidecar: Sidecar,
-    address: str,
-    *,
-    max_message_size: int,
-    max_workers: int | None,
-    credentials: grpc.ServerCredentials | None = None,
-    reflection: bool = True,
-    tracer_provider: trace.TracerProvider | None = None,
-    reconcile_stream: bool = True,
-) -> AsyncServer:
-    parsed = parse_address(address)
-    sidecar._start_serving()
+async def start_async(registry: Registry, clients: Clients, options: ServeOptions) -> AsyncRunningSidecar:
+    """Serve registry on grpc.aio, on the running event loop."""
+    parsed = parse_address(options.address)
+    registry._start_serving()
     # Plain functions run here, never on the event loop.
-    executor = futures.ThreadPoolExecutor(max_workers=_max_workers(sidecar, max_workers), thread_name_prefix="polyop")
+    executor = futures.ThreadPoolExecutor(max_workers=_max_workers(registry, options.max_workers), thread_name_prefix="polyop")
     try:
-        server = grpc.aio.server(options=_options(max_message_size))
-        tracing = configure(sidecar.name, tracer_provider, sidecar.log)
-        async_servicer = AsyncServicer(sidecar, executor, tracing, reconcile_stream=reconcile_stream)
+        server = grpc.aio.server(options=_options(options.max_message_size))
+        tracing = configure(registry.name, options.tracer_provider, registry.log)
+        async_servicer = AsyncServicer(registry, clients, executor, tracing, reconcile_stream=options.reconcile_stream)
         sidecar_pb2_grpc.add_SidecarServiceServicer_to_server(async_servicer, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        _reflect(server, reflection)
-        served = _bind(server, parsed, credentials)
+        _reflect(server, options.reflection)
+        served = _bind(server, parsed, options.credentials)
         await server.start()
     except BaseException:
         executor.shutdown(wait=False)
-        sidecar._stopped_serving()
+        registry._stopped_serving()
         raise
     for service in ("", SIDECAR_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    _log_serving(sidecar, served, "asyncio", reflection, tracing, reconcile_stream)
-    return AsyncServer(sidecar, served, server, health_servicer, parsed.unix_path, executor, async_servicer, tracing)
+    _log_serving(registry, served, "asyncio", options.reflection, tracing, options.reconcile_stream)
+    return AsyncRunningSidecar(registry, clients, served, server, health_servicer, parsed.unix_path, executor, async_servicer, tracing)
 
 
-async def serve_async(
-    sidecar: Sidecar,
-    address: str,
-    *,
-    max_message_size: int,
-    max_workers: int | None,
-    credentials: grpc.ServerCredentials | None,
-    grace: float,
-    reflection: bool = True,
-    tracer_provider: trace.TracerProvider | None = None,
-    reconcile_stream: bool = True,
-) -> None:
+async def serve_async(registry: Registry, clients: Clients, options: ServeOptions) -> None:
+    """Serve registry on grpc.aio until SIGTERM or SIGINT (or until cancelled),
+    then stop within options.grace."""
     _default_logging()
-    server = await start_async(
-        sidecar, address, max_message_size=max_message_size, max_workers=max_workers, credentials=credentials,
-        reflection=reflection, tracer_provider=tracer_provider, reconcile_stream=reconcile_stream,
-    )
+    running = await start_async(registry, clients, options)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     handled: list[signal.Signals] = []
@@ -360,7 +427,7 @@ async def serve_async(
         for sig in handled:
             loop.remove_signal_handler(sig)
         # Also when cancelled: a shielded stop lets the calls in flight finish.
-        await asyncio.shield(server.stop(grace))
+        await asyncio.shield(running.stop(options.grace))
 
 
 def _default_logging() -> None:

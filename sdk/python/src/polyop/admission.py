@@ -1,14 +1,16 @@
 """Admission webhooks: what a defaulter or validator receives, and how it denies.
 
-A validator returns nothing (or warnings) to allow a request, and raises
-:class:`DeniedError` to refuse it. With field errors the API server answers 422
-Invalid with one cause per field, as its own validation does; without, 403
-Forbidden with the message::
+Defaulters and validators take the object and the request, ``(obj, req)``:
+the object as sent (on delete, the object being deleted), typed when the
+kind was registered with its model class. A validator returns nothing (or
+warnings) to allow a request, and raises :class:`DeniedError` to refuse it.
+With field errors the API server answers 422 Invalid with one cause per
+field, as its own validation does; without, 403 Forbidden with the message::
 
-    @sidecar.validator(kind="examples.polyop.dev/v1/Tenant")
-    def validate(req: polyop.AdmissionRequest) -> None:
+    @sidecar.validator("examples.polyop.dev/v1/Tenant")
+    def validate(tenant: polyop.Object, req: polyop.AdmissionRequest) -> None:
         errors = []
-        if not req.object.spec.get("owner"):
+        if not tenant.spec.get("owner"):
             errors.append(FieldError.required("spec.owner", "every tenant has an owner"))
         if errors:
             raise DeniedError("the tenant is invalid", errors)
@@ -158,7 +160,7 @@ class AdmissionRequest:
     object before the request (on update and delete); ``subresource`` the
     subresource written, such as ``"status"`` (empty for the object itself);
     ``user`` the requesting user. A request with ``dry_run`` set must change
-    nothing outside the answer.
+    nothing outside the answer. :meth:`warn` sends the client a warning.
     """
 
     uid: str
@@ -172,6 +174,14 @@ class AdmissionRequest:
     subresource: str = ""
     user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list, compare=False)
+    """The warnings :meth:`warn` gave, sent to the client with the answer."""
+
+    def warn(self, message: str) -> None:
+        """Send the client a warning with the answer (``kubectl`` prints it),
+        whether the request is allowed or denied. A defaulter or validator may
+        also return its warnings."""
+        self.warnings.append(message)
 
     @classmethod
     def from_proto(cls, req: admission_pb2.AdmissionRequest) -> AdmissionRequest:

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import grpc
 import grpc.aio
 
 from polyop._address import parse_address
+from polyop._events import EventType
+from polyop._kinds import KindRef, ObjectLike, SupportsToDict, from_mapping, gvk_of
 from polyop._requests import (
     ObjectList,
     Patch,
@@ -45,13 +47,14 @@ from polyop._requests import (
 )
 from polyop._tracing import client_span
 from polyop._watch import WatchEvent, WatchEventType, watch
+from polyop.crd import KindInfo
 from polyop.errors import ClusterError, from_aio_error, from_rpc_error
-from polyop.objects import GVK, KindLike, Object
-from polyop.reconcile import EventType
+from polyop.objects import KindLike, Object
 from polyop.v1alpha1 import cluster_pb2, cluster_pb2_grpc
 
 __all__ = [
     "ADDRESS_ENV",
+    "OWNER_UID_INDEX",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "TLS_CA_FILE_ENV",
     "TLS_CERT_FILE_ENV",
@@ -69,6 +72,12 @@ __all__ = [
     "tls_credentials",
     "tls_credentials_from_env",
 ]
+
+OWNER_UID_INDEX = ".metadata.controllerUID"
+"""The index the host keeps on every kind a controller owns: the UID of an
+object's controller owner. ``ctx.cluster.list(kind, namespace=ns,
+field_selector=f"{OWNER_UID_INDEX}={owner.uid}")`` lists an owner's children
+from the host's cache."""
 
 ADDRESS_ENV = "POLYOP_CLUSTER_ADDRESS"
 """The environment variable holding the Cluster service's address."""
@@ -123,6 +132,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 64 << 20
 """The largest message a client sends or receives, the host's default --max-message-size."""
 
 _T = TypeVar("_T")
+_Typed = TypeVar("_Typed", bound=SupportsToDict)
 
 
 def _channel_options(max_message_size: int) -> list[tuple[str, Any]]:
@@ -188,20 +198,32 @@ class Cluster(_Requests):
 
     # Reads.
 
+    @overload
     def get(
-        self, kind: KindLike, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
-    ) -> Object:
+        self, kind: type[_T], name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> _T: ...
+    @overload
+    def get(
+        self, kind: KindLike | KindInfo, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> Object: ...
+    def get(
+        self, kind: KindRef, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> Any:
         """Read one object; raises NotFoundError when it does not exist.
 
-        ``uncached`` reads from the API server even when the host caches the
-        kind. With ``subresource`` (for example ``"scale"``), read that
-        subresource of the object from the API server instead, such as an
-        autoscaling/v1 Scale; ``"status"`` is the object itself."""
-        return self._run(self._get(kind, name, namespace, uncached, subresource))
+        With ``kind`` a typed class (a :class:`polyop.crd.Resource`, a
+        lightkube resource such as ``lightkube.resources.core_v1.ConfigMap``)
+        the object is returned as an instance of it, else as an
+        :class:`~polyop.Object`. ``uncached`` reads from the API server even
+        when the host caches the kind. With ``subresource`` (for example
+        ``"scale"``), read that subresource of the object from the API server
+        instead, such as an autoscaling/v1 Scale; ``"status"`` is the object
+        itself."""
+        return _typed(kind, self._run(self._get(kind, name, namespace, uncached, subresource)), subresource)
 
     def list(
         self,
-        kind: KindLike,
+        kind: KindRef,
         namespace: str = "",
         *,
         label_selector: str = "",
@@ -214,21 +236,27 @@ class Cluster(_Requests):
         one namespace or all; selectors take kubectl's syntax."""
         return self._run(self._list(kind, namespace, label_selector, field_selector, limit, continue_token, uncached))
 
-    def resolve_kind(self, kind: KindLike) -> ResolvedKind:
+    def resolve_kind(self, kind: KindRef) -> ResolvedKind:
         """Map a kind to its resource and scope; a GVK with an empty version
         resolves the API server's preferred version."""
         return self._run(self._resolve_kind(kind))
 
     # Writes.
 
-    def create(self, obj: Mapping[str, Any], *, dry_run: bool = False, field_manager: str = "") -> Object:
+    @overload
+    def create(self, obj: _Typed, *, dry_run: bool = False, field_manager: str = "") -> _Typed: ...
+    @overload
+    def create(self, obj: Mapping[str, Any], *, dry_run: bool = False, field_manager: str = "") -> Object: ...
+    def create(self, obj: ObjectLike, *, dry_run: bool = False, field_manager: str = "") -> Any:
         """Create an object (with apiVersion, kind and metadata.name or
-        generateName); returns it as stored."""
-        return self._run(self._create(obj, dry_run, field_manager))
+        generateName); returns it as stored. A typed object (a
+        :class:`polyop.crd.Resource`, a lightkube model) is sent as its
+        ``to_dict()`` and returned as its own type."""
+        return _like(obj, self._run(self._create(obj, dry_run, field_manager)))
 
     def create_subresource(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str = "",
         *,
@@ -249,17 +277,25 @@ class Cluster(_Requests):
         eviction."""
         return self._run(self._create_subresource(kind, name, namespace, subresource, body, dry_run, field_manager))
 
+    @overload
+    def update(
+        self, obj: _Typed, *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
+    ) -> _Typed: ...
+    @overload
     def update(
         self, obj: Mapping[str, Any], *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
-    ) -> Object:
+    ) -> Object: ...
+    def update(
+        self, obj: ObjectLike, *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
+    ) -> Any:
         """Replace an object, or its subresource (``subresource="status"``), with
         optimistic concurrency on metadata.resourceVersion: raises
         ConflictError when the object changed since it was read."""
-        return self._run(self._update(obj, subresource, dry_run, field_manager))
+        return _like(obj, self._run(self._update(obj, subresource, dry_run, field_manager)))
 
     def patch(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         patch: Patch,
         namespace: str = "",
@@ -275,6 +311,11 @@ class Cluster(_Requests):
         apply (``force`` takes fields other managers own, apply only)."""
         return self._run(self._patch(kind, name, patch, namespace, type, subresource, force, dry_run, field_manager))
 
+    @overload
+    def apply(
+        self, obj: _Typed, *, subresource: str = "", force: bool = False, dry_run: bool = False, field_manager: str = ""
+    ) -> _Typed: ...
+    @overload
     def apply(
         self,
         obj: Mapping[str, Any],
@@ -283,14 +324,24 @@ class Cluster(_Requests):
         force: bool = False,
         dry_run: bool = False,
         field_manager: str = "",
-    ) -> Object:
+    ) -> Object: ...
+    def apply(
+        self,
+        obj: ObjectLike,
+        *,
+        subresource: str = "",
+        force: bool = False,
+        dry_run: bool = False,
+        field_manager: str = "",
+    ) -> Any:
         """Server-side apply: obj is the applied configuration, with apiVersion,
-        kind, metadata.name (and namespace) and the fields the manager owns."""
-        return self._run(self._apply(obj, subresource, force, dry_run, field_manager))
+        kind, metadata.name (and namespace) and the fields the manager owns;
+        typed objects as for :meth:`create`."""
+        return _like(obj, self._run(self._apply(obj, subresource, force, dry_run, field_manager)))
 
     def delete(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str = "",
         *,
@@ -310,7 +361,7 @@ class Cluster(_Requests):
 
     def record_event(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str = "",
         *,
@@ -381,15 +432,23 @@ class AsyncCluster(_Requests):
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
+    @overload
     async def get(
-        self, kind: KindLike, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
-    ) -> Object:
+        self, kind: type[_T], name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> _T: ...
+    @overload
+    async def get(
+        self, kind: KindLike | KindInfo, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> Object: ...
+    async def get(
+        self, kind: KindRef, name: str, namespace: str = "", *, uncached: bool = False, subresource: str = ""
+    ) -> Any:
         """:meth:`Cluster.get`."""
-        return await self._run(self._get(kind, name, namespace, uncached, subresource))
+        return _typed(kind, await self._run(self._get(kind, name, namespace, uncached, subresource)), subresource)
 
     async def list(
         self,
-        kind: KindLike,
+        kind: KindRef,
         namespace: str = "",
         *,
         label_selector: str = "",
@@ -401,12 +460,12 @@ class AsyncCluster(_Requests):
         """:meth:`Cluster.list`."""
         return await self._run(self._list(kind, namespace, label_selector, field_selector, limit, continue_token, uncached))
 
-    async def resolve_kind(self, kind: KindLike) -> ResolvedKind:
+    async def resolve_kind(self, kind: KindRef) -> ResolvedKind:
         """:meth:`Cluster.resolve_kind`."""
         return await self._run(self._resolve_kind(kind))
 
     def watch(
-        self, kind: KindLike, namespace: str = "", *, label_selector: str = "", field_selector: str = ""
+        self, kind: KindRef, namespace: str = "", *, label_selector: str = "", field_selector: str = ""
     ) -> AsyncGenerator[WatchEvent, None]:
         """Watch the objects of a kind the host caches, in one namespace or
         all, through the host's Watch stream: first every object the host
@@ -434,15 +493,19 @@ class AsyncCluster(_Requests):
         leaving ``contextlib.aclosing``), or cancelling the task that reads
         it, cancels the stream; the call has no deadline.
         """
-        return watch(self._watch_stream, GVK.parse(kind), namespace, label_selector, field_selector)
+        return watch(self._watch_stream, gvk_of(kind), namespace, label_selector, field_selector)
 
-    async def create(self, obj: Mapping[str, Any], *, dry_run: bool = False, field_manager: str = "") -> Object:
+    @overload
+    async def create(self, obj: _Typed, *, dry_run: bool = False, field_manager: str = "") -> _Typed: ...
+    @overload
+    async def create(self, obj: Mapping[str, Any], *, dry_run: bool = False, field_manager: str = "") -> Object: ...
+    async def create(self, obj: ObjectLike, *, dry_run: bool = False, field_manager: str = "") -> Any:
         """:meth:`Cluster.create`."""
-        return await self._run(self._create(obj, dry_run, field_manager))
+        return _like(obj, await self._run(self._create(obj, dry_run, field_manager)))
 
     async def create_subresource(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str = "",
         *,
@@ -454,15 +517,23 @@ class AsyncCluster(_Requests):
         """:meth:`Cluster.create_subresource`."""
         return await self._run(self._create_subresource(kind, name, namespace, subresource, body, dry_run, field_manager))
 
+    @overload
+    async def update(
+        self, obj: _Typed, *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
+    ) -> _Typed: ...
+    @overload
     async def update(
         self, obj: Mapping[str, Any], *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
-    ) -> Object:
+    ) -> Object: ...
+    async def update(
+        self, obj: ObjectLike, *, subresource: str = "", dry_run: bool = False, field_manager: str = ""
+    ) -> Any:
         """:meth:`Cluster.update`."""
-        return await self._run(self._update(obj, subresource, dry_run, field_manager))
+        return _like(obj, await self._run(self._update(obj, subresource, dry_run, field_manager)))
 
     async def patch(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         patch: Patch,
         namespace: str = "",
@@ -476,6 +547,11 @@ class AsyncCluster(_Requests):
         """:meth:`Cluster.patch`."""
         return await self._run(self._patch(kind, name, patch, namespace, type, subresource, force, dry_run, field_manager))
 
+    @overload
+    async def apply(
+        self, obj: _Typed, *, subresource: str = "", force: bool = False, dry_run: bool = False, field_manager: str = ""
+    ) -> _Typed: ...
+    @overload
     async def apply(
         self,
         obj: Mapping[str, Any],
@@ -484,13 +560,22 @@ class AsyncCluster(_Requests):
         force: bool = False,
         dry_run: bool = False,
         field_manager: str = "",
-    ) -> Object:
+    ) -> Object: ...
+    async def apply(
+        self,
+        obj: ObjectLike,
+        *,
+        subresource: str = "",
+        force: bool = False,
+        dry_run: bool = False,
+        field_manager: str = "",
+    ) -> Any:
         """:meth:`Cluster.apply`."""
-        return await self._run(self._apply(obj, subresource, force, dry_run, field_manager))
+        return _like(obj, await self._run(self._apply(obj, subresource, force, dry_run, field_manager)))
 
     async def delete(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str = "",
         *,
@@ -510,7 +595,7 @@ class AsyncCluster(_Requests):
 
     async def record_event(
         self,
-        kind: KindLike,
+        kind: KindRef,
         name: str,
         namespace: str = "",
         *,
@@ -547,3 +632,18 @@ class AsyncCluster(_Requests):
             call.cancel()
 
 
+
+
+def _typed(kind: KindRef, obj: Object, subresource: str) -> Any:
+    """The object read, as an instance of kind when kind is a typed class
+    (a subresource other than the status is an object of its own kind)."""
+    if isinstance(kind, type) and subresource in ("", "status"):
+        return from_mapping(kind, obj)
+    return obj
+
+
+def _like(sent: ObjectLike, obj: Object) -> Any:
+    """The object answered, typed as the object sent was."""
+    if isinstance(sent, Mapping):
+        return obj
+    return from_mapping(type(sent), obj)

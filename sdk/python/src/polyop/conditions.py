@@ -11,6 +11,7 @@ Every function takes the list of conditions, as JSON dicts (``type``,
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -19,8 +20,12 @@ __all__ = [
     "READY",
     "ConditionStatus",
     "find_condition",
-    "is_false",
-    "is_true",
+    "is_condition_false",
+    "is_condition_true",
+    "is_condition_unknown",
+    "mark_condition_false",
+    "mark_condition_true",
+    "mark_condition_unknown",
     "remove_condition",
     "set_condition",
 ]
@@ -94,16 +99,57 @@ def find_condition(conditions: Conditions, type: str) -> dict[str, Any] | None:
     return None
 
 
-def is_true(conditions: Conditions, type: str) -> bool:
+def mark_condition_true(
+    conditions: Conditions, type: str, reason: str, message: str = "", *, observed_generation: int = 0, now: datetime | None = None
+) -> bool:
+    """:func:`set_condition` with status True; reports whether anything changed."""
+    return set_condition(conditions, type, True, reason, message, observed_generation=observed_generation, now=now)
+
+
+def mark_condition_false(
+    conditions: Conditions, type: str, reason: str, message: str = "", *, observed_generation: int = 0, now: datetime | None = None
+) -> bool:
+    """:func:`set_condition` with status False; reports whether anything changed."""
+    return set_condition(conditions, type, False, reason, message, observed_generation=observed_generation, now=now)
+
+
+def mark_condition_unknown(
+    conditions: Conditions, type: str, reason: str, message: str = "", *, observed_generation: int = 0, now: datetime | None = None
+) -> bool:
+    """:func:`set_condition` with status Unknown; reports whether anything changed."""
+    return set_condition(conditions, type, "Unknown", reason, message, observed_generation=observed_generation, now=now)
+
+
+def is_condition_true(conditions: Conditions, type: str) -> bool:
     """Whether the condition is present and True."""
-    condition = find_condition(conditions, type)
-    return condition is not None and condition.get("status") == "True"
+    return _has_status(conditions, type, "True")
+
+
+def is_condition_false(conditions: Conditions, type: str) -> bool:
+    """Whether the condition is present and False."""
+    return _has_status(conditions, type, "False")
+
+
+def is_condition_unknown(conditions: Conditions, type: str) -> bool:
+    """Whether the condition is present and Unknown."""
+    return _has_status(conditions, type, "Unknown")
+
+
+def is_true(conditions: Conditions, type: str) -> bool:
+    """Deprecated: use :func:`is_condition_true`."""
+    warnings.warn("polyop.is_true is deprecated: use polyop.is_condition_true", DeprecationWarning, stacklevel=2)
+    return is_condition_true(conditions, type)
 
 
 def is_false(conditions: Conditions, type: str) -> bool:
-    """Whether the condition is present and False."""
+    """Deprecated: use :func:`is_condition_false`."""
+    warnings.warn("polyop.is_false is deprecated: use polyop.is_condition_false", DeprecationWarning, stacklevel=2)
+    return is_condition_false(conditions, type)
+
+
+def _has_status(conditions: Conditions, type: str, status: str) -> bool:
     condition = find_condition(conditions, type)
-    return condition is not None and condition.get("status") == "False"
+    return condition is not None and condition.get("status") == status
 
 
 def remove_condition(conditions: Conditions, type: str) -> bool:

@@ -24,17 +24,16 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from polyop._events import EventType, event_proto
+from polyop._kinds import KindRef, ObjectLike, gvk_of
+from polyop.cluster import AsyncCluster, Cluster
 from polyop.errors import ClusterError
-from polyop.objects import GVK, KindLike, Object
+from polyop.objects import GVK, Object
 from polyop.v1alpha1 import describe_pb2, reconcile_pb2
-
-if TYPE_CHECKING:
-    from polyop.cluster import AsyncCluster, Cluster
 
 __all__ = ["AsyncContext", "Context", "EventType", "Owns", "Request", "Result", "UpdateFilter", "Watch"]
 
@@ -80,14 +79,14 @@ class Owns:
       event names the child and the field.
     """
 
-    kind: KindLike
+    kind: KindRef
     send_observed: bool = False
     adopt: bool = False
     replace_on_immutable: bool = False
 
     def to_proto(self) -> describe_pb2.OwnedKind:
         return describe_pb2.OwnedKind(
-            kind=GVK.parse(self.kind).to_proto(),
+            kind=gvk_of(self.kind).to_proto(),
             send_observed=self.send_observed,
             adopt=self.adopt,
             replace_on_immutable=self.replace_on_immutable,
@@ -102,7 +101,7 @@ class Watch:
     ``field_path`` (a dot-separated field of the reconciled kind holding the
     watched object's name)."""
 
-    kind: KindLike
+    kind: KindRef
     label: str = ""
     annotation: str = ""
     field_path: str = ""
@@ -112,7 +111,7 @@ class Watch:
             raise ValueError(f"Watch({self.kind}): set exactly one of label, annotation or field_path")
 
     def to_proto(self) -> describe_pb2.Watch:
-        out = describe_pb2.Watch(kind=GVK.parse(self.kind).to_proto())
+        out = describe_pb2.Watch(kind=gvk_of(self.kind).to_proto())
         if self.label:
             out.label = self.label
         elif self.annotation:
@@ -131,15 +130,18 @@ class Result:
       controller-runtime keeps: to be called again after the backoff, raise);
     - ``desired_children``: the desired children, of the kinds the controller
       owns (apiVersion, kind, metadata.name and what the controller manages;
-      the namespace defaults to the object's). The host applies them with
-      server-side apply and makes the object their controller owner;
+      the namespace defaults to the object's): mappings, or typed objects
+      such as lightkube's models of the built-in kinds
+      (``lightkube.resources.core_v1.ConfigMap(...)``) or ``polyop.crd``
+      models. The host applies them with server-side apply and makes the
+      object their controller owner;
     - ``children_complete``: ``desired_children`` is the complete set, so the
       host deletes the owned children that are not in it. Off by default, so
       that a partial answer never removes a child.
     """
 
     requeue_after: float | timedelta | None = None
-    desired_children: Sequence[Mapping[str, Any]] | None = None
+    desired_children: Sequence[ObjectLike] | None = None
     children_complete: bool = False
 
     @property
@@ -161,21 +163,6 @@ class Request:
     retries: int = 0
 
 
-EventType = Literal["Normal", "Warning"]
-"""An event's type."""
-
-_EVENT_TYPES = {"Normal": reconcile_pb2.EVENT_TYPE_NORMAL, "Warning": reconcile_pb2.EVENT_TYPE_WARNING}
-assert set(_EVENT_TYPES) == set(get_args(EventType))
-
-
-def event_proto(type: str, reason: str, message: str, action: str) -> reconcile_pb2.Event:
-    """The Event of ``Context.event``'s arguments; refuses a type that is neither Normal nor Warning."""
-    kind = _EVENT_TYPES.get(type)
-    if kind is None:
-        raise ValueError(f"event type {type!r}: want 'Normal' or 'Warning' (the arguments are type, reason, message)")
-    return reconcile_pb2.Event(type=kind, reason=reason, message=message, action=action)
-
-
 class _CallContext:
     """What a reconcile, finalize or deleted function gets beside the object;
     :class:`Context` and :class:`AsyncContext` differ only in their cluster."""
@@ -195,14 +182,14 @@ class _CallContext:
         self._events: list[reconcile_pb2.Event] = []
         self._lock = threading.Lock()
 
-    def observed_children(self, kind: KindLike | None = None) -> list[Object]:
+    def observed_children(self, kind: KindRef | None = None) -> list[Object]:
         """The observed children (``ReconcileRequest.observed_children``): the
         objects of the owned kinds declared with ``Owns(kind,
         send_observed=True)`` whose controller is this object, from the host's
         cache; only those of ``kind`` when given."""
         if kind is None:
             return list(self._observed)
-        gvk = GVK.parse(kind)
+        gvk = gvk_of(kind)
         return [c for c in self._observed if c.gvk == gvk]
 
     def event(self, type: EventType, reason: str, message: str, *, action: str = "") -> None:

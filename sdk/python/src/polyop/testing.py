@@ -106,7 +106,7 @@ class Harness:
 
     def __init__(self, sidecar: Sidecar, *, cluster: Cluster | None = None, async_cluster: AsyncCluster | None = None) -> None:
         self.sidecar = sidecar
-        self.calls = Calls(sidecar)
+        self.calls = Calls(sidecar, sidecar._clients)  # noqa: SLF001 (the SDK's own testing module)
         self.cluster = cluster
         if isinstance(cluster, FakeCluster):
             if async_cluster is None:
@@ -257,9 +257,8 @@ class Harness:
             except asyncio.TimeoutError as err:  # not yet TimeoutError on Python 3.10
                 raise TimeoutError(f"the function did not return within {timeout}s; it was cancelled") from err
             finally:
-                for cluster in owned:
-                    await cluster.close()
-                    self.sidecar._async_cluster = self.sidecar._async_cluster_loop = None
+                if owned:
+                    await self.sidecar._clients.close_async_cluster()  # noqa: SLF001
 
         return _await(call)
 
