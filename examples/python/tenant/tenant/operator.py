@@ -1,9 +1,19 @@
-"""The Tenant reconciler and validator."""
+"""The Tenant reconciler and validator.
+
+The children are built-in kinds, typed with lightkube's models
+(lightkube.resources for the kinds, lightkube.models for their parts): the
+SDK takes them as kinds (``owns=``) and as desired children, and sends them
+as the API server's JSON.
+"""
 
 from __future__ import annotations
 
 from decimal import Decimal
 from typing import Any
+
+from lightkube.models.core_v1 import LimitRangeItem, LimitRangeSpec, ResourceQuotaSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap, LimitRange, ResourceQuota
 
 import polyop
 from polyop import FieldError, UpdateFilter
@@ -11,8 +21,9 @@ from polyop import FieldError, UpdateFilter
 from tenant.api import Tenant
 from tenant.quantity import parse_quantity
 
-# The validator takes the object as the API server sends it (a polyop.Object):
-# it reports every invalid field, also of objects the model would not read.
+# The validator takes the object as the API server sends it (a polyop.Object),
+# not the model: it reports every invalid field, also of objects the model
+# would not read.
 TENANT = "examples.polyop.dev/v1/Tenant"
 
 # spec.quota's keys and the ResourceQuota resources they limit.
@@ -29,12 +40,12 @@ TENANT_INDEX = "tenant"
 host keeps it in its cache, by the field path declared here, so that a List
 with ``field_selector=f"{TENANT_INDEX}={name}"`` finds a tenant's quotas at
 once, as kubebuilder's CronJob tutorial finds its Jobs with IndexField."""
-sidecar.index("v1/ResourceQuota", TENANT_INDEX, path='.metadata.ownerReferences[?(@.kind=="Tenant")].name')
+sidecar.index(ResourceQuota, TENANT_INDEX, field_path='.metadata.ownerReferences[?(@.kind=="Tenant")].name')
 
 
 @sidecar.reconciler(
     Tenant,
-    owns=["v1/ResourceQuota", "v1/LimitRange", "v1/ConfigMap"],
+    owns=[ResourceQuota, LimitRange, ConfigMap],
     # Status writes do not reconcile again; events on the children still do.
     update_filters=[UpdateFilter.GENERATION_CHANGED],
     max_concurrent_reconciles=4,
@@ -53,23 +64,23 @@ def reconcile(tenant: Tenant, ctx: polyop.Context) -> polyop.Result:
         ctx.event("Warning", "InvalidSpec", message)
         raise polyop.TerminalError(message)
 
-    children = [resource_quota(tenant), config_map(tenant)]
+    children: list[ResourceQuota | LimitRange | ConfigMap] = [resource_quota(tenant), config_map(tenant)]
     if tenant.spec.container_defaults is not None:
         children.append(limit_range(tenant))
 
     # The quota's usage, as the API server's quota controller counts it, read
     # from the host's cache by the tenant index.
     namespace, name = tenant.metadata.namespace or "", tenant.metadata.name
-    quotas = ctx.cluster.list("v1/ResourceQuota", namespace, field_selector=f"{TENANT_INDEX}={name}")
+    quotas = ctx.cluster.list(ResourceQuota, namespace, field_selector=f"{TENANT_INDEX}={name}")
     for quota in quotas.items:
         used = (quota.get("status") or {}).get("used")
         if used:
             tenant.status.used = used
 
     if tenant.status.observed_generation != generation:
-        ctx.event("Normal", "Reconciled", f"applied {', '.join(c['kind'] for c in children)}")
+        ctx.event("Normal", "Reconciled", f"applied {', '.join(str(c.kind) for c in children)}")
     tenant.status.observed_generation = generation
-    tenant.status.children = [f"{c['kind']}/{c['metadata']['name']}" for c in children]
+    tenant.status.children = [f"{c.kind}/{child_name(tenant)}" for c in children]
     tenant.status.set_condition(
         polyop.READY, True, "Reconciled", "the quota, limits and settings are applied", observed_generation=generation
     )
@@ -77,10 +88,9 @@ def reconcile(tenant: Tenant, ctx: polyop.Context) -> polyop.Result:
 
 
 @sidecar.validator(TENANT)
-def validate(req: polyop.AdmissionRequest) -> list[str]:
+def validate(obj: polyop.Object, req: polyop.AdmissionRequest) -> list[str]:
     """Refuse quotas that are not positive quantities, and any change of owner."""
-    assert req.object is not None  # create and update only
-    spec = req.object.spec
+    spec = obj.spec
     errors = validate_spec(spec)
     if req.old_object is not None:
         old_owner = req.old_object.spec.get("owner")
@@ -129,34 +139,30 @@ def positive_quantities(values: dict[str, Any], path: str, errors: list[FieldErr
     return parsed
 
 
-def child(tenant: Tenant, api_version: str, kind: str) -> dict[str, Any]:
-    """A child of the tenant, in its namespace, named after it."""
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {
-            "name": f"tenant-{tenant.metadata.name}",
-            "namespace": tenant.metadata.namespace,
-            "labels": {"app.kubernetes.io/managed-by": sidecar.name, "examples.polyop.dev/tenant": tenant.metadata.name},
-        },
-    }
+def child_name(tenant: Tenant) -> str:
+    """The name of each of the tenant's children: in its namespace, named after it."""
+    return f"tenant-{tenant.metadata.name}"
 
 
-def resource_quota(tenant: Tenant) -> dict[str, Any]:
-    quota = child(tenant, "v1", "ResourceQuota")
-    quota["spec"] = {"hard": {QUOTA_RESOURCES[k]: str(v) for k, v in tenant.spec.quota.to_dict().items()}}
-    return quota
+def child_metadata(tenant: Tenant) -> ObjectMeta:
+    return ObjectMeta(
+        name=child_name(tenant),
+        namespace=tenant.metadata.namespace,
+        labels={"app.kubernetes.io/managed-by": sidecar.name, "examples.polyop.dev/tenant": tenant.metadata.name or ""},
+    )
 
 
-def limit_range(tenant: Tenant) -> dict[str, Any]:
+def resource_quota(tenant: Tenant) -> ResourceQuota:
+    hard = {QUOTA_RESOURCES[k]: str(v) for k, v in tenant.spec.quota.to_dict().items()}
+    return ResourceQuota(metadata=child_metadata(tenant), spec=ResourceQuotaSpec(hard=hard))
+
+
+def limit_range(tenant: Tenant) -> LimitRange:
     assert tenant.spec.container_defaults is not None
     defaults = {k: str(v) for k, v in tenant.spec.container_defaults.to_dict().items()}
-    limits = child(tenant, "v1", "LimitRange")
-    limits["spec"] = {"limits": [{"type": "Container", "default": defaults, "defaultRequest": defaults}]}
-    return limits
+    item = LimitRangeItem(type="Container", default=defaults, defaultRequest=defaults)
+    return LimitRange(metadata=child_metadata(tenant), spec=LimitRangeSpec(limits=[item]))
 
 
-def config_map(tenant: Tenant) -> dict[str, Any]:
-    settings = child(tenant, "v1", "ConfigMap")
-    settings["data"] = {"owner": tenant.spec.owner, **(tenant.spec.settings or {})}
-    return settings
+def config_map(tenant: Tenant) -> ConfigMap:
+    return ConfigMap(metadata=child_metadata(tenant), data={"owner": tenant.spec.owner, **(tenant.spec.settings or {})})

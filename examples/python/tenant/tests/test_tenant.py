@@ -6,12 +6,14 @@ import copy
 from typing import Any
 
 import pytest
+from lightkube.resources.core_v1 import ConfigMap, LimitRange, ResourceQuota
 
 from polyop import FieldErrorType
 from polyop.testing import FakeCluster, Harness
 
 from tenant import sidecar
-from tenant.operator import TENANT_INDEX
+from tenant.api import Tenant
+from tenant.operator import TENANT_INDEX, config_map, limit_range, resource_quota
 
 
 def tenant(**spec: Any) -> dict[str, Any]:
@@ -71,6 +73,21 @@ def test_a_tenant_becomes_a_quota_limits_and_settings() -> None:
     (ready,) = got.status["conditions"]
     assert (ready["type"], ready["status"], ready["reason"], ready["observedGeneration"]) == ("Ready", "True", "Reconciled", 3)
     assert [e.reason for e in got.events] == ["Reconciled"]
+
+
+def test_the_children_are_typed_built_in_kinds_sent_as_the_api_servers_json() -> None:
+    t = Tenant.parse(tenant(containerDefaults={"cpu": "1"}))
+    quota, limits, settings = resource_quota(t), limit_range(t), config_map(t)
+    assert (type(quota), type(limits), type(settings)) == (ResourceQuota, LimitRange, ConfigMap)
+    assert quota.spec is not None and quota.spec.hard == {"requests.cpu": "8", "requests.memory": "16Gi", "pods": "50"}
+    by_kind = {c.kind: c for c in reconciling().reconcile(tenant(containerDefaults={"cpu": "1"})).desired_children}
+    for child in (quota, limits, settings):
+        assert by_kind[str(child.kind)] == child.to_dict()
+    assert by_kind["ConfigMap"]["apiVersion"] == "v1"
+    assert by_kind["ConfigMap"]["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "tenant-operator",
+        "examples.polyop.dev/tenant": "payments",
+    }
 
 
 def test_without_container_defaults_the_limit_range_is_not_declared_and_so_pruned() -> None:
