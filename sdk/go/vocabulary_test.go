@@ -42,6 +42,11 @@ var sdkPackages = map[string]string{
 // same cell (of the type, or of what the function returns: the builder's
 // For after NewControllerManagedBy).
 //
+// A span in backticks that starts with "func(" is the signature of the name
+// before it: the test renders the declared signature (see signature) and
+// compares the two, so that a parameter added, removed, renamed or moved, or
+// a return type changed, fails here until the table says so too.
+//
 // The names are looked up with go/types in the packages' compiled export
 // data, so that an alias such as sidecar.Result (controller-runtime's
 // reconcile.Result) has the fields and methods of the type it names.
@@ -57,11 +62,25 @@ func TestEveryGoNameOfTheVocabularyExists(t *testing.T) {
 	cells := goColumn(t, table)
 	pkgs := loadSDK(t)
 
-	checked := 0
+	checked, signatures := 0, 0
 	for _, c := range cells {
-		var last types.Object
+		var last, prev types.Object // the last qualified name, and the last name
 		for _, name := range backticked(c.text) {
+			if strings.HasPrefix(name, "func(") {
+				if prev == nil {
+					t.Errorf("%s:%d: `%s`: a signature, but no name before it in the cell", vocabularyFile, c.line, name)
+					continue
+				}
+				if got, err := signature(prev); err != nil {
+					t.Errorf("%s:%d: `%s`: %v", vocabularyFile, c.line, name, err)
+				} else if got != name {
+					t.Errorf("%s:%d: %s is declared\n\t%s\nbut the table says\n\t%s", vocabularyFile, c.line, prev.Name(), got, name)
+				}
+				signatures++
+				continue
+			}
 			obj, err := lookUp(pkgs, name, last)
+			prev = obj
 			if err != nil {
 				t.Errorf("%s:%d: `%s`: %v", vocabularyFile, c.line, name, err)
 				continue
@@ -72,11 +91,72 @@ func TestEveryGoNameOfTheVocabularyExists(t *testing.T) {
 			checked++
 		}
 	}
-	t.Logf("%d Go names checked", checked)
+	t.Logf("%d Go names and %d signatures checked", checked, signatures)
 	// A table whose layout the test no longer understands checks nothing.
 	if checked < 40 {
 		t.Errorf("only %d Go names were checked: does the table still have a Go column?", checked)
 	}
+	if signatures < 15 {
+		t.Errorf("only %d Go signatures were checked: does the table still have its signatures?", signatures)
+	}
+}
+
+// importNames are the names the table writes other packages' types with,
+// where Go code usually imports them under a name other than the package's.
+var importNames = map[string]string{
+	"k8s.io/apimachinery/pkg/apis/meta/v1": "metav1",
+}
+
+// signature renders the declared signature of obj, a function, a method, or
+// a type or field of a function type, as the table writes it:
+// "func(name type, ...) results", with each type of another package
+// qualified by its import name (see importNames), variadic parameters as
+// "...T", and the results' types without their names.
+func signature(obj types.Object) (string, error) {
+	sig, ok := obj.Type().Underlying().(*types.Signature)
+	if !ok {
+		return "", fmt.Errorf("%s is a %s, which has no signature", obj.Name(), types.TypeString(obj.Type(), nil))
+	}
+	qualifier := func(p *types.Package) string {
+		if name, ok := importNames[p.Path()]; ok {
+			return name
+		}
+		return p.Name()
+	}
+	var b strings.Builder
+	b.WriteString("func(")
+	params := sig.Params()
+	for i := range params.Len() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := params.At(i)
+		if p.Name() != "" {
+			b.WriteString(p.Name() + " ")
+		}
+		if sig.Variadic() && i == params.Len()-1 {
+			b.WriteString("..." + types.TypeString(p.Type().(*types.Slice).Elem(), qualifier))
+		} else {
+			b.WriteString(types.TypeString(p.Type(), qualifier))
+		}
+	}
+	b.WriteString(")")
+	results := sig.Results()
+	switch results.Len() {
+	case 0:
+	case 1:
+		b.WriteString(" " + types.TypeString(results.At(0).Type(), qualifier))
+	default:
+		b.WriteString(" (")
+		for i := range results.Len() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(types.TypeString(results.At(i).Type(), qualifier))
+		}
+		b.WriteString(")")
+	}
+	return b.String(), nil
 }
 
 // cell is the Go cell of one row of the table.
@@ -97,7 +177,7 @@ func goColumn(t *testing.T, data []byte) []cell {
 			column = -1
 			continue
 		}
-		fields := strings.Split(strings.Trim(line, "|"), "|")
+		fields := splitRow(line)
 		switch {
 		case column < 0:
 			for i, f := range fields {
@@ -117,6 +197,17 @@ func goColumn(t *testing.T, data []byte) []cell {
 		}
 	}
 	return cells
+}
+
+// splitRow returns the cells of a table's row. A "|" inside a cell, in a
+// type union for example, is written "\\|", as GitHub's tables need.
+func splitRow(line string) []string {
+	const escaped = "\x00"
+	fields := strings.Split(strings.Trim(strings.ReplaceAll(line, `\|`, escaped), "|"), "|")
+	for i, f := range fields {
+		fields[i] = strings.ReplaceAll(f, escaped, "|")
+	}
+	return fields
 }
 
 var backtickedName = regexp.MustCompile("`([^`]+)`")

@@ -4,6 +4,12 @@
 // or a member named beside one. Values are checked in the built modules at
 // run time; types and interfaces, which have no run-time existence, in the
 // built declarations (dist/*.d.ts) through the TypeScript compiler's checker.
+//
+// A span in backticks after a name that reads as a signature ("(a: A) => R",
+// "<T>(a: A) => R", "new (a: A) => C") is that name's declared signature: the
+// checker prints the declaration's call (or construct) signatures, and one of
+// them must be the table's, parameter names, optionality, types and return
+// type alike.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -25,6 +31,26 @@ interface Check {
   written: string;
 }
 
+/** A signature the table gives a name: the name's check, and the signature as written. */
+interface SignatureCheck {
+  check: Check;
+  signature: string;
+}
+
+/** A span that is a signature rather than a name. */
+function isSignature(span: string): boolean {
+  return /^(?:<[^>]*>)?\(|^new \(/.test(span);
+}
+
+/** The cells of a table's row; "\\|" inside a cell (a type union) is a "|". */
+function splitRow(line: string): string[] {
+  return line
+    .replaceAll("\\|", "\0")
+    .split("|")
+    .slice(1, -1)
+    .map((c) => c.trim().replaceAll("\0", "|"));
+}
+
 const vocabulary = fileURLToPath(new URL("../../../docs/vocabulary.md", import.meta.url));
 
 /** The TypeScript cell of every row of every table, with the row's concept. */
@@ -36,7 +62,7 @@ function rows(markdown: string): Array<{ concept: string; cell: string }> {
       column = -1;
       continue;
     }
-    const cells = line.split("|").slice(1, -1).map((c) => c.trim());
+    const cells = splitRow(line);
     if (column < 0) {
       column = cells.indexOf("TypeScript");
       assert.ok(column > 0, `a table of ${vocabulary} has no TypeScript column: ${line}`);
@@ -65,7 +91,18 @@ function parsePath(name: string): Pick<Check, "module" | "path"> {
  * members of the method's options (its last parameter).
  */
 function checks(cell: string): Check[] {
+  return parse(cell).names;
+}
+
+/** The signatures of one cell, each with the name before it. */
+function signatures(cell: string): SignatureCheck[] {
+  return parse(cell).signatures;
+}
+
+function parse(cell: string): { names: Check[]; signatures: SignatureCheck[] } {
   const out: Check[] = [];
+  const sigs: SignatureCheck[] = [];
+  let named: Check | undefined; // the last name, whatever its place
   let rest = cell;
   const options = /options ((?:`\w+`(?:, )?)+) of `([\w.]+)`/.exec(rest);
   if (options) {
@@ -84,19 +121,23 @@ function checks(cell: string): Check[] {
       depth++;
     } else if (m[0] === ")") {
       depth--;
+    } else if (isSignature(m[1]!)) {
+      assert.ok(named, `the signature \`${m[1]}\` has no name before it: ${cell}`);
+      sigs.push({ check: named, signature: m[1]! });
     } else {
       const name = m[1]!;
       if (inControllerOptions && /^[a-z]\w*$/.test(name)) {
-        out.push({ module: "index", path: ["ControllerOptions", name], written: name });
+        named = { module: "index", path: ["ControllerOptions", name], written: name };
       } else if (depth > 0 && subject) {
-        out.push({ ...subject, path: [...subject.path, name], written: name });
+        named = { ...subject, path: [...subject.path, name], written: name };
       } else {
         subject = { ...parsePath(name), written: name };
-        out.push(subject);
+        named = subject;
       }
+      out.push(named);
     }
   }
-  return out;
+  return { names: out, signatures: sigs };
 }
 
 /** A #private member. */
@@ -135,6 +176,12 @@ describe("docs/vocabulary.md, the TypeScript column", () => {
 
   /** Why check does not hold; undefined when it does. */
   function missing(check: Check): string | undefined {
+    const found = lookUp(check);
+    return typeof found === "string" ? found : undefined;
+  }
+
+  /** The symbol check names (the export, or its member), or why there is none. */
+  function lookUp(check: Check): string | { symbol: ts.Symbol; property?: ts.Symbol } {
     const [name, member, ...deeper] = check.path;
     const where = check.module === "index" ? '"@polyop/sidecar"' : `"@polyop/sidecar/${check.module}"`;
     let symbol = exports[check.module].get(name!);
@@ -149,7 +196,7 @@ describe("docs/vocabulary.md, the TypeScript column", () => {
       return `${name} is declared but not exported at run time by ${where}`;
     }
     if (member === undefined) {
-      return undefined;
+      return { symbol };
     }
     // A member of a class or interface (its instances), or of a value (a class's statics, an object's properties).
     const types = [checker.getDeclaredTypeOfSymbol(symbol), checker.getTypeOfSymbol(symbol)];
@@ -169,22 +216,74 @@ describe("docs/vocabulary.md, the TypeScript column", () => {
       }
     }
     if (deeper.length === 0) {
-      return undefined;
+      return { symbol, property };
     }
     // options `x` of `Class.method`: x is a member of the method's last parameter.
     assert.ok(check.optionOf && deeper.length === 1, `cannot check ${check.path.join(".")}`);
     const option = deeper[0]!;
     const signatures = checker.getTypeOfSymbol(property).getCallSignatures();
     const params = signatures.map((s) => s.getParameters().at(-1)).filter((p) => p !== undefined);
-    const found = params.some((p) => checker.getPropertyOfType(checker.getNonNullableType(checker.getTypeOfSymbol(p)), option));
-    return found ? undefined : `the options of ${name}.${member} have no ${option}`;
+    const optionSymbol = params.map((p) => checker.getPropertyOfType(checker.getNonNullableType(checker.getTypeOfSymbol(p)), option)).find((p) => p);
+    return optionSymbol ? { symbol, property: optionSymbol } : `the options of ${name}.${member} have no ${option}`;
+  }
+
+  /**
+   * The declared signatures of what check names, in arrow style, from their declarations in the built
+   * .d.ts files as written there (so that a union keeps its written order): a function or method (each
+   * overload), a type alias or property of a function type, an interface's call signatures, or, with
+   * construct, a class's constructors as "new (...) => Class".
+   */
+  function declaredSignatures(check: Check, construct: boolean): string[] | string {
+    const found = lookUp(check);
+    if (typeof found === "string") {
+      return found;
+    }
+    const symbol = found.property ?? found.symbol;
+    const text = (n: ts.Node) => n.getText().replace(/\s+/g, " ");
+    const arrow = (d: ts.SignatureDeclarationBase, returns: string) =>
+      `${d.typeParameters ? `<${d.typeParameters.map(text).join(", ")}>` : ""}(${d.parameters.map(text).join(", ")}) => ${returns}`;
+    const out: string[] = [];
+    for (const d of symbol.declarations ?? []) {
+      if (construct) {
+        if (ts.isClassDeclaration(d)) {
+          for (const c of d.members.filter(ts.isConstructorDeclaration)) {
+            out.push(`new ${arrow(c, symbol.name)}`);
+          }
+        }
+        continue;
+      }
+      const fn = ts.isTypeAliasDeclaration(d) || ts.isPropertySignature(d) || ts.isPropertyDeclaration(d) ? d.type : d;
+      if (fn && (ts.isFunctionTypeNode(fn) || ts.isFunctionDeclaration(fn) || ts.isMethodDeclaration(fn) || ts.isMethodSignature(fn))) {
+        out.push(arrow(fn, fn.type ? text(fn.type) : "void"));
+      } else if (ts.isInterfaceDeclaration(d)) {
+        for (const c of d.members.filter(ts.isCallSignatureDeclaration)) {
+          out.push(arrow(c, c.type ? text(c.type) : "void"));
+        }
+      }
+    }
+    return out;
   }
 
   test("the table has the TypeScript names to check", () => {
     const all = table.flatMap((r) => checks(r.cell));
     assert.ok(table.length >= 25, `only ${table.length} rows found in ${vocabulary}`);
     assert.ok(all.length >= 50, `only ${all.length} names found in the TypeScript column`);
+    const sigs = table.flatMap((r) => signatures(r.cell));
+    assert.ok(sigs.length >= 15, `only ${sigs.length} signatures found in the TypeScript column`);
   });
+
+  for (const { concept, cell } of table) {
+    for (const { check, signature } of signatures(cell)) {
+      test(`${concept}: ${check.written} is ${signature}`, () => {
+        const declared = declaredSignatures(check, signature.startsWith("new "));
+        assert.ok(typeof declared !== "string", declared as string);
+        assert.ok(
+          declared.includes(signature),
+          `the table says ${check.written} is\n\t${signature}\nbut it is declared\n\t${declared.join("\n\t") || "without a signature"}`,
+        );
+      });
+    }
+  }
 
   for (const { concept, cell } of table) {
     const list = checks(cell);
