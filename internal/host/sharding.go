@@ -365,7 +365,7 @@ func (s *shardRuntime) wrap(mgr ctrl.Manager) func(c description.Controller, r r
 		)
 		if s.barrier != nil {
 			inner, err = serverside.NewReconciler(r, serverside.ReconcilerOptions{
-				Reader: mgr.GetCache(), NewObject: newObject, Barrier: s.barrier, NotOwned: s.retry,
+				Reader: mgr.GetCache(), NewObject: newObject, Barrier: s.barrier, NotOwned: s.retry, Live: mgr.GetAPIReader(),
 			})
 		} else {
 			inner, err = s.plan.shard.Reconciler(r, sharder.ReconcilerOptions{

@@ -92,6 +92,12 @@ type Barrier struct {
 	// leaving, while the replica adopts a new ring, is that ring: no
 	// reconcile of an object it gives another member begins.
 	leaving *ring.Ring
+	// previous is the ring adopted before adopted, nil before the second;
+	// confirmed holds the objects adopted gave the replica that previous
+	// gave another member, once their cached version has been found current
+	// (NeedsRead, Confirm).
+	previous  *ring.Ring
+	confirmed map[types.UID]bool
 	// running counts the reconciles in flight by object, with its UID.
 	running map[types.NamespacedName]*flight
 	// ended is closed, and replaced, whenever a reconcile ends.
@@ -156,6 +162,29 @@ func (b *Barrier) End(key types.NamespacedName) {
 	}
 	close(b.ended)
 	b.ended = make(chan struct{})
+}
+
+// NeedsRead reports whether the replica must read the object with this UID
+// from the API server before it trusts its cache: the ring it adopted gave
+// it the object, which the ring before gave another member. The cache of
+// such an object comes from a list made when the share changed, and until
+// that list is in it, the cache may still hold the version of the last time
+// the replica owned the object, as old as that is. A replica's first ring
+// needs no read: its cache was listed for it.
+func (b *Barrier) NeedsRead(uid types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.previous != nil && b.previous.OwnerOf(uid) != b.opts.Member && !b.confirmed[uid]
+}
+
+// Confirm records that the cached object with this UID was found current
+// since the ring was adopted.
+func (b *Barrier) Confirm(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.confirmed != nil {
+		b.confirmed[uid] = true
+	}
 }
 
 // Adopted returns the ring the replica reconciles by (nil before the first)
@@ -235,7 +264,8 @@ func (b *Barrier) adopt(ctx context.Context, r *ring.Ring, log logr.Logger) erro
 		}
 		b.mu.Lock()
 	}
-	b.adopted, b.cleared, b.leaving = r, false, nil
+	b.previous, b.adopted, b.cleared, b.leaving = b.adopted, r, false, nil
+	b.confirmed = map[types.UID]bool{}
 	b.mu.Unlock()
 	for {
 		err := b.opts.Publisher.Publish(ctx, r.ID())

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,6 +23,11 @@ type ReconcilerOptions struct {
 	// Barrier lets reconciles begin. Share one between every controller of
 	// the replica that reconciles the kind. Required.
 	Barrier *Barrier
+	// Live reads an object from the API server: the first reconcile of an
+	// object that came into the replica's share waits until the cache holds
+	// the version read (see Barrier.NeedsRead). Defaults to nil: the cache
+	// is trusted.
+	Live client.Reader
 	// Wait is how soon an object the Barrier keeps waiting is looked at
 	// again. Defaults to 1s.
 	Wait time.Duration
@@ -38,7 +44,9 @@ type ReconcilerOptions struct {
 //     (the API server no longer sends it): either way nothing is done, and
 //     inner is not called (a deleted object's last reconcile happened while
 //     the replica owned it);
-//   - an object the Barrier lets begin is reconciled by inner;
+//   - an object the Barrier lets begin is reconciled by inner, once the
+//     cache holds its current version, when it has just come into the
+//     replica's share (see Barrier.NeedsRead);
 //   - one the ring gives another member is not reconciled, and looked at
 //     again after NotOwned while the cache holds it; one the Barrier keeps
 //     waiting, after Wait.
@@ -84,5 +92,38 @@ func (r *shareReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{RequeueAfter: r.opts.Wait}, nil
 	}
 	defer r.opts.Barrier.End(req.NamespacedName)
+	if r.opts.Live != nil && r.opts.Barrier.NeedsRead(obj.GetUID()) {
+		current, err := r.current(ctx, req, obj)
+		if err != nil || !current {
+			return reconcile.Result{RequeueAfter: cacheWait}, err
+		}
+		r.opts.Barrier.Confirm(obj.GetUID())
+	}
 	return r.inner.Reconcile(ctx, req)
+}
+
+// cacheWait is how soon an object whose cached version is behind the API
+// server's is looked at again: the list that brings it is usually done
+// within milliseconds.
+const cacheWait = 100 * time.Millisecond
+
+// current reads obj, which came into the replica's share, from the API
+// server and reports whether the cache holds that version or a newer one.
+func (r *shareReconciler) current(ctx context.Context, req reconcile.Request, cached client.Object) (bool, error) {
+	live := r.opts.NewObject()
+	err := r.opts.Live.Get(ctx, req.NamespacedName, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Gone: its deletion reaches the cache, and nothing is done.
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("member %s: reading %s, which came into its share, to check its cache: %w", r.opts.Barrier.opts.Member, req.NamespacedName, err)
+	}
+	cmp, cmpErr := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), live.GetResourceVersion())
+	if live.GetUID() != cached.GetUID() || (cmpErr == nil && cmp < 0) || (cmpErr != nil && cached.GetResourceVersion() != live.GetResourceVersion()) {
+		log.FromContext(ctx).V(1).Info("Waiting for the cache to hold the current version of an object that came into the share",
+			"member", r.opts.Barrier.opts.Member, "cached", cached.GetResourceVersion(), "current", live.GetResourceVersion())
+		return false, nil
+	}
+	return true, nil
 }
