@@ -37,7 +37,9 @@ func TestMain(m *testing.M) {
 		},
 		// Server-mode sharding lists and watches by shard selector.
 		FeatureGates: []string{"ShardedListAndWatch"},
-		Env:          &env,
-		Client:       &k8s,
+		// The fencing tests read the writes of their replicas' users.
+		AuditUsers: auditUsers(),
+		Env:        &env,
+		Client:     &k8s,
 	}.Run(m))
 }

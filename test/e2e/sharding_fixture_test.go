@@ -86,6 +86,9 @@ type shardRing struct {
 	children bool
 	// pollInterval is how often converged lists the objects.
 	pollInterval time.Duration
+	// audited runs each replica's host as a user of its own (auditUser),
+	// whose writes the API server's audit log records.
+	audited bool
 }
 
 // shardReplica is one host replica of a ring, with its sidecar.
@@ -148,6 +151,14 @@ func (s *shardRing) start(id string) *shardReplica {
 	if s.quiet {
 		args = append(args, "--zap-log-level", "info")
 	}
+	if s.audited {
+		kubeconfig, err := env.AddUser(auditUser(s.mode, id))
+		if err != nil {
+			s.f.t.Fatal(err)
+		}
+		// Its log's times are compared with the audit log's.
+		args = append(args, "--kubeconfig", kubeconfig, "--zap-time-encoding", "rfc3339nano")
+	}
 	r.host = s.process(id, hostBin, args...)
 	return r
 }
@@ -167,9 +178,25 @@ func (s *shardRing) process(name, bin string, args ...string) *testenv.Process {
 		p.Stop()
 		if t.Failed() {
 			t.Logf("the last lines of %s:\n%s", name, testenv.Tail(p.Output(), 30))
+			keepLog(t, name, p.Output())
 		}
 	})
 	return p
+}
+
+// keepLog writes a failed test's process output into $POLYOP_E2E_LOG_DIR,
+// when it is set, for a look at more than its last lines.
+func keepLog(t *testing.T, name, output string) {
+	dir := os.Getenv("POLYOP_E2E_LOG_DIR")
+	if dir == "" {
+		return
+	}
+	path := filepath.Join(dir, strings.NewReplacer("/", "_").Replace(t.Name())+"-"+name+".log")
+	if err := os.WriteFile(path, []byte(output), 0o600); err != nil {
+		t.Logf("keeping the log of %s: %v", name, err)
+		return
+	}
+	t.Logf("the whole log of %s is in %s", name, path)
 }
 
 // window is the name of the i-th MaintenanceWindow.
