@@ -1,4 +1,4 @@
-package index
+package index_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/cluster"
+	"github.com/polyop/polyop/internal/index"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -51,12 +52,12 @@ func controllerOf(obj client.Object) []string {
 // x-heap and x-list are local-copy's heap and List latency over
 // controller-runtime's, the latencies from Lists of the two in turn.
 func BenchmarkLocalCopy(b *testing.B) {
-	srv := httptest.NewServer(fakeAPIServer(b, benchObjects))
+	srv := httptest.NewServer(index.FakeAPIServer(b, index.BenchObjects))
 	defer srv.Close()
 	ctx := context.Background()
 	list := func(c client.Reader, i int) {
 		var list corev1.ConfigMapList
-		if err := c.List(ctx, &list, client.InNamespace("bench"), client.MatchingFields{"owner": fmt.Sprintf("owner-%d", i%(benchObjects/10))}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace("bench"), client.MatchingFields{"owner": fmt.Sprintf("owner-%d", i%(index.BenchObjects/10))}); err != nil {
 			b.Fatal(err)
 		}
 		if n := len(list.Items); n != 10 {
@@ -109,13 +110,13 @@ func BenchmarkLocalCopy(b *testing.B) {
 func typedCache(b *testing.B, url string) (cache.Cache, uint64, time.Duration, func()) {
 	b.Helper()
 	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(benchGVK, meta.RESTScopeNamespace)
+	mapper.Add(index.BenchGVK, meta.RESTScopeNamespace)
 	cfg := &rest.Config{Host: url}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	before := heapInUse()
+	before := index.HeapInUse()
 	c, err := cache.New(cfg, cache.Options{HTTPClient: httpClient, Scheme: clientgoscheme.Scheme, Mapper: mapper})
 	if err != nil {
 		b.Fatal(err)
@@ -133,7 +134,7 @@ func typedCache(b *testing.B, url string) (cache.Cache, uint64, time.Duration, f
 		b.Fatal("the cache did not sync")
 	}
 	sync := time.Since(start)
-	return c, heapInUse() - before, sync, cancel
+	return c, index.HeapInUse() - before, sync, cancel
 }
 
 // localCopy serves the host's Cluster service from the host's cache of the
@@ -142,11 +143,11 @@ func typedCache(b *testing.B, url string) (cache.Cache, uint64, time.Duration, f
 // holds and the time until the first List by the index was answered.
 func localCopy(b *testing.B, url string) (*polyopclient.Client, uint64, time.Duration, func()) {
 	b.Helper()
-	hostCache, _, _, stopCache := syncedCache(b, url, nil)
+	hostCache, _, _, stopCache := index.SyncedCache(b, url, nil)
 	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(benchGVK, meta.RESTScopeNamespace)
+	mapper.Add(index.BenchGVK, meta.RESTScopeNamespace)
 	srv := cluster.New(cluster.Clients{Cache: hostCache, Mapper: mapper, Informers: hostCache},
-		cluster.Options{CachedKinds: map[schema.GroupVersionKind][]string{benchGVK: nil}})
+		cluster.Options{CachedKinds: map[schema.GroupVersionKind][]string{index.BenchGVK: nil}})
 	dir, err := os.MkdirTemp("", "bench-") // short: unix socket paths are limited to 108 bytes
 	if err != nil {
 		b.Fatal(err)
@@ -189,7 +190,7 @@ func localCopy(b *testing.B, url string) (*polyopclient.Client, uint64, time.Dur
 	wcancel()
 	_ = conn.Close()
 
-	before := heapInUse()
+	before := index.HeapInUse()
 	start := time.Now()
 	sdk, err := polyopclient.New(polyopclient.Options{Address: srv.Address(), Scheme: clientgoscheme.Scheme})
 	if err != nil {
@@ -205,7 +206,7 @@ func localCopy(b *testing.B, url string) (*polyopclient.Client, uint64, time.Dur
 		b.Fatal(err)
 	}
 	sync := time.Since(start)
-	heap := heapInUse() - before
+	heap := index.HeapInUse() - before
 	return sdk, heap, sync, func() {
 		_ = sdk.Close()
 		stopHost()
