@@ -90,12 +90,7 @@ type pause struct {
 // its latest generation.
 func TestAPausedReplicaWritesNothingFromAStaleView(t *testing.T) {
 	t.Parallel()
-	for _, mode := range fencingModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			testPausedReplica(t, mode)
-		})
-	}
+	inEachMode(t, fencingModes, testPausedReplica)
 }
 
 func testPausedReplica(t *testing.T, mode shardingMode) {

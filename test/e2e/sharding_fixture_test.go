@@ -53,7 +53,14 @@ var shardingModes = []shardingMode{labelMode, serverMode}
 // named after the modes.
 func inEveryShardingMode(t *testing.T, test func(*testing.T, shardingMode)) {
 	t.Helper()
-	for _, mode := range shardingModes {
+	inEachMode(t, shardingModes, test)
+}
+
+// inEachMode runs test once per mode of modes, as parallel subtests named
+// after the modes.
+func inEachMode(t *testing.T, modes []shardingMode, test func(*testing.T, shardingMode)) {
+	t.Helper()
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			test(t, mode)

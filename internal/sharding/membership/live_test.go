@@ -184,11 +184,15 @@ func TestASourceDropsAnExpiredMemberWithoutAnyEvent(t *testing.T) {
 	}
 }
 
-func TestAMemberThatCannotRenewStopsHoldingBeforeItsLeaseExpires(t *testing.T) {
-	t.Parallel()
-	clk := testingclock.NewFakeClock(t0)
+// startFakeMember starts the Member of replica "a" of ring "r" in namespace
+// "ns", as opts say otherwise, on a fake clientset and the fake clock clk,
+// until the test ends. It returns once the Member has made its Lease, with
+// the channel of its Subscribe.
+func startFakeMember(t *testing.T, clk *testingclock.FakeClock, opts MemberOptions) (*Member, *fake.Clientset, <-chan struct{}) {
+	t.Helper()
 	cs := fake.NewClientset()
-	m, err := NewMember(cs, MemberOptions{Ring: "r", ReplicaID: "a", Namespace: "ns", LeaseDuration: 15 * time.Second, Clock: clk})
+	opts.Ring, opts.ReplicaID, opts.Namespace, opts.Clock = "r", "a", "ns", clk
+	m, err := NewMember(cs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,13 +200,21 @@ func TestAMemberThatCannotRenewStopsHoldingBeforeItsLeaseExpires(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("the Member ended with %v", err)
 		}
-	}()
+	})
 	notified(t, changes, "the first renewal")
+	return m, cs, changes
+}
+
+func TestAMemberThatCannotRenewStopsHoldingBeforeItsLeaseExpires(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	m, cs, changes := startFakeMember(t, clk, MemberOptions{LeaseDuration: 15 * time.Second})
+	ctx := context.Background()
 	if !m.Holding() || m.Check(nil) != nil {
 		t.Fatalf("after its first renewal, the Member is not Holding: %v", m.Check(nil))
 	}

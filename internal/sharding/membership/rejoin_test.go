@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/polyop/polyop/internal/testenv"
@@ -22,22 +21,8 @@ import (
 func TestAMemberPausedPastItsRenewDeadlineRejoinsInANewTermHeldOnlyOnceConfirmed(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(t0)
-	cs := fake.NewClientset()
-	m, err := NewMember(cs, MemberOptions{Ring: "r", ReplicaID: "a", Namespace: "ns", LeaseDuration: 6 * time.Second, ConfirmRejoin: true, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	changes := m.Subscribe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the Member ended with %v", err)
-		}
-	}()
-	notified(t, changes, "the first renewal")
+	m, cs, _ := startFakeMember(t, clk, MemberOptions{LeaseDuration: 6 * time.Second, ConfirmRejoin: true})
+	ctx := context.Background()
 	first := m.Term()
 	if first.Number != 1 || !first.Valid() || !first.Until.Equal(t0.Add(4*time.Second)) {
 		t.Fatalf("after the first renewal the term is %+v, want term 1, held, until the 4s renew deadline", first)
