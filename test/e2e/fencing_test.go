@@ -581,7 +581,9 @@ func (fc *fencingCheck) checkAudit(pauses []pause) {
 	}
 	sort.Strings(rollbacks)
 	if len(rollbacks) > 0 {
-		t.Errorf("writes that rolled an object back to an older generation (%d):\n%s", len(rollbacks), strings.Join(rollbacks, "\n"))
+		t.Errorf("writes that rolled an object back to an older generation (%d of the audit log's %d writes of ConfigMaps and statuses):\n%s",
+			len(rollbacks), writes, strings.Join(rollbacks, "\n"))
+		return
 	}
 	t.Logf("the audit log's %d writes of ConfigMaps and statuses never went back in generations", writes)
 }
