@@ -37,19 +37,21 @@ func (f freezer) take() (int, error) {
 	if f.path == "" {
 		return 0, nil
 	}
-	b, err := os.ReadFile(f.path)
-	if errors.Is(err, os.ErrNotExist) {
+	// Renamed first, so that of two calls at once only one takes it.
+	taken := fmt.Sprintf("%s.taken-%d", f.path, time.Now().UnixNano())
+	if err := os.Rename(f.path, taken); errors.Is(err, os.ErrNotExist) {
 		return 0, nil
+	} else if err != nil {
+		return 0, err
 	}
+	defer os.Remove(taken)
+	b, err := os.ReadFile(taken)
 	if err != nil {
 		return 0, err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
 		return 0, fmt.Errorf("--freeze-pid-file %s: %q is not a process ID", f.path, b)
-	}
-	if err := os.Remove(f.path); err != nil {
-		return 0, err
 	}
 	return pid, nil
 }
