@@ -70,10 +70,11 @@ func clusterAddress(opts Options) string {
 }
 
 // clusterServiceTLS is the cluster service's TLS configuration from the
-// --cluster-tls-* flags, nil for none. It refuses some of the flags without
-// the others, and a TCP --cluster-address other than loopback without them:
-// the service acts with the host's credentials, for anyone who reaches it.
-func clusterServiceTLS(opts Options) (*tls.Config, error) {
+// --cluster-tls-* flags, nil for none, for the service served at a
+// (clusterAddress). It refuses some of the flags without the others, and a
+// TCP --cluster-address other than loopback without them: the service acts
+// with the host's credentials, for anyone who reaches it.
+func clusterServiceTLS(opts Options, a string) (*tls.Config, error) {
 	files := []string{opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile}
 	const flags = "--cluster-tls-cert-file, --cluster-tls-key-file and --cluster-tls-client-ca-file"
 	switch n := len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return f == "" })); {
@@ -82,7 +83,6 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 	case n > 0:
 		return nil, fmt.Errorf("the cluster service's TLS needs all of %s, or none", flags)
 	}
-	a := clusterAddress(opts)
 	if a == "" {
 		return nil, nil
 	}
@@ -98,13 +98,13 @@ func clusterServiceTLS(opts Options) (*tls.Config, error) {
 // server (the sharded kinds too: the cache holds only the replica's share),
 // and writing through a dynamic client, only what the sidecar's description
 // grants (description.Resolved.Grants): the host's credentials may reach
-// further, as a developer's do in polyop run.
-func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, res *description.Resolved, tlsConfig *tls.Config,
-	tp trace.TracerProvider, progress *clusterservice.CacheProgress, sharded map[schema.GroupVersionKind]bool, fence fencing.Fence, opts Options) error {
-	address := clusterAddress(opts)
-	if address == "" {
+// further, as a developer's do in polyop run. Its writes are fenced by fence.
+func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, p *plan,
+	tp trace.TracerProvider, progress *clusterservice.CacheProgress, fence fencing.Fence) error {
+	if p.clusterAddress == "" {
 		return nil
 	}
+	res := p.res
 	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return fmt.Errorf("building the cluster service's client: %w", err)
@@ -120,19 +120,19 @@ func addClusterService(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 	}, clusterservice.Options{
 		CachedKinds:     cachedKinds(res),
 		DeclaredKinds:   res.Declared,
-		ShardedKinds:    sharded,
+		ShardedKinds:    p.shardedKinds(),
 		Indexes:         indexNames(res),
 		WriteNamespaces: res.WatchedNamespaces(),
 		Grants:          res.Grants(),
 		Fence:           fence,
-		TLS:             tlsConfig,
+		TLS:             p.clusterTLS,
 		FieldManager:    "polyop-" + res.Name,
-		MaxMessageSize:  opts.MaxMessageSize,
+		MaxMessageSize:  p.opts.MaxMessageSize,
 		TracerProvider:  tp,
 		Progress:        progress,
 		Log:             ctrl.Log.WithName("cluster"),
 	})
-	if err := srv.Listen(address); err != nil {
+	if err := srv.Listen(p.clusterAddress); err != nil {
 		return fmt.Errorf("%w (set --cluster-address, or --cluster-address=0 to serve no cluster service)", err)
 	}
 	return mgr.Add(srv)

@@ -53,7 +53,7 @@ func TestClusterServiceTLS(t *testing.T) {
 			t.Parallel()
 			opts := NewOptions()
 			opts.ClusterAddress, opts.ClusterTLSCertFile, opts.ClusterTLSKeyFile, opts.ClusterTLSClientCAFile = tc.address, tc.cert, tc.key, tc.ca
-			cfg, err := clusterServiceTLS(opts)
+			cfg, err := clusterServiceTLS(opts, clusterAddress(opts))
 			if len(tc.wantErr) > 0 {
 				for _, want := range tc.wantErr {
 					if err == nil || !strings.Contains(err.Error(), want) {

@@ -4,5 +4,11 @@
 // declared controller, readiness tied to the sidecar's health, metrics, health
 // probes and leader election.
 //
+// Run resolves its Options once into a plan (plan.go): every value derived
+// from them, such as the cluster service's address and TLS, the leader
+// election's Lease, the sharding plan and the webhook server's defaults, is
+// computed there, and Run wires the host from the plan. The sharding of a
+// replica runs in package sharding/replica.
+//
 // cmd/host is a thin main around Options.BindFlags and Run.
 package host

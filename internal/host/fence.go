@@ -20,20 +20,20 @@ import (
 // leaderLock makes the leader election's Lease lock as controller-runtime's
 // manager would, wrapped as the elected replica's fence (see
 // fencing.LeaderLock); nil without leader election.
-func leaderLock(cfg *rest.Config, id string, opts Options) (*fencing.LeaderLock, error) {
-	if !opts.LeaderElection {
+func leaderLock(cfg *rest.Config, p *plan) (*fencing.LeaderLock, error) {
+	if !p.opts.LeaderElection {
 		return nil, nil
 	}
 	lock, err := leaderelection.NewResourceLock(cfg, noRecorders{}, leaderelection.Options{
 		LeaderElection:          true,
-		LeaderElectionID:        id,
-		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-		RenewDeadline:           opts.RenewDeadline,
+		LeaderElectionID:        p.leaderElectionID,
+		LeaderElectionNamespace: p.opts.LeaderElectionNamespace,
+		RenewDeadline:           p.opts.RenewDeadline,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
-	return fencing.NewLeaderLock(lock, opts.RenewDeadline), nil
+	return fencing.NewLeaderLock(lock, p.opts.RenewDeadline), nil
 }
 
 // noRecorders gives the leader election's lock no recorder when it is made,

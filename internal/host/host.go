@@ -6,9 +6,7 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,14 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clusterservice "github.com/polyop/polyop/internal/cluster"
 	"github.com/polyop/polyop/internal/controller"
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sharding"
+	"github.com/polyop/polyop/internal/sharding/replica"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -35,7 +32,7 @@ import (
 // the API server does not serve.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	log := ctrl.Log.WithName("host")
-	clusterTLS, err := clusterServiceTLS(opts)
+	p, err := newPlan(opts)
 	if err != nil {
 		return err
 	}
@@ -45,23 +42,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	defer shutdownTracing()
 
-	sc, err := sidecar.New(sidecar.Options{
-		Address:          opts.SidecarAddress,
-		ClusterAddress:   clusterAddress(opts),
-		MaxMessageSize:   opts.MaxMessageSize,
-		MaxObjectSize:    opts.MaxObjectSize,
-		DescribeTimeout:  opts.DescribeTimeout,
-		ReconcileTimeout: opts.ReconcileTimeout,
-		// The connection is back at most about this long after the sidecar.
-		MaxReconnectDelay: opts.SidecarDownMaxBackoff,
-		TracerProvider:    tp,
-		DisableStreams:    !opts.SidecarStreams,
-	})
+	sc, err := sidecar.New(p.sidecarOptions(tp))
 	if err != nil {
 		return err
 	}
 	defer sc.Close()
-
 	if err := sc.WaitReady(ctx, opts.SidecarWaitTimeout, log); err != nil {
 		return err
 	}
@@ -79,76 +64,27 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building the REST mapper: %w", err)
 	}
-	res, err := resolve(mapper, desc, opts)
+	res, err := p.resolve(mapper, desc)
 	if err != nil {
 		return err
 	}
-	plan, err := planSharding(res, opts)
-	if err != nil {
-		return err
-	}
-	cacheOpts := cacheOptions(res, opts.KeepManagedFields)
-	var shards *shardRuntime
-	if plan != nil {
-		if shards, err = newShardRuntime(cfg, httpClient, plan, opts); err != nil {
+	var shards *replica.Runtime
+	if p.shards != nil {
+		if shards, err = replica.New(cfg, httpClient, p.shards, p.shardOptions()); err != nil {
 			return err
 		}
-		if err := shards.checkServed(ctx, cfg, httpClient, mapper, res); err != nil {
+		if err := shards.CheckServed(ctx, cfg, httpClient, mapper, res); err != nil {
 			return err
 		}
-		shards.cacheOptions(&cacheOpts)
 	}
-	mapper = withFixedMappings(mapper, cachedKindList(cacheOpts))
-
-	// The scheme maps every cached kind to object.Object, which the cache
-	// holds instead of map-based unstructured objects; every other kind the
-	// host reads or writes is unstructured, and needs no Go type.
-	scheme := runtime.NewScheme()
-	object.AddToScheme(scheme, cachedKindList(cacheOpts)...)
-	// Object decodes JSON; the client would otherwise ask for built-in kinds
-	// as protobuf.
-	mgrCfg := rest.CopyConfig(cfg)
-	mgrCfg.ContentType = runtime.ContentTypeJSON
-	metricsOpts := metricsserver.Options{
-		BindAddress:   opts.MetricsBindAddress,
-		SecureServing: opts.SecureMetrics,
-	}
-	if opts.SecureMetrics {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-	leaderElectionID := opts.LeaderElectionID
-	if leaderElectionID == "" {
-		leaderElectionID = desc.Name + ".polyop.dev"
-	}
-	lock, err := leaderLock(mgrCfg, leaderElectionID, opts)
+	mgrCfg := jsonConfig(cfg)
+	lock, err := leaderLock(mgrCfg, p)
 	if err != nil {
 		return err
 	}
-	mgrOpts := ctrl.Options{
-		Scheme:         scheme,
-		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
-		Cache:          cacheOpts,
-		Metrics:        metricsOpts,
-		// The host serves its own probes (see probes), on this address.
-		HealthProbeBindAddress:        "0",
-		PprofBindAddress:              opts.PprofBindAddress,
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              leaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &opts.LeaseDuration,
-		RenewDeadline:                 &opts.RenewDeadline,
-		RetryPeriod:                   &opts.RetryPeriod,
-	}
-	if lock != nil {
-		mgrOpts.LeaderElectionResourceLockInterface = lock
-	}
-	mgr, err := ctrl.NewManager(mgrCfg, mgrOpts)
+	mgr, err := newManager(mgrCfg, mapper, p, lock, shards)
 	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
-	}
-	if lock != nil {
-		lock.SetRecorder(mgr.GetEventRecorderFor(lock.Identity())) //nolint:staticcheck // client-go's leader election records through the old events API.
+		return err
 	}
 	probes := newProbes()
 	probes.addHealthz("healthz", healthz.Ping)
@@ -162,53 +98,25 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// The Cluster service's Watch streams catch up with what the
 	// controllers saw before each call (see cluster.CacheProgress).
 	var progress *clusterservice.CacheProgress
-	var cacheProgress controller.CacheProgress
-	if clusterAddress(opts) != "" {
+	if p.clusterAddress != "" {
 		progress = clusterservice.NewCacheProgress()
 		progress.Log = ctrl.Log.WithName("cluster")
-		cacheProgress = progress
 	}
-	ctrlOpts := controller.Options{
-		CacheProgress:         cacheProgress,
-		SidecarDownMaxBackoff: opts.SidecarDownMaxBackoff,
-		KeepManagedFields:     opts.KeepManagedFields,
-		MaxObjectSize:         opts.MaxObjectSize,
-
-		MaxConcurrentChildWrites: opts.MaxConcurrentChildWrites,
+	// The elected replica writes only while it leads; a sharded one, while
+	// it holds its shard Lease.
+	fence := fenceOf(lock, shards)
+	ctrlOpts, err := controllerOptions(mgr, mgrCfg, httpClient, p, progress, fence, shards)
+	if err != nil {
+		return err
 	}
-	if lock != nil {
-		// The elected replica writes only while it leads.
-		ctrlOpts.Fence = lock
-	}
-	var sharded map[schema.GroupVersionKind]bool
 	if shards != nil {
-		if err := shards.setUp(mgr, res, opts); err != nil {
+		if err := shards.SetUp(mgr, res); err != nil {
 			return err
 		}
-		probes.addReadyz("shard-lease", shards.member.Check, true)
-		probes.addReadyz("shard-ring", shards.source.Check, true)
-		ctrlOpts.ChildLabels = shards.childLabels
-		ctrlOpts.WrapReconciler = shards.wrap(mgr)
-		ctrlOpts.EveryReplica = true
-		// Every replica reconciles its share while it holds its shard Lease.
-		ctrlOpts.Fence = shards.member
-		if plan.mode == ShardingLabels {
-			ctrlOpts.UpdateLabels = []string{sharding.ShardLabel(plan.shard.Ring), sharding.DrainLabel(plan.shard.Ring)}
-		}
-		sharded = plan.sharded
-		log.Info("sharding", "mode", plan.mode, "ring", plan.shard.Ring, "replica", plan.shard.Member, "leaseNamespace", plan.namespace,
-			"kind", description.GVKString(plan.primary), "shardedKinds", len(plan.sharded))
-	}
-	if ctrlOpts.Fence != nil {
-		cs, err := kubernetes.NewForConfigAndClient(mgrCfg, httpClient)
-		if err != nil {
-			return fmt.Errorf("building the client of the controllers' Events: %w", err)
-		}
-		events := newFencedEvents(cs, mgr.GetScheme(), ctrlOpts.Fence)
-		if err := mgr.Add(events); err != nil {
-			return err
-		}
-		ctrlOpts.EventRecorder = events.recorder
+		probes.addReadyz("shard-lease", shards.Member().Check, true)
+		probes.addReadyz("shard-ring", shards.RingCheck, true)
+		log.Info("sharding", "mode", p.shards.Mode, "ring", p.shards.Shard.Ring, "replica", p.shards.Shard.Member, "leaseNamespace", p.shards.Namespace,
+			"kind", description.GVKString(p.shards.Primary), "shardedKinds", len(p.shards.Sharded))
 	}
 	if err := controller.Setup(mgr, sc, res, ctrlOpts); err != nil {
 		return err
@@ -221,10 +129,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	probes.addReadyz("informers", informers.Check, true)
-	if err := addClusterService(mgr, cfg, httpClient, res, clusterTLS, tp, progress, sharded, ctrlOpts.Fence, opts); err != nil {
+	if err := addClusterService(mgr, cfg, httpClient, p, tp, progress, fence); err != nil {
 		return err
 	}
-	if err := setupWebhooks(ctx, cfg, mgr, probes, sc, res, opts.Webhook); err != nil {
+	if err := setupWebhooks(ctx, cfg, mgr, probes, sc, res, p.webhook); err != nil {
 		return err
 	}
 	if err := probes.serve(mgr, opts.HealthProbeBindAddress); err != nil {
@@ -234,28 +142,87 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	return mgr.Start(ctx)
 }
 
-// resolve resolves desc against the API server through mapper, narrowed by
-// the host's --namespace and --label-selector flags (namespaces narrow
-// namespaced kinds only), with the webhook Service the
-// --webhook-service-name and --webhook-service-namespace flags name. With the
-// webhook server off (--webhook-port 0), the kinds of webhooks and conversions
-// are not looked up: nothing serves them.
-func resolve(mapper meta.RESTMapper, desc *description.Description, opts Options) (*description.Resolved, error) {
-	var selector labels.Selector
-	if opts.LabelSelector != "" {
-		s, err := labels.Parse(opts.LabelSelector)
-		if err != nil {
-			return nil, fmt.Errorf("--label-selector: %w", err)
-		}
-		selector = s
+// newManager makes the manager: its cache holds each kind the description
+// declares in its view (the replica's share of the sharded kinds), as
+// object.Object; the mapper answers for those kinds without asking
+// discovery again; lock, when set, is the leader election's.
+func newManager(cfg *rest.Config, mapper meta.RESTMapper, p *plan, lock *fencing.LeaderLock, shards *replica.Runtime) (ctrl.Manager, error) {
+	cacheOpts := cacheOptions(p.res, p.opts.KeepManagedFields)
+	if shards != nil {
+		shards.CacheOptions(&cacheOpts)
 	}
-	return description.Resolve(mapper, desc, description.ResolveOptions{
-		Namespaces:       opts.Namespaces,
-		LabelSelector:    selector,
-		ServiceName:      opts.Webhook.ServiceName,
-		ServiceNamespace: opts.Webhook.ServiceNamespace,
-		WebhooksOff:      opts.Webhook.Port == 0,
-	})
+	cached := cachedKindList(cacheOpts)
+	mapper = withFixedMappings(mapper, cached)
+	// The scheme maps every cached kind to object.Object, which the cache
+	// holds instead of map-based unstructured objects; every other kind the
+	// host reads or writes is unstructured, and needs no Go type.
+	scheme := runtime.NewScheme()
+	object.AddToScheme(scheme, cached...)
+	mgrOpts := p.managerOptions()
+	mgrOpts.Scheme = scheme
+	mgrOpts.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil }
+	mgrOpts.Cache = cacheOpts
+	if lock != nil {
+		mgrOpts.LeaderElectionResourceLockInterface = lock
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if lock != nil {
+		lock.SetRecorder(mgr.GetEventRecorderFor(lock.Identity())) //nolint:staticcheck // client-go's leader election records through the old events API.
+	}
+	return mgr, nil
+}
+
+// fenceOf is what the controllers' writes are fenced by: a sharded
+// replica's membership (every replica reconciles its share while it holds
+// its shard Lease), else the leader election's lock, else nothing.
+func fenceOf(lock *fencing.LeaderLock, shards *replica.Runtime) fencing.Fence {
+	switch {
+	case shards != nil:
+		return shards.Member()
+	case lock != nil:
+		return lock
+	default:
+		return nil
+	}
+}
+
+// controllerOptions configure the controllers: a fenced replica records
+// their Events through a sink that sends them only while it holds its term
+// (fencedEvents), and a sharded one reconciles its share on every replica.
+func controllerOptions(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Client, p *plan, progress *clusterservice.CacheProgress,
+	fence fencing.Fence, shards *replica.Runtime) (controller.Options, error) {
+	o := controller.Options{
+		SidecarDownMaxBackoff: p.opts.SidecarDownMaxBackoff,
+		KeepManagedFields:     p.opts.KeepManagedFields,
+		MaxObjectSize:         p.opts.MaxObjectSize,
+		Fence:                 fence,
+
+		MaxConcurrentChildWrites: p.opts.MaxConcurrentChildWrites,
+	}
+	if progress != nil {
+		o.CacheProgress = progress
+	}
+	if shards != nil {
+		o.ChildLabels = shards.ChildLabels
+		o.WrapReconciler = shards.Wrap(mgr)
+		o.EveryReplica = true
+		o.UpdateLabels = p.shards.UpdateLabels()
+	}
+	if fence != nil {
+		cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+		if err != nil {
+			return o, fmt.Errorf("building the client of the controllers' Events: %w", err)
+		}
+		events := newFencedEvents(cs, mgr.GetScheme(), fence)
+		if err := mgr.Add(events); err != nil {
+			return o, err
+		}
+		o.EventRecorder = events.recorder
+	}
+	return o, nil
 }
 
 // cacheOptions gives every kind the cache holds its view, and the transform

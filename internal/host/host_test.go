@@ -35,6 +35,15 @@ func resolved(t *testing.T, desc *description.Description, opts Options) *descri
 	return res
 }
 
+// resolve plans opts and resolves desc by the plan, as Run does.
+func resolve(mapper meta.RESTMapper, desc *description.Description, opts Options) (*description.Resolved, error) {
+	p, err := newPlan(opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.resolve(mapper, desc)
+}
+
 func widgetMapper() meta.RESTMapper {
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{widget.GroupVersion()})
 	mapper.Add(widget, meta.RESTScopeNamespace)

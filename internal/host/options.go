@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/polyop/polyop/internal/sharding/replica"
 	"github.com/polyop/polyop/internal/sidecar"
 )
 
@@ -151,7 +152,7 @@ func NewOptions() Options {
 		SecureMetrics:          true,
 		HealthProbeBindAddress: ":8081",
 		Webhook:                DefaultWebhookOptions(),
-		Sharding:               ShardingOff,
+		Sharding:               replica.ModeOff,
 		ShardLeaseDuration:     15 * time.Second,
 
 		MaxConcurrentChildWrites: 4,

@@ -159,7 +159,8 @@ func (o *WebhookOptions) BindFlags(fs *flag.FlagSet) {
 
 // setupWebhooks adds the webhook server to mgr when the sidecar declares
 // webhooks or conversions: one mutating and one validating endpoint per kind,
-// and the conversion endpoint, served by sc.
+// and the conversion endpoint, served by sc. opts hold the defaults the
+// sidecar's name gives (withDefaults).
 func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, probes *probes, sc *sidecar.Client, res *description.Resolved, opts WebhookOptions) error {
 	desc := res.Description
 	if len(desc.Webhooks) == 0 && len(desc.Conversions) == 0 {
@@ -171,7 +172,6 @@ func setupWebhooks(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, prob
 			"webhooks", len(desc.Webhooks), "conversions", len(desc.Conversions))
 		return nil
 	}
-	opts = opts.withDefaults(res)
 	if err := opts.validateBounds(); err != nil {
 		return err
 	}

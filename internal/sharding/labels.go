@@ -1,8 +1,10 @@
 // Package sharding holds the names every part of polyop's sharding shares:
 // the labels of a ring's Leases and of the objects the ring assigns. The
 // parts are the ring (package ring), membership through Leases (package
-// membership) and the label-mode sharder with its handoff (package sharder);
-// docs/sharding.md describes them.
+// membership), the label-mode sharder with its handoff (package sharder),
+// the server-side mode (package serverside), the rejoin after a lapse
+// (package rejoin) and what runs them in one replica of the host (package
+// replica); docs/sharding.md describes them.
 package sharding
 
 import (

@@ -1,4 +1,4 @@
-package host
+package replica
 
 import (
 	"context"
@@ -39,50 +39,72 @@ import (
 	"github.com/polyop/polyop/internal/sharding/sharder"
 )
 
-// The values of --sharding.
+// The sharding modes, the values of the host's --sharding.
 const (
-	// ShardingOff runs the host unsharded: the leader reconciles every object.
-	ShardingOff = "off"
-	// ShardingLabels shards by label: the leader's sharder labels each object
+	// ModeOff runs the host unsharded: the leader reconciles every object.
+	ModeOff = "off"
+	// ModeLabels shards by label: the leader's sharder labels each object
 	// of the primary kind with its replica, and each replica caches and
 	// reconciles the objects labelled with it.
-	ShardingLabels = "labels"
-	// ShardingServer shards by the API server's sharded list and watch: each
+	ModeLabels = "labels"
+	// ModeServer shards by the API server's sharded list and watch: each
 	// replica's informers of the primary kind list and watch its ranges of
 	// the hash space (the ShardedListAndWatch feature gate), and a barrier
 	// through the replicas' Leases hands objects over.
-	ShardingServer = "server"
+	ModeServer = "server"
 )
 
 // serviceAccountNamespace is where a pod finds its namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// shardPlan is what sharding changes in a host: the mode, the ring, the
-// replica's shard, the primary kind, and the kinds its cache holds only the
-// replica's share of.
-type shardPlan struct {
-	mode      string // ShardingLabels or ShardingServer
-	shard     sharder.Shard
-	namespace string // the Leases'
-	primary   schema.GroupVersionKind
-	// sharded are the primary kind and the owned kinds whose cache holds
-	// the replica's share: by the shard label, or for the primary kind in
-	// server mode by the shard selector.
-	sharded map[schema.GroupVersionKind]bool
+// PlanOptions are the host's sharding options, as its flags set them.
+type PlanOptions struct {
+	// Mode is ModeOff, ModeLabels or ModeServer (--sharding). Defaults to
+	// "": ModeOff.
+	Mode string
+	// LeaderElection says whether the host elects a leader (--leader-elect),
+	// which ModeLabels needs.
+	LeaderElection bool
+	// ReplicaID names the replica in the ring (--shard-replica-id).
+	// Defaults to "": $POD_NAME, else the hostname and a random suffix.
+	ReplicaID string
+	// Namespace is where the ring's Leases live
+	// (--leader-election-namespace). Defaults to "": $POD_NAMESPACE, else the
+	// pod's own.
+	Namespace string
 }
 
-// planSharding checks the sharding options against the resolved description
+// Plan is what sharding changes in a host: the mode, the ring, the
+// replica's shard, the primary kind, and the kinds its cache holds only the
+// replica's share of.
+type Plan struct {
+	// Mode is ModeLabels or ModeServer.
+	Mode string
+	// Shard is the ring, named after the sidecar, and the replica's member
+	// in it.
+	Shard sharder.Shard
+	// Namespace is the namespace of the ring's Leases.
+	Namespace string
+	// Primary is the reconciled kind whose objects are shared.
+	Primary schema.GroupVersionKind
+	// Sharded are the primary kind and the owned kinds whose cache holds
+	// the replica's share: by the shard label, or for the primary kind in
+	// server mode by the shard selector.
+	Sharded map[schema.GroupVersionKind]bool
+}
+
+// NewPlan checks the sharding options against the resolved description
 // and returns the plan, or nil when sharding is off.
-func planSharding(res *description.Resolved, opts Options) (*shardPlan, error) {
-	switch opts.Sharding {
-	case "", ShardingOff:
+func NewPlan(res *description.Resolved, opts PlanOptions) (*Plan, error) {
+	switch opts.Mode {
+	case "", ModeOff:
 		return nil, nil
-	case ShardingLabels, ShardingServer:
+	case ModeLabels, ModeServer:
 	default:
-		return nil, fmt.Errorf("--sharding=%s: the modes are %s, %s and %s", opts.Sharding, ShardingOff, ShardingLabels, ShardingServer)
+		return nil, fmt.Errorf("--sharding=%s: the modes are %s, %s and %s", opts.Mode, ModeOff, ModeLabels, ModeServer)
 	}
-	if opts.Sharding == ShardingLabels && !opts.LeaderElection {
-		return nil, fmt.Errorf("--sharding=%s needs --leader-elect: the elected replica labels the objects with their replicas", opts.Sharding)
+	if opts.Mode == ModeLabels && !opts.LeaderElection {
+		return nil, fmt.Errorf("--sharding=%s needs --leader-elect: the elected replica labels the objects with their replicas", opts.Mode)
 	}
 	var primaries []schema.GroupVersionKind
 	for _, c := range res.Controllers {
@@ -92,7 +114,7 @@ func planSharding(res *description.Resolved, opts Options) (*shardPlan, error) {
 	}
 	switch len(primaries) {
 	case 0:
-		return nil, fmt.Errorf("--sharding=%s: sidecar %s declares no controller, so there is nothing to shard", opts.Sharding, res.Name)
+		return nil, fmt.Errorf("--sharding=%s: sidecar %s declares no controller, so there is nothing to shard", opts.Mode, res.Name)
 	case 1:
 	default:
 		names := make([]string, len(primaries))
@@ -100,21 +122,21 @@ func planSharding(res *description.Resolved, opts Options) (*shardPlan, error) {
 			names[i] = description.GVKString(gvk)
 		}
 		return nil, fmt.Errorf("--sharding=%s shards the objects of one reconciled kind, and sidecar %s reconciles %s: run a host per kind, or run this one unsharded",
-			opts.Sharding, res.Name, strings.Join(names, ", "))
+			opts.Mode, res.Name, strings.Join(names, ", "))
 	}
-	replicaID, err := shardReplicaID(opts.ShardReplicaID)
+	replicaID, err := shardReplicaID(opts.ReplicaID)
 	if err != nil {
 		return nil, err
 	}
 	shard, err := sharder.NewShard(res.Name, replicaID)
 	if err != nil {
-		return nil, fmt.Errorf("--sharding=%s (the ring is named after the sidecar, the member after --shard-replica-id): %w", opts.Sharding, err)
+		return nil, fmt.Errorf("--sharding=%s (the ring is named after the sidecar, the member after --shard-replica-id): %w", opts.Mode, err)
 	}
-	namespace, err := shardNamespace(opts.LeaderElectionNamespace)
+	namespace, err := shardNamespace(opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	return &shardPlan{mode: opts.Sharding, shard: shard, namespace: namespace, primary: primaries[0], sharded: shardedKinds(res, primaries[0])}, nil
+	return &Plan{Mode: opts.Mode, Shard: shard, Namespace: namespace, Primary: primaries[0], Sharded: shardedKinds(res, primaries[0])}, nil
 }
 
 // shardedKinds are the kinds whose cache holds only the replica's share:
@@ -184,16 +206,16 @@ func shardNamespace(flagValue string) (string, error) {
 
 // shardCacheOptions makes the cache of each sharded kind select the shard
 // label, beside the selector it already has; in server mode, the primary
-// kind's cache selects the shard selector instead (shardRuntime.cacheOptions).
-func (p *shardPlan) shardCacheOptions(o cache.Options) {
-	reqs, _ := p.shard.Selector().Requirements()
+// kind's cache selects the shard selector instead (Runtime.CacheOptions).
+func (p *Plan) shardCacheOptions(o cache.Options) {
+	reqs, _ := p.Shard.Selector().Requirements()
 	for obj, by := range o.ByObject {
 		gvk := obj.GetObjectKind().GroupVersionKind()
-		if !p.sharded[gvk] || (p.mode == ShardingServer && gvk == p.primary) {
+		if !p.Sharded[gvk] || (p.Mode == ModeServer && gvk == p.Primary) {
 			continue
 		}
 		if by.Label == nil {
-			by.Label = p.shard.Selector()
+			by.Label = p.Shard.Selector()
 		} else {
 			by.Label = by.Label.Add(reqs...)
 		}
@@ -201,10 +223,35 @@ func (p *shardPlan) shardCacheOptions(o cache.Options) {
 	}
 }
 
-// shardRuntime is the sharding of a running host, in either mode: the
+// UpdateLabels are the labels whose changes reconcile an object of the
+// primary kind again: in label mode, the shard and drain labels, which hand
+// it over; none in server mode.
+func (p *Plan) UpdateLabels() []string {
+	if p.Mode != ModeLabels {
+		return nil
+	}
+	return []string{sharding.ShardLabel(p.Shard.Ring), sharding.DrainLabel(p.Shard.Ring)}
+}
+
+// Options configure a Runtime.
+type Options struct {
+	// LeaseDuration is how long the replica's Lease in the ring stays live
+	// after each renewal (--shard-lease-duration). Defaults to
+	// membership.DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// RenewInterval is how often the replica renews its Lease
+	// (--shard-renew-interval). Defaults to a third of LeaseDuration.
+	RenewInterval time.Duration
+	// ReleaseAfter bounds how long a stopping replica waits for its
+	// reconciles to end before it releases its Lease: the deadline of a
+	// Reconcile call. Defaults to 30s.
+	ReleaseAfter time.Duration
+}
+
+// Runtime is the sharding of a running host, in either mode: the
 // replica's membership (its Lease and the ring), and what reconciles by it.
-type shardRuntime struct {
-	plan   *shardPlan
+type Runtime struct {
+	plan   *Plan
 	member *membership.Member
 	source *membership.Source
 	ring   *membership.RingSource
@@ -220,19 +267,22 @@ type shardRuntime struct {
 	// retry is how soon a replica that is not holding its Lease looks at an
 	// object again.
 	retry time.Duration
+	// releaseAfter bounds the wait for the reconciles before the Lease is
+	// released.
+	releaseAfter time.Duration
 }
 
-// newShardRuntime builds the replica's membership (before the manager: in
-// server mode the cache's informers list by the ring).
-func newShardRuntime(cfg *rest.Config, httpClient *http.Client, plan *shardPlan, opts Options) (*shardRuntime, error) {
+// New builds the replica's membership (before the manager: in server mode
+// the cache's informers list by the ring).
+func New(cfg *rest.Config, httpClient *http.Client, plan *Plan, opts Options) (*Runtime, error) {
 	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("sharding: building the client of the ring's Leases: %w", err)
 	}
-	ringName, replicaID := plan.shard.Ring, plan.shard.Member
+	ringName, replicaID := plan.Shard.Ring, plan.Shard.Member
 	member, err := membership.NewMember(cs, membership.MemberOptions{
-		Ring: ringName, ReplicaID: replicaID, Namespace: plan.namespace,
-		LeaseDuration: opts.ShardLeaseDuration, RenewInterval: opts.ShardRenewInterval,
+		Ring: ringName, ReplicaID: replicaID, Namespace: plan.Namespace,
+		LeaseDuration: opts.LeaseDuration, RenewInterval: opts.RenewInterval,
 		// A replica back from a lapse reconciles once its view is fresh
 		// (rejoin.Rejoiner).
 		ConfirmRejoin: true,
@@ -240,20 +290,24 @@ func newShardRuntime(cfg *rest.Config, httpClient *http.Client, plan *shardPlan,
 	if err != nil {
 		return nil, fmt.Errorf("%w (see --shard-lease-duration and --shard-renew-interval)", err)
 	}
-	source, err := membership.NewSource(cs, membership.SourceOptions{Ring: ringName, Namespace: plan.namespace, ReplicaID: replicaID})
+	source, err := membership.NewSource(cs, membership.SourceOptions{Ring: ringName, Namespace: plan.Namespace, ReplicaID: replicaID})
 	if err != nil {
 		return nil, err
 	}
-	retry := opts.ShardRenewInterval
+	retry := opts.RenewInterval
 	if retry <= 0 {
-		retry = opts.ShardLeaseDuration / 3
+		retry = opts.LeaseDuration / 3
 	}
 	if retry <= 0 {
 		retry = membership.DefaultLeaseDuration / 3
 	}
-	s := &shardRuntime{plan: plan, member: member, source: source, ring: membership.NewRingSource(source), active: &activeReconciles{}, retry: retry}
-	switch plan.mode {
-	case ShardingServer:
+	releaseAfter := opts.ReleaseAfter
+	if releaseAfter <= 0 {
+		releaseAfter = 30 * time.Second
+	}
+	s := &Runtime{plan: plan, member: member, source: source, ring: membership.NewRingSource(source), active: &activeReconciles{}, retry: retry, releaseAfter: releaseAfter}
+	switch plan.Mode {
+	case ModeServer:
 		s.share = serverside.NewShare(s.ring, replicaID)
 		s.barrier, err = serverside.NewBarrier(serverside.BarrierOptions{Member: replicaID, Ring: s.ring, Publisher: member, Leases: source})
 		if err != nil {
@@ -265,28 +319,31 @@ func newShardRuntime(cfg *rest.Config, httpClient *http.Client, plan *shardPlan,
 	return s, nil
 }
 
-// cacheOptions narrows the cache of each sharded kind to the replica's
+// Member is the replica's membership of the ring: the fence of its writes
+// (it holds a term while it holds its Lease) and its readiness check.
+func (s *Runtime) Member() *membership.Member { return s.member }
+
+// RingCheck is the readiness check of the ring the replica reads.
+func (s *Runtime) RingCheck(req *http.Request) error { return s.source.Check(req) }
+
+// CacheOptions narrows the cache of each sharded kind to the replica's
 // share: by the shard label, and in server mode the primary kind by the
 // shard selector of its ranges.
-func (s *shardRuntime) cacheOptions(o *cache.Options) {
+func (s *Runtime) CacheOptions(o *cache.Options) {
 	s.plan.shardCacheOptions(*o)
 	if s.share != nil {
-		primary := s.plan.primary
+		primary := s.plan.Primary
 		// The cache asks for the primary kind's informer with object.New(gvk).
 		o.NewInformer = s.share.NewInformer(func(obj runtime.Object) bool { return obj.GetObjectKind().GroupVersionKind() == primary })
 	}
 }
 
-// setUp adds the replica's membership to mgr, which releases the Lease last
+// SetUp adds the replica's membership to mgr, which releases the Lease last
 // (lastToLetGo); in label mode the sharder (on the leader) from a metadata
 // cache of its own, in server mode the handoff barrier; and the count of the
 // objects the replica caches.
-func (s *shardRuntime) setUp(mgr ctrl.Manager, res *description.Resolved, opts Options) error {
-	releaseAfter := opts.ReconcileTimeout
-	if releaseAfter <= 0 {
-		releaseAfter = 30 * time.Second
-	}
-	held := &lastToLetGo{member: s.member, active: s.active, bound: releaseAfter}
+func (s *Runtime) SetUp(mgr ctrl.Manager, res *description.Resolved) error {
+	held := &lastToLetGo{member: s.member, active: s.active, bound: s.releaseAfter}
 	runnables := []manager.LeaderElectionRunnable{held, s.source, s.ring}
 	if s.barrier != nil {
 		runnables = append(runnables, s.barrier)
@@ -296,8 +353,8 @@ func (s *shardRuntime) setUp(mgr ctrl.Manager, res *description.Resolved, opts O
 			return err
 		}
 	}
-	if s.plan.mode == ShardingLabels {
-		view := res.Views[s.plan.primary]
+	if s.plan.Mode == ModeLabels {
+		view := res.Views[s.plan.Primary]
 		sc, err := sharder.NewCache(mgr, cache.Options{
 			DefaultNamespaces:    namespaceConfigs(view.Namespaces),
 			DefaultLabelSelector: view.Labels,
@@ -306,13 +363,13 @@ func (s *shardRuntime) setUp(mgr ctrl.Manager, res *description.Resolved, opts O
 		if err != nil {
 			return err
 		}
-		if err := sharder.Add(mgr, sharder.Options{Ring: s.plan.shard.Ring, GVK: s.plan.primary, Source: s.ring, Cache: sc}); err != nil {
+		if err := sharder.Add(mgr, sharder.Options{Ring: s.plan.Shard.Ring, GVK: s.plan.Primary, Source: s.ring, Cache: sc}); err != nil {
 			return err
 		}
 	}
-	kinds := make([]schema.GroupVersionKind, 0, len(s.plan.sharded))
-	for gvk := range s.plan.sharded {
-		if err := countCached(mgr, s.plan.shard.Ring, gvk); err != nil {
+	kinds := make([]schema.GroupVersionKind, 0, len(s.plan.Sharded))
+	for gvk := range s.plan.Sharded {
+		if err := countCached(mgr, s.plan.Shard.Ring, gvk); err != nil {
 			return err
 		}
 		kinds = append(kinds, gvk)
@@ -339,23 +396,23 @@ func namespaceConfigs(namespaces []string) map[string]cache.Config {
 	return out
 }
 
-// childLabels are the labels the host sets on each child of owner: its
+// ChildLabels are the labels the host sets on each child of owner: its
 // shard label. In label mode that is the owner's own label; in server mode,
 // where the owner carries none, this replica, which reconciles only what it
 // owns.
-func (s *shardRuntime) childLabels(owner client.Object) map[string]string {
-	if s.plan.mode == ShardingServer {
-		return map[string]string{sharding.ShardLabel(s.plan.shard.Ring): s.plan.shard.Member}
+func (s *Runtime) ChildLabels(owner client.Object) map[string]string {
+	if s.plan.Mode == ModeServer {
+		return map[string]string{sharding.ShardLabel(s.plan.Shard.Ring): s.plan.Shard.Member}
 	}
-	return sharder.ChildLabels(s.plan.shard.Ring, owner)
+	return sharder.ChildLabels(s.plan.Shard.Ring, owner)
 }
 
-// wrap wraps a controller's reconciler of the primary kind: it reconciles
+// Wrap wraps a controller's reconciler of the primary kind: it reconciles
 // only while the replica holds its Lease, and only the objects it owns: in
 // label mode those labelled with the replica (handing off those the sharder
 // asks it to drain), tracked in one InFlight shared by every controller of
 // the replica; in server mode those the handoff barrier lets begin.
-func (s *shardRuntime) wrap(mgr ctrl.Manager) func(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error) {
+func (s *Runtime) Wrap(mgr ctrl.Manager) func(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error) {
 	return func(c description.Controller, r reconcile.Reconciler) (reconcile.Reconciler, error) {
 		gvk := c.GVK
 		newObject := func() client.Object { return object.New(gvk) }
@@ -368,24 +425,24 @@ func (s *shardRuntime) wrap(mgr ctrl.Manager) func(c description.Controller, r r
 				Reader: mgr.GetCache(), NewObject: newObject, Barrier: s.barrier, NotOwned: s.retry, Live: mgr.GetAPIReader(),
 			})
 		} else {
-			inner, err = s.plan.shard.Reconciler(r, sharder.ReconcilerOptions{
+			inner, err = s.plan.Shard.Reconciler(r, sharder.ReconcilerOptions{
 				Reader: mgr.GetClient(), Client: mgr.GetClient(), NewObject: newObject, InFlight: s.inFlight,
 			})
 		}
 		if err != nil {
 			return nil, err
 		}
-		return &holdingReconciler{inner: inner, member: s.member, active: s.active, retry: s.retry, ring: s.plan.shard.Ring, replica: s.plan.shard.Member}, nil
+		return &holdingReconciler{inner: inner, member: s.member, active: s.active, retry: s.retry, ring: s.plan.Shard.Ring, replica: s.plan.Shard.Member}, nil
 	}
 }
 
-// checkServed fails, saying what to do, when the API server does not serve
+// CheckServed fails, saying what to do, when the API server does not serve
 // sharded list and watch of the primary kind (server mode).
-func (s *shardRuntime) checkServed(ctx context.Context, cfg *rest.Config, httpClient *http.Client, mapper meta.RESTMapper, res *description.Resolved) error {
-	if s.plan.mode != ShardingServer {
+func (s *Runtime) CheckServed(ctx context.Context, cfg *rest.Config, httpClient *http.Client, mapper meta.RESTMapper, res *description.Resolved) error {
+	if s.plan.Mode != ModeServer {
 		return nil
 	}
-	gvk := s.plan.primary
+	gvk := s.plan.Primary
 	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return fmt.Errorf("--sharding=server: mapping %s: %w", description.GVKString(gvk), err)

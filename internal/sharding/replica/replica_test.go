@@ -1,4 +1,4 @@
-package host
+package replica
 
 import (
 	"context"
@@ -10,9 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/object"
 )
 
 var (
@@ -41,32 +44,37 @@ func shardingResolved(controllers ...description.Controller) *description.Resolv
 	}
 }
 
-func shardingOptions() Options {
-	o := NewOptions()
-	o.Sharding = ShardingLabels
-	o.LeaderElection = true
-	o.LeaderElectionNamespace = "operators"
-	o.ShardReplicaID = "host-a"
+func shardingOptions() PlanOptions {
+	return PlanOptions{Mode: ModeLabels, LeaderElection: true, Namespace: "operators", ReplicaID: "host-a"}
+}
+
+// cacheOptions are the host's cache options for res: each kind with its
+// view's label selector.
+func cacheOptions(res *description.Resolved) cache.Options {
+	o := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
+	for gvk, view := range res.Views {
+		o.ByObject[object.New(gvk)] = cache.ByObject{Label: view.Labels}
+	}
 	return o
 }
 
 func TestPlanShardingIsOffByDefault(t *testing.T) {
-	plan, err := planSharding(shardingResolved(), NewOptions())
+	plan, err := NewPlan(shardingResolved(), PlanOptions{})
 	if err != nil || plan != nil {
 		t.Fatalf("planSharding with the defaults = %v, %v; want no plan", plan, err)
 	}
 }
 
 func TestPlanShardingShardsThePrimaryKindAndItsChildrenNotWatchedKinds(t *testing.T) {
-	plan, err := planSharding(shardingResolved(), shardingOptions())
+	plan, err := NewPlan(shardingResolved(), shardingOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.shard.Ring != "frigate" || plan.shard.Member != "host-a" || plan.namespace != "operators" || plan.primary != frigateGVK {
+	if plan.Shard.Ring != "frigate" || plan.Shard.Member != "host-a" || plan.Namespace != "operators" || plan.Primary != frigateGVK {
 		t.Errorf("plan %+v", plan)
 	}
-	if !plan.sharded[frigateGVK] || !plan.sharded[configMapGVK] || plan.sharded[secretGVK] {
-		t.Errorf("sharded kinds %v, want Frigate and ConfigMap (Secrets are watched too, so every one is cached)", plan.sharded)
+	if !plan.Sharded[frigateGVK] || !plan.Sharded[configMapGVK] || plan.Sharded[secretGVK] {
+		t.Errorf("sharded kinds %v, want Frigate and ConfigMap (Secrets are watched too, so every one is cached)", plan.Sharded)
 	}
 
 	checkCacheSelectors(t, plan, map[schema.GroupVersionKind]string{
@@ -78,9 +86,9 @@ func TestPlanShardingShardsThePrimaryKindAndItsChildrenNotWatchedKinds(t *testin
 
 // checkCacheSelectors checks the label selector plan gives the cache of each
 // kind of shardingResolved: want[kind], "" for none.
-func checkCacheSelectors(t *testing.T, plan *shardPlan, want map[schema.GroupVersionKind]string) {
+func checkCacheSelectors(t *testing.T, plan *Plan, want map[schema.GroupVersionKind]string) {
 	t.Helper()
-	cacheOpts := cacheOptions(shardingResolved(), false)
+	cacheOpts := cacheOptions(shardingResolved())
 	plan.shardCacheOptions(cacheOpts)
 	for obj, by := range cacheOpts.ByObject {
 		gvk := obj.GetObjectKind().GroupVersionKind()
@@ -98,16 +106,16 @@ func TestPlanShardingRefusesWhatItCannotShard(t *testing.T) {
 	noLeader := shardingOptions()
 	noLeader.LeaderElection = false
 	unknown := shardingOptions()
-	unknown.Sharding = "uid"
+	unknown.Mode = "uid"
 	badID := shardingOptions()
-	badID.ShardReplicaID = "not a label value"
+	badID.ReplicaID = "not a label value"
 	twoKinds := shardingResolved(
 		description.Controller{Name: "frigate", GVK: frigateGVK},
 		description.Controller{Name: "cm", GVK: configMapGVK},
 	)
 	for name, tc := range map[string]struct {
 		res  *description.Resolved
-		opts Options
+		opts PlanOptions
 		want string
 	}{
 		"without leader election":  {shardingResolved(), noLeader, "needs --leader-elect"},
@@ -121,7 +129,7 @@ func TestPlanShardingRefusesWhatItCannotShard(t *testing.T) {
 				tc.res.Controllers = nil
 				tc.want = "declares no controller"
 			}
-			_, err := planSharding(tc.res, tc.opts)
+			_, err := NewPlan(tc.res, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("planSharding = %v, want an error saying %q", err, tc.want)
 			}
@@ -134,13 +142,13 @@ func TestPlanShardingRefusesWhatItCannotShard(t *testing.T) {
 // selected by their shard label. No leader election is needed.
 func TestPlanShardingInServerModeSelectsOnlyTheChildrenByLabel(t *testing.T) {
 	o := shardingOptions()
-	o.Sharding = ShardingServer
+	o.Mode = ModeServer
 	o.LeaderElection = false
-	plan, err := planSharding(shardingResolved(), o)
+	plan, err := NewPlan(shardingResolved(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.mode != ShardingServer || !plan.sharded[frigateGVK] || !plan.sharded[configMapGVK] || plan.sharded[secretGVK] {
+	if plan.Mode != ModeServer || !plan.Sharded[frigateGVK] || !plan.Sharded[configMapGVK] || plan.Sharded[secretGVK] {
 		t.Errorf("plan %+v", plan)
 	}
 	checkCacheSelectors(t, plan, map[schema.GroupVersionKind]string{

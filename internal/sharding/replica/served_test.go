@@ -1,4 +1,4 @@
-package host
+package replica
 
 import (
 	"strings"
@@ -33,18 +33,18 @@ func TestServerShardingNeedsTheAPIServersFeatureGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := shardingOptions()
-	o.Sharding = ShardingServer
+	o.Mode = ModeServer
 	res := shardingResolved(description.Controller{Name: "cm", GVK: configMapGVK})
 	res.Views = map[schema.GroupVersionKind]description.CacheView{configMapGVK: {Namespaces: []string{"default"}}}
-	plan, err := planSharding(res, o)
+	plan, err := NewPlan(res, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := newShardRuntime(env.Config, httpClient, plan, o)
+	shards, err := New(env.Config, httpClient, plan, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = shards.checkServed(t.Context(), env.Config, httpClient, mapper, res)
+	err = shards.CheckServed(t.Context(), env.Config, httpClient, mapper, res)
 	if err == nil || !strings.Contains(err.Error(), "--sharding=server needs the API server's ShardedListAndWatch feature gate") || !strings.Contains(err.Error(), "use --sharding=labels") {
 		t.Errorf("checkServed = %v, want the error naming the feature gate and --sharding=labels", err)
 	}
