@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -237,4 +238,23 @@ func loadProject(dir string) (*Project, string, Scaffolder, error) {
 		return nil, "", nil, err
 	}
 	return p, root, s, nil
+}
+
+// RunCommand runs a command of a language's generate step in dir, printing
+// it and its output to log. env is the command's environment; nil is
+// polyop's own.
+func RunCommand(ctx context.Context, dir string, log io.Writer, env []string, name string, args ...string) error {
+	fmt.Fprintf(log, "%s %s\n", name, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("%s %s failed (%w): see its output above", filepath.Base(name), strings.Join(args, " "), err)
+		}
+		return err
+	}
+	return nil
 }

@@ -91,21 +91,20 @@ func writeConfig(w *Writer, p *Project) error {
 			HostImageRepository string
 			SidecarImage        string
 		}{p, e.certManager, Namespace(p), HostImageRepository, p.Name + "-sidecar"}
-		if err := w.Template(path.Join(e.dir, "kustomization.yaml"), entryKustomization, data); err != nil {
+		if err := w.RenderFile(path.Join(e.dir, "kustomization.yaml"), templates, "config/default/kustomization.yaml.tmpl", data); err != nil {
 			return err
 		}
 	}
-	if err := w.WriteFile(path.Join(SidecarDir, "kustomization.yaml"), []byte(sidecarKustomization)); err != nil {
-		return err
-	}
-	if err := w.WriteFile(path.Join(SidecarDir, "sidecar_patch.yaml"), []byte(sidecarPatch)); err != nil {
-		return err
-	}
-	if err := w.WriteFile(path.Join(SamplesDir, "kustomization.yaml"), []byte(samplesKustomization)); err != nil {
-		return err
-	}
-	if err := w.WriteFile(path.Join(path.Dir(RoleFile), "kustomization.yaml"), []byte(rbacKustomization)); err != nil {
-		return err
+	// The same in every project: templates with nothing to fill in.
+	for _, f := range []struct{ path, template string }{
+		{path.Join(SidecarDir, "kustomization.yaml"), "config/sidecar/kustomization.yaml.tmpl"},
+		{path.Join(SidecarDir, "sidecar_patch.yaml"), "config/sidecar/sidecar_patch.yaml.tmpl"},
+		{path.Join(SamplesDir, "kustomization.yaml"), "config/samples/kustomization.yaml.tmpl"},
+		{path.Join(path.Dir(RoleFile), "kustomization.yaml"), "config/rbac/kustomization.yaml.tmpl"},
+	} {
+		if err := w.RenderFile(f.path, templates, f.template, nil); err != nil {
+			return err
+		}
 	}
 	files, err := describedFiles(p, nil)
 	if err != nil {
@@ -138,106 +137,6 @@ func copyBase(w *Writer) error {
 		return w.WriteFile(path.Join(BaseDir, name), data)
 	})
 }
-
-// entryKustomization is config/default and config/default-certmanager.
-const entryKustomization = `# [[.Name]]: the polyop host and the sidecar in one pod[[if .CertManager]], with the webhook server's
-# certificate from cert-manager (https://cert-manager.io), which must be
-# installed in the cluster:
-#
-#   make deploy OVERLAY=default-certmanager IMG=<sidecar image>
-#
-# ../default is the same without cert-manager.[[else]], for a cluster without
-# cert-manager: the host makes its webhook server's certificate itself
-# (--webhook-self-signed) and keeps it in a Secret.
-#
-#   make deploy IMG=<sidecar image>
-#
-# ../default-certmanager is the same with cert-manager.[[end]] ../polyop is polyop's own
-# base, as polyop init copied it; ../crd, ../rbac and ../webhook are what
-# polyop generate (make manifests) writes from the project's types and the
-# sidecar's description.
-
-# Everything lands in this namespace, every name gets this prefix (as in
-# kubebuilder's config/default).
-namespace: [[.Namespace]]
-namePrefix: [[.Name]]-
-
-resources:
-- ../polyop/default
-- ../crd
-- ../rbac
-
-components:
-# The sidecar container's arguments.
-- ../sidecar
-# The host's webhook server, its Service and the webhook configurations. The
-# host serves it only when the sidecar declares webhooks or conversions.
-- ../polyop/webhook
-- ../polyop/[[if .CertManager]]certmanager[[else]]selfsigned[[end]]
-- ../webhook
-# [PROMETHEUS] A ServiceMonitor, for a cluster running the Prometheus Operator.
-#- ../polyop/prometheus
-# [ALERTS] The PrometheusRule of polyop's alerts (needs the ServiceMonitor).
-#- ../polyop/prometheus-rules
-# [DASHBOARD] polyop's Grafana dashboard, as a ConfigMap Grafana's dashboard
-# sidecar loads (needs the ServiceMonitor).
-#- ../polyop/grafana
-# [NETWORK POLICY] Only labelled namespaces reach metrics and webhooks.
-#- ../polyop/network-policy
-
-# Fill in the names the [[if .CertManager]]certificate and CA injection refer[[else]]host's certificate flags and RBAC refer[[end]] to, once prefixed.
-transformers:
-- ../polyop/[[if .CertManager]]certmanager/inject-ca[[else]]selfsigned/names[[end]]
-
-# The host of the polyop this project was made with, and the sidecar's image
-# (make deploy IMG=... deploys another without changing this file).
-images:
-- name: host
-  newName: [[.HostImageRepository]]
-  newTag: "[[.PolyopVersion]]"
-- name: sidecar
-  newName: [[.SidecarImage]]
-  newTag: latest
-`
-
-const sidecarKustomization = `# The sidecar container: the address it serves on, the one the host dials.
-# Its image's entry point (the Dockerfile's ENTRYPOINT) starts the sidecar;
-# set a command here if it does not. Both config/default and
-# config/default-certmanager list this component.
-apiVersion: kustomize.config.k8s.io/v1alpha1
-kind: Component
-patches:
-- path: sidecar_patch.yaml
-  target:
-    kind: Deployment
-    name: controller-manager
-`
-
-const sidecarPatch = `# containers/1 is the sidecar (config/polyop/manager/manager.yaml). JSON
-# patches keep the containers' order, which every patch of the Deployment
-# relies on.
-#
-# The address the host dials (its --sidecar-address).
-- op: add
-  path: /spec/template/spec/containers/1/args
-  value:
-  - --address=unix:///var/run/polyop/sidecar.sock
-`
-
-const rbacKustomization = `# The host's RBAC: role.yaml is what polyop generate (make manifests) derives
-# from the sidecar's description. What the sidecar reads or writes through
-# the Cluster service beyond the kinds it declares is not in the
-# description: grant it in a file of your own here, bound to the
-# ServiceAccount controller-manager in the namespace system (kustomize
-# prefixes both), and list it below.
-resources:
-- role.yaml
-`
-
-const samplesKustomization = `## One sample per kind: polyop create api adds them here.
-resources:
-# +polyop:scaffold:samples
-`
 
 // writeSample writes r's sample and lists it in config/samples.
 func writeSample(w *Writer, _ *Project, r *Resource) error {

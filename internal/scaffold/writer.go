@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"text/template"
 )
@@ -122,6 +123,32 @@ func (w *Writer) Insert(path, marker, text string) error {
 	}
 	w.written = append(w.written, path)
 	return nil
+}
+
+// InsertOnce is Insert unless path has the first line of text already: a
+// second kind of the same version imports the same package, and a create
+// command run again with --force registers nothing twice.
+func (w *Writer) InsertOnce(path, marker, text string) error {
+	content, err := os.ReadFile(filepath.Join(w.Root, filepath.FromSlash(path)))
+	if err != nil {
+		return fmt.Errorf("%w: polyop adds the new code to %s, which polyop init writes", err, path)
+	}
+	if strings.Contains(string(content), strings.SplitN(text, "\n", 2)[0]) {
+		return nil
+	}
+	return w.Insert(path, marker, text)
+}
+
+// plainWord is a word sh reads as it is: the characters of ordinary paths.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// ShellQuote quotes s for sh, as a Makefile recipe runs it, when it holds
+// anything but the characters of ordinary paths.
+func ShellQuote(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // ErrNotEmpty is returned by CheckEmpty for a folder with files in it.

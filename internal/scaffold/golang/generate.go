@@ -33,7 +33,7 @@ func (Scaffolder) GenerateCRDs(ctx context.Context, p *scaffold.Project, root st
 	// dependencies: a project not set up yet (make runs its setup first)
 	// gets them now.
 	if _, err := os.Stat(filepath.Join(root, "go.sum")); errors.Is(err, os.ErrNotExist) {
-		if err := run(ctx, root, log, nil, "go", "mod", "tidy"); err != nil {
+		if err := scaffold.RunCommand(ctx, root, log, nil, "go", "mod", "tidy"); err != nil {
 			return fmt.Errorf("downloading the module's dependencies: %w", err)
 		}
 	}
@@ -45,7 +45,7 @@ func (Scaffolder) GenerateCRDs(ctx context.Context, p *scaffold.Project, root st
 		{"object:headerFile=hack/boilerplate.go.txt", "paths=./api/..."},
 		{"crd", "paths=./api/...", "output:crd:artifacts:config=" + scaffold.CRDDir},
 	} {
-		if err := run(ctx, root, log, nil, gen, args...); err != nil {
+		if err := scaffold.RunCommand(ctx, root, log, nil, gen, args...); err != nil {
 			return err
 		}
 	}
@@ -91,25 +91,8 @@ func findControllerGen(ctx context.Context, root string, log io.Writer) (string,
 	bin := filepath.Join(root, "bin")
 	fmt.Fprintf(log, "controller-gen not found ($CONTROLLER_GEN, bin/controller-gen, PATH): installing %s@%s into %s\n", controllerGenPackage, ControllerGenVersion, bin)
 	env := append(os.Environ(), "GOBIN="+bin)
-	if err := run(ctx, root, log, env, "go", "install", controllerGenPackage+"@"+ControllerGenVersion); err != nil {
+	if err := scaffold.RunCommand(ctx, root, log, env, "go", "install", controllerGenPackage+"@"+ControllerGenVersion); err != nil {
 		return "", fmt.Errorf("installing controller-gen: %w (or install it yourself and set CONTROLLER_GEN)", err)
 	}
 	return local, nil
-}
-
-// run runs a command in dir, printing it and its output to log.
-func run(ctx context.Context, dir string, log io.Writer, env []string, name string, args ...string) error {
-	fmt.Fprintf(log, "%s %s\n", name, strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return fmt.Errorf("%s %s failed (%w): see its output above", filepath.Base(name), strings.Join(args, " "), err)
-		}
-		return err
-	}
-	return nil
 }

@@ -174,18 +174,18 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 		return err
 	}
 	d := data{P: p, SDKVersion: v, Requires: Requires, GoVersion: GoVersion}
-	for _, f := range []struct{ path, text string }{
-		{"go.mod", goModTemplate},
-		{mainFile, mainTemplate},
-		{"cmd/sidecar/main_test.go", mainTestTemplate},
-		{"hack/boilerplate.go.txt", boilerplate},
-		{"Dockerfile", dockerfileTemplate},
-		{".dockerignore", dockerignore},
-		{".gitignore", gitignore},
-		{"api/doc.go", apiDocTemplate},
-		{"internal/controller/doc.go", controllerDocTemplate},
+	for _, f := range []struct{ path, template string }{
+		{"go.mod", "go.mod.tmpl"},
+		{mainFile, "main.go.tmpl"},
+		{"cmd/sidecar/main_test.go", "main_test.go.tmpl"},
+		{"hack/boilerplate.go.txt", "boilerplate.go.txt.tmpl"},
+		{"Dockerfile", "Dockerfile.tmpl"},
+		{".dockerignore", "dockerignore.tmpl"},
+		{".gitignore", "gitignore.tmpl"},
+		{"api/doc.go", "api_doc.go.tmpl"},
+		{"internal/controller/doc.go", "controller_doc.go.tmpl"},
 	} {
-		if err := writeTemplate(w, f.path, f.text, d); err != nil {
+		if err := w.RenderFile(f.path, templates, f.template, d); err != nil {
 			return err
 		}
 	}
@@ -194,10 +194,6 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 
 // Tasks are the Makefile's Go recipes and the README's Go section.
 func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
-	readme, err := scaffold.Render("README", readmeTemplate, data{P: p})
-	if err != nil {
-		panic(err) // the template is a constant: a test renders it
-	}
 	return scaffold.Tasks{
 		Setup: []string{
 			"go mod tidy",
@@ -211,7 +207,7 @@ func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 		Test:   []string{"go test ./..."},
 		Lint:   []string{"go vet ./..."},
 		Clean:  []string{"bin", "cover.out"},
-		Readme: string(readme),
+		Readme: templates.MustRender("readme.md.tmpl", data{P: p}),
 	}
 }
 
@@ -231,20 +227,20 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 	if r.API {
 		dir := apiDir(r)
 		if !exists(root, path.Join(dir, "groupversion_info.go")) {
-			if err := writeTemplate(w, path.Join(dir, "groupversion_info.go"), groupVersionTemplate, d); err != nil {
+			if err := w.RenderFile(path.Join(dir, "groupversion_info.go"), templates, "groupversion_info.go.tmpl", d); err != nil {
 				return err
 			}
 		}
-		if err := writeTemplate(w, path.Join(dir, lower(r)+"_types.go"), typesTemplate, d); err != nil {
+		if err := w.RenderFile(path.Join(dir, lower(r)+"_types.go"), templates, "types.go.tmpl", d); err != nil {
 			return err
 		}
 		if err := writeDeepCopy(w, d); err != nil {
 			return err
 		}
-		if err := insertOnce(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%s %q", apiAlias(r), d.APIImport(r))); err != nil {
+		if err := insertGo(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%s %q", apiAlias(r), d.APIImport(r))); err != nil {
 			return err
 		}
-		if err := insertOnce(w, mainFile, "+polyop:scaffold:scheme", fmt.Sprintf("if err := %s.AddToScheme(scheme); err != nil {\n\treturn nil, err\n}", apiAlias(r))); err != nil {
+		if err := insertGo(w, mainFile, "+polyop:scaffold:scheme", fmt.Sprintf("if err := %s.AddToScheme(scheme); err != nil {\n\treturn nil, err\n}", apiAlias(r))); err != nil {
 			return err
 		}
 	}
@@ -267,16 +263,16 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 			// files and type are named after the version as well.
 			base += "_" + r.Version
 		}
-		if err := writeTemplate(w, base+".go", controllerTemplate, d); err != nil {
+		if err := w.RenderFile(base+".go", templates, "controller.go.tmpl", d); err != nil {
 			return err
 		}
-		if err := writeTemplate(w, base+"_test.go", controllerTestTemplate, d); err != nil {
+		if err := w.RenderFile(base+"_test.go", templates, "controller_test.go.tmpl", d); err != nil {
 			return err
 		}
-		if err := insertOnce(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%q", p.Repo+"/internal/controller")); err != nil {
+		if err := insertGo(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%q", p.Repo+"/internal/controller")); err != nil {
 			return err
 		}
-		if err := insertOnce(w, mainFile, "+polyop:scaffold:controllers", fmt.Sprintf(
+		if err := insertGo(w, mainFile, "+polyop:scaffold:controllers", fmt.Sprintf(
 			"if err := (&controller.%s{}).SetupWithServer(srv); err != nil {\n\treturn nil, fmt.Errorf(\"setting up the %s controller: %%w\", err)\n}",
 			reconcilerName(p, r), r.Kind)); err != nil {
 			return err
@@ -323,11 +319,11 @@ func writeDeepCopy(w *scaffold.Writer, d data) error {
 		if d.R.Version == "v1" {
 			d.MetaAlias = "metav1"
 		}
-		header, err := scaffold.Render(file, deepCopyHeaderTemplate, d)
+		header, err := templates.Render("deepcopy_header.go.tmpl", d)
 		if err != nil {
 			return err
 		}
-		funcs, err := scaffold.Render(file, deepCopyFuncsTemplate, d)
+		funcs, err := templates.Render("deepcopy_funcs.go.tmpl", d)
 		if err != nil {
 			return err
 		}
@@ -343,7 +339,7 @@ func writeDeepCopy(w *scaffold.Writer, d data) error {
 	if err != nil {
 		return err
 	}
-	funcs, err := scaffold.Render(file, deepCopyFuncsTemplate, d)
+	funcs, err := templates.Render("deepcopy_funcs.go.tmpl", d)
 	if err != nil {
 		return err
 	}
@@ -393,7 +389,7 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, asked *
 	hub := kinds[0]
 	hd := data{P: p, R: hub, Hub: hub}
 	if file := path.Join(apiDir(hub), lower(hub)+"_conversion.go"); !exists(w.Root, file) {
-		if err := writeTemplate(w, file, hubTemplate, hd); err != nil {
+		if err := w.RenderFile(file, templates, "hub_conversion.go.tmpl", hd); err != nil {
 			return err
 		}
 	}
@@ -426,12 +422,12 @@ func converts(kinds []*scaffold.Resource) bool {
 // the hub, and their test, unless it has them.
 func writeSpoke(w *scaffold.Writer, p *scaffold.Project, spoke, hub *scaffold.Resource) error {
 	d := data{P: p, R: spoke, Hub: hub}
-	for _, f := range []struct{ suffix, text string }{
-		{"_conversion.go", spokeTemplate},
-		{"_conversion_test.go", conversionTestTemplate},
+	for _, f := range []struct{ suffix, template string }{
+		{"_conversion.go", "spoke_conversion.go.tmpl"},
+		{"_conversion_test.go", "conversion_test.go.tmpl"},
 	} {
 		if file := path.Join(apiDir(spoke), lower(spoke)+f.suffix); !exists(w.Root, file) {
-			if err := writeTemplate(w, file, f.text, d); err != nil {
+			if err := w.RenderFile(file, templates, f.template, d); err != nil {
 				return err
 			}
 		}
@@ -450,14 +446,14 @@ func writeWebhook(w *scaffold.Writer, d data) error {
 	file := webhookFile(d.R)
 	test := strings.TrimSuffix(file, ".go") + "_test.go"
 	if !exists(w.Root, file) {
-		if err := writeTemplate(w, file, webhookTemplate, d); err != nil {
+		if err := w.RenderFile(file, templates, "webhook.go.tmpl", d); err != nil {
 			return err
 		}
 		alias := "webhook" + apiAlias(d.R)
-		if err := insertOnce(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%s %q", alias, d.P.Repo+"/"+path.Dir(file))); err != nil {
+		if err := insertGo(w, mainFile, "+polyop:scaffold:imports", fmt.Sprintf("%s %q", alias, d.P.Repo+"/"+path.Dir(file))); err != nil {
 			return err
 		}
-		if err := insertOnce(w, mainFile, "+polyop:scaffold:webhooks", fmt.Sprintf(
+		if err := insertGo(w, mainFile, "+polyop:scaffold:webhooks", fmt.Sprintf(
 			"if err := %s.Setup%sWebhookWithServer(srv); err != nil {\n\treturn nil, fmt.Errorf(\"setting up the %s webhooks: %%w\", err)\n}",
 			alias, d.R.Kind, d.R.Kind)); err != nil {
 			return err
@@ -470,13 +466,13 @@ func writeWebhook(w *scaffold.Writer, d data) error {
 		testImports   []string
 		testCode      string
 	}{
-		{d.Webhooks.Defaulting, defaulterImports, defaulterBuilder, defaulterTemplate, nil, defaulterTestTemplate},
-		{d.Webhooks.Validation, validatorImports, validatorBuilder, validatorTemplate, validatorTestImports, validatorTestTemplate},
+		{d.Webhooks.Defaulting, defaulterImports, "defaulter_builder.go.tmpl", "defaulter.go.tmpl", nil, "defaulter_test.go.tmpl"},
+		{d.Webhooks.Validation, validatorImports, "validator_builder.go.tmpl", "validator.go.tmpl", validatorTestImports, "validator_test.go.tmpl"},
 	} {
 		if !h.asked {
 			continue
 		}
-		if step, err := scaffold.Render(file, h.builder, d); err != nil {
+		if step, err := templates.Render(h.builder, d); err != nil {
 			return err
 		} else if content, err := os.ReadFile(filepath.Join(w.Root, filepath.FromSlash(file))); err != nil {
 			return err
@@ -487,7 +483,7 @@ func writeWebhook(w *scaffold.Writer, d data) error {
 			return err
 		}
 		if !exists(w.Root, test) {
-			if err := writeTemplate(w, test, webhookTestTemplate, d); err != nil {
+			if err := w.RenderFile(test, templates, "webhook_test.go.tmpl", d); err != nil {
 				return err
 			}
 		}
@@ -502,20 +498,20 @@ func writeWebhook(w *scaffold.Writer, d data) error {
 // (before the builder marker) and code (at the end) to a Go file.
 func addToGoFile(w *scaffold.Writer, d data, file string, imports []string, builder, code string) error {
 	for _, imp := range imports {
-		if err := insertOnce(w, file, "+polyop:scaffold:imports", imp); err != nil {
+		if err := insertGo(w, file, "+polyop:scaffold:imports", imp); err != nil {
 			return err
 		}
 	}
 	if builder != "" {
-		step, err := scaffold.Render(file, builder, d)
+		step, err := templates.Render(builder, d)
 		if err != nil {
 			return err
 		}
-		if err := insertOnce(w, file, "+polyop:scaffold:builder", string(step)); err != nil {
+		if err := insertGo(w, file, "+polyop:scaffold:builder", string(step)); err != nil {
 			return err
 		}
 	}
-	add, err := scaffold.Render(file, code, d)
+	add, err := templates.Render(code, d)
 	if err != nil {
 		return err
 	}
@@ -530,32 +526,10 @@ func addToGoFile(w *scaffold.Writer, d data, file string, imports []string, buil
 	return gofmt(w.Root, file)
 }
 
-// writeTemplate renders a template into file, formatting Go code as gofmt
-// does.
-func writeTemplate(w *scaffold.Writer, file, text string, d data) error {
-	out, err := scaffold.Render(file, text, d)
-	if err != nil {
-		return err
-	}
-	if strings.HasSuffix(file, ".go") {
-		if out, err = format.Source(out); err != nil {
-			return fmt.Errorf("template %s: %w", file, err)
-		}
-	}
-	return w.WriteFile(file, out)
-}
-
-// insertOnce inserts text before marker in file unless the file has it
-// already (a second kind of the same version imports the same package).
-func insertOnce(w *scaffold.Writer, file, marker, text string) error {
-	content, err := os.ReadFile(filepath.Join(w.Root, filepath.FromSlash(file)))
-	if err != nil {
-		return fmt.Errorf("%w: polyop adds the new code to %s, which polyop init writes", err, file)
-	}
-	if strings.Contains(string(content), strings.SplitN(text, "\n", 2)[0]) {
-		return nil
-	}
-	if err := w.Insert(file, marker, text); err != nil {
+// insertGo inserts text before marker in a Go file unless the file has
+// it already (see scaffold.Writer.InsertOnce), keeping the file formatted.
+func insertGo(w *scaffold.Writer, file, marker, text string) error {
+	if err := w.InsertOnce(file, marker, text); err != nil {
 		return err
 	}
 	return gofmt(w.Root, file)

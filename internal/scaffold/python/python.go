@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -39,8 +38,13 @@ import (
 
 func init() { scaffold.Register(scaffold.Python, Scaffolder{}) }
 
+// templateFS holds the templates of a Python project's files. They see a
+// data.
+//
 //go:embed templates
-var templates embed.FS
+var templateFS embed.FS
+
+var templates = scaffold.Templates{FS: templateFS}
 
 // The versions of the tools a project's dev extra pins: those this
 // repository checks its own Python code with (sdk/python/requirements-dev.txt).
@@ -238,35 +242,13 @@ func snake(kind string) string {
 	return b.String()
 }
 
-// render writes the embedded template name into path.
-func render(w *scaffold.Writer, path, name string, d *data) error {
-	text, err := fs.ReadFile(templates, "templates/"+name)
-	if err != nil {
-		return err
-	}
-	return w.Template(path, string(text), d)
-}
-
-// renderOnce is render for a file several commands share (a package's
+// renderOnce is Writer.RenderFile for a file several commands share (a package's
 // __init__.py): it leaves the file alone when it exists.
 func renderOnce(w *scaffold.Writer, path, name string, d *data) error {
 	if _, err := os.Stat(filepath.Join(w.Root, filepath.FromSlash(path))); err == nil {
 		return nil
 	}
-	return render(w, path, name, d)
-}
-
-// insertOnce inserts text at marker in path unless path has it already (a
-// create command run again with --force).
-func insertOnce(w *scaffold.Writer, path, marker, text string) error {
-	content, err := os.ReadFile(filepath.Join(w.Root, filepath.FromSlash(path)))
-	if err != nil {
-		return err
-	}
-	if strings.Contains(string(content), text) {
-		return nil
-	}
-	return w.Insert(path, marker, text)
+	return w.RenderFile(path, templates, name, d)
 }
 
 func src(p *scaffold.Project, elem ...string) string {
@@ -293,7 +275,7 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 		{".dockerignore", "dockerignore.tmpl"},
 		{".gitignore", "gitignore.tmpl"},
 	} {
-		if err := render(w, f.path, f.template, d); err != nil {
+		if err := w.RenderFile(f.path, templates, f.template, d); err != nil {
 			return err
 		}
 	}
@@ -307,7 +289,7 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 	setup := []string{"python3 -m venv " + Venv}
 	if p.SDKSource != "" {
-		sdk := shellQuote(path.Join(filepath.ToSlash(p.SDKSource), "sdk/python"))
+		sdk := scaffold.ShellQuote(path.Join(filepath.ToSlash(p.SDKSource), "sdk/python"))
 		setup = append(setup,
 			"rm -rf "+sdkWheels,
 			Venv+"/bin/pip wheel --no-deps --wheel-dir "+sdkWheels+" "+sdk,
@@ -328,33 +310,8 @@ func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 			Venv + "/bin/mypy --strict src tests",
 		},
 		Clean:  []string{Venv, "dist", "build", ".mypy_cache", ".pytest_cache", ".ruff_cache"},
-		Readme: readme(p),
+		Readme: templates.MustRender("readme.md.tmpl", newData(p, nil)),
 	}
-}
-
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
-
-func shellQuote(s string) string {
-	if shellSafe.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func readme(p *scaffold.Project) string {
-	out, err := scaffold.Render("readme", mustRead("readme.md.tmpl"), newData(p, nil))
-	if err != nil {
-		panic(err) // the template is embedded: a test renders it
-	}
-	return string(out)
-}
-
-func mustRead(name string) string {
-	text, err := fs.ReadFile(templates, "templates/"+name)
-	if err != nil {
-		panic(err)
-	}
-	return string(text)
 }
 
 // CreateAPI writes the kind's model (with --resource) in
@@ -367,17 +324,17 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 		if err := renderOnce(w, src(p, "api", r.Version, "__init__.py"), "version_init.py.tmpl", d); err != nil {
 			return err
 		}
-		if err := render(w, src(p, "api", r.Version, d.Module+".py"), "types.py.tmpl", d); err != nil {
+		if err := w.RenderFile(src(p, "api", r.Version, d.Module+".py"), templates, "types.py.tmpl", d); err != nil {
 			return err
 		}
 	}
 	if !r.Controller {
 		return nil
 	}
-	if err := render(w, src(p, "controllers", d.Module+".py"), "controller.py.tmpl", d); err != nil {
+	if err := w.RenderFile(src(p, "controllers", d.Module+".py"), templates, "controller.py.tmpl", d); err != nil {
 		return err
 	}
-	if err := render(w, "tests/test_"+d.Module+".py", "controller_test.py.tmpl", d); err != nil {
+	if err := w.RenderFile("tests/test_"+d.Module+".py", templates, "controller_test.py.tmpl", d); err != nil {
 		return err
 	}
 	return register(w, p, "controllers", d.Module, d.Module+"_controller")
@@ -391,10 +348,10 @@ func register(w *scaffold.Writer, p *scaffold.Project, folder, module, alias str
 	if alias != module {
 		imp += " as " + alias
 	}
-	if err := insertOnce(w, sidecar, importsMarker, imp); err != nil {
+	if err := w.InsertOnce(sidecar, importsMarker, imp); err != nil {
 		return err
 	}
-	return insertOnce(w, sidecar, setupMarker, alias+".setup(sidecar)")
+	return w.InsertOnce(sidecar, setupMarker, alias+".setup(sidecar)")
 }
 
 // CreateWebhook writes the kind's defaulting and validation webhooks at
@@ -405,10 +362,10 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, r *scaf
 	d := newData(p, r)
 	if r.Webhooks.Defaulting || r.Webhooks.Validation {
 		module := d.Module + "_" + r.Version
-		if err := render(w, src(p, "webhooks", module+".py"), "webhooks.py.tmpl", d); err != nil {
+		if err := w.RenderFile(src(p, "webhooks", module+".py"), templates, "webhooks.py.tmpl", d); err != nil {
 			return err
 		}
-		if err := render(w, "tests/test_"+module+"_webhooks.py", "webhooks_test.py.tmpl", d); err != nil {
+		if err := w.RenderFile("tests/test_"+module+"_webhooks.py", templates, "webhooks_test.py.tmpl", d); err != nil {
 			return err
 		}
 		if err := register(w, p, "webhooks", module, module+"_webhooks"); err != nil {
@@ -417,10 +374,10 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, r *scaf
 	}
 	if r.Webhooks.Conversion {
 		module := d.Module + "_conversion"
-		if err := render(w, src(p, "webhooks", module+".py"), "conversion.py.tmpl", d); err != nil {
+		if err := w.RenderFile(src(p, "webhooks", module+".py"), templates, "conversion.py.tmpl", d); err != nil {
 			return err
 		}
-		if err := render(w, "tests/test_"+module+".py", "conversion_test.py.tmpl", d); err != nil {
+		if err := w.RenderFile("tests/test_"+module+".py", templates, "conversion_test.py.tmpl", d); err != nil {
 			return err
 		}
 		if err := register(w, p, "webhooks", module, module); err != nil {

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -143,17 +142,17 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range []struct{ path, text string }{
-		{"package.json", packageJSON},
-		{"tsconfig.json", tsconfigJSON},
-		{"src/main.ts", mainTS},
-		{sidecarFile, sidecarTS},
-		{"src/sidecar.test.ts", sidecarTestTS},
-		{"Dockerfile", dockerfile},
-		{".dockerignore", dockerignore},
-		{".gitignore", gitignore},
+	for _, f := range []struct{ path, template string }{
+		{"package.json", "package.json.tmpl"},
+		{"tsconfig.json", "tsconfig.json.tmpl"},
+		{"src/main.ts", "main.ts.tmpl"},
+		{sidecarFile, "sidecar.ts.tmpl"},
+		{"src/sidecar.test.ts", "sidecar.test.ts.tmpl"},
+		{"Dockerfile", "Dockerfile.tmpl"},
+		{".dockerignore", "dockerignore.tmpl"},
+		{".gitignore", "gitignore.tmpl"},
 	} {
-		if err := w.Template(f.path, f.text, d); err != nil {
+		if err := w.RenderFile(f.path, templates, f.template, d); err != nil {
 			return err
 		}
 	}
@@ -176,20 +175,17 @@ func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 		// which a plain npm install, content with the lockfile, does not;
 		// ./ keeps npm from reading vendor/… as a GitHub repository.
 		setup = []string{
-			"make -C " + shellQuote(p.SDKSource) + " --no-print-directory dist-typescript",
+			"make -C " + scaffold.ShellQuote(p.SDKSource) + " --no-print-directory dist-typescript",
 			"mkdir -p " + vendorDir,
-			"cp " + shellQuote(filepath.Join(p.SDKSource, "dist", "typescript", tarball)) + " " + vendorDir + "/",
+			"cp " + scaffold.ShellQuote(filepath.Join(p.SDKSource, "dist", "typescript", tarball)) + " " + vendorDir + "/",
 			"npm install --no-audit --no-fund ./" + vendorDir + "/" + tarball,
 			"touch " + Stamp,
 		}
 	}
-	readme, err := scaffold.Render("README.md", readmeSection, struct {
+	readme := templates.MustRender("readme.md.tmpl", struct {
 		Package string
 		Vendor  bool
 	}{p.Package, p.SDKSource != ""})
-	if err != nil {
-		panic(err) // a constant template
-	}
 	return scaffold.Tasks{
 		Setup:  setup,
 		Stamp:  Stamp,
@@ -198,20 +194,8 @@ func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 		Test:   []string{"npm test"},
 		Lint:   []string{"npm run lint"},
 		Clean:  []string{"dist"},
-		Readme: string(readme),
+		Readme: readme,
 	}
-}
-
-// plainWord is a word sh reads as it is.
-var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
-
-// shellQuote quotes s for sh when it holds anything but the characters of
-// ordinary paths.
-func shellQuote(s string) string {
-	if plainWord.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // resourceData is what the templates of a kind read.
@@ -321,7 +305,7 @@ func typeResource(p *scaffold.Project, r *scaffold.Resource) (*scaffold.Resource
 func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold.Resource) error {
 	if r.API {
 		d := newResourceData(p, r)
-		if err := w.Template("src/"+apiModule(r)+".ts", kindTS, d); err != nil {
+		if err := w.RenderFile("src/"+apiModule(r)+".ts", templates, "kind.ts.tmpl", d); err != nil {
 			return err
 		}
 	}
@@ -335,10 +319,10 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 	d := newResourceData(p, t)
 	d.APIFromParent = relModule("controllers", apiModule(t))
 	base := "src/controllers/" + d.Lower
-	if err := w.Template(base+".ts", controllerTS, d); err != nil {
+	if err := w.RenderFile(base+".ts", templates, "controller.ts.tmpl", d); err != nil {
 		return err
 	}
-	if err := w.Template(base+".test.ts", controllerTestTS, d); err != nil {
+	if err := w.RenderFile(base+".test.ts", templates, "controller.test.ts.tmpl", d); err != nil {
 		return err
 	}
 	if err := ensureKindImport(w, t); err != nil {
@@ -358,14 +342,7 @@ func (Scaffolder) CreateAPI(w *scaffold.Writer, p *scaffold.Project, r *scaffold
 // ident, unless it is already.
 func ensureKindImport(w *scaffold.Writer, r *scaffold.Resource) error {
 	line := fmt.Sprintf("import { %s as %s } from %q;", r.Kind, ident(r), relModule(".", apiModule(r)))
-	data, err := os.ReadFile(filepath.Join(w.Root, filepath.FromSlash(sidecarFile)))
-	if err != nil {
-		return err
-	}
-	if strings.Contains(string(data), line) {
-		return nil
-	}
-	return w.Insert(sidecarFile, importsMarker, line)
+	return w.InsertOnce(sidecarFile, importsMarker, line)
 }
 
 // CreateWebhook writes, for what r.Webhooks asks, a defaulter
@@ -382,20 +359,20 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, r *scaf
 	d.APIFromParent = relModule(dir, apiModule(r))
 	for _, h := range []struct {
 		asked              bool
-		name, text, test   string
+		name               string
 		fn, method, option string
 	}{
-		{r.Webhooks.Defaulting, "defaulter", defaulterTS, defaulterTestTS, "default" + r.Kind, "defaulter", ""},
-		{r.Webhooks.Validation, "validator", validatorTS, validatorTestTS, "validate" + r.Kind, "validator", ""},
+		{r.Webhooks.Defaulting, "defaulter", "default" + r.Kind, "defaulter", ""},
+		{r.Webhooks.Validation, "validator", "validate" + r.Kind, "validator", ""},
 	} {
 		if !h.asked {
 			continue
 		}
 		module := path.Join(dir, d.Lower+"-"+h.name)
-		if err := w.Template("src/"+module+".ts", h.text, d); err != nil {
+		if err := w.RenderFile("src/"+module+".ts", templates, h.name+".ts.tmpl", d); err != nil {
 			return err
 		}
-		if err := w.Template("src/"+module+".test.ts", h.test, d); err != nil {
+		if err := w.RenderFile("src/"+module+".test.ts", templates, h.name+".test.ts.tmpl", d); err != nil {
 			return err
 		}
 		if err := ensureKindImport(w, r); err != nil {
@@ -419,10 +396,10 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, r *scaf
 		d.Versions[i].Module = relModule("webhooks", d.Versions[i].Module)
 	}
 	module := path.Join("webhooks", d.Lower+"-converter")
-	if err := w.Template("src/"+module+".ts", converterTS, d); err != nil {
+	if err := w.RenderFile("src/"+module+".ts", templates, "converter.ts.tmpl", d); err != nil {
 		return err
 	}
-	if err := w.Template("src/"+module+".test.ts", converterTestTS, d); err != nil {
+	if err := w.RenderFile("src/"+module+".test.ts", templates, "converter.test.ts.tmpl", d); err != nil {
 		return err
 	}
 	var versions []string
@@ -459,21 +436,9 @@ func (Scaffolder) GenerateCRDs(ctx context.Context, p *scaffold.Project, root st
 		return fmt.Errorf("%s is missing: install the project's dependencies first (make setup, or npm install)", filepath.Join("node_modules", ".bin", "polyop-crd"))
 	}
 	if len(p.Sidecar.Build) > 0 {
-		if err := run(ctx, root, log, p.Sidecar.Build...); err != nil {
+		if err := scaffold.RunCommand(ctx, root, log, nil, p.Sidecar.Build[0], p.Sidecar.Build[1:]...); err != nil {
 			return err
 		}
 	}
-	args := append([]string{filepath.Join("node_modules", ".bin", "polyop-crd")}, modules...)
-	return run(ctx, root, log, append(args, "-o", scaffold.CRDDir)...)
-}
-
-// run runs a command in dir, its output to log, and says what it runs.
-func run(ctx context.Context, dir string, log io.Writer, args ...string) error {
-	fmt.Fprintln(log, "$", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, log, log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w", strings.Join(args, " "), err)
-	}
-	return nil
+	return scaffold.RunCommand(ctx, root, log, nil, filepath.Join("node_modules", ".bin", "polyop-crd"), append(modules, "-o", scaffold.CRDDir)...)
 }
