@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/sharding"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,6 +59,11 @@ type Options struct {
 	// MaxConcurrentLabels is how many objects the sharder patches at once.
 	// Defaults to DefaultMaxConcurrentLabels.
 	MaxConcurrentLabels int
+	// Fence is the leader election's term (fencing.LeaderLock): the sharder
+	// labels an object only while the term it decided under is held, so
+	// that a leader paused past its lease labels nothing from the ring it
+	// saw before the pause. Defaults to nil: no check.
+	Fence fencing.Fence
 }
 
 // Add adds the sharder of opts.Ring to mgr. It runs only on the elected
@@ -82,6 +88,7 @@ func Add(mgr manager.Manager, opts Options) error {
 		opts.Cache = mgr.GetCache()
 	}
 	s := &sharder{
+		fence:    opts.Fence,
 		ringName: opts.Ring,
 		gvk:      opts.GVK,
 		source:   opts.Source,
@@ -106,6 +113,7 @@ func Add(mgr manager.Manager, opts Options) error {
 
 // sharder labels each object of one kind with the member that owns it.
 type sharder struct {
+	fence        fencing.Fence
 	ringName     string
 	gvk          schema.GroupVersionKind
 	source       RingSource
@@ -130,6 +138,13 @@ func (s *sharder) newList() *metav1.PartialObjectMetadataList {
 // it labels an unlabelled object, asks a live former owner to drain it, moves
 // it away from a dead one, and withdraws a drain the ring no longer wants.
 func (s *sharder) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var begun fencing.Term
+	if s.fence != nil {
+		if begun = s.fence.Term(); !begun.Valid() {
+			log.FromContext(ctx).V(1).Info("Not labelling: the replica does not hold the leader election's lease", "ring", s.ringName)
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		}
+	}
 	obj := s.newObject()
 	if err := s.reader.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -165,7 +180,17 @@ func (s *sharder) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		labels, what = map[string]any{s.drain: sharding.DrainValue}, "draining"
 		count = func() { handoffsTotal.WithLabelValues(s.ringName).Inc() }
 	}
-	if err := patchLabels(ctx, s.client, obj, labels); err != nil {
+	wctx, cancel, err := fencing.WriteContext(ctx, s.fence, begun)
+	if err != nil {
+		log.FromContext(ctx).Info("Not labelling: the leader's term ended since the ring was read", "ring", s.ringName, "reason", err.Error())
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	defer cancel()
+	if err := patchLabels(wctx, s.client, obj, labels); err != nil {
+		if err = fencing.Cause(wctx, err); fencing.IsLapsed(err) {
+			log.FromContext(ctx).Info("Not labelling: the leader's term ended during the write", "ring", s.ringName, "reason", err.Error())
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		}
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// The cache is behind the object: look again once it caught up.
 			log.FromContext(ctx).V(1).Info("Object changed before its shard label did, looking again", "ring", s.ringName, "action", what, "labelled", current, "owner", owner)
