@@ -250,15 +250,19 @@ test-python: $(VENV_STAMP) ## Run the Python checks and tests (lint-imports, ruf
 
 # test-typescript compiles each TypeScript package with tsc -b (strict; a type
 # error fails), lints it with eslint (eslint.config.mjs; after tsc, since the
-# examples' types come from the SDK's dist/) and runs its tests with node's
-# test runner.
+# examples' types come from the SDK's dist/), checks its imports with
+# dependency-cruiser (.dependency-cruiser.cjs: no import cycle, type-only
+# imports included, and the SDK's layers) and runs its tests with node's test
+# runner.
 .PHONY: test-typescript
-test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (tsc strict, eslint, node --test) of the SDK and the examples.
+test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (tsc strict, eslint, import cycles and layers, node --test) of the SDK and the examples.
 	@for pkg in $(TS_PACKAGES); do \
 		echo "--- $$pkg: tsc -b"; \
 		node_modules/.bin/tsc -b $$pkg || exit 1; \
 		echo "--- $$pkg: eslint"; \
 		node_modules/.bin/eslint --max-warnings 0 $$pkg || exit 1; \
+		echo "--- $$pkg: depcruise"; \
+		node_modules/.bin/depcruise --config .dependency-cruiser.cjs $$pkg/src || exit 1; \
 		echo "--- $$pkg: node --test"; \
 		(cd $$pkg && node --test dist/*.test.js) || exit 1; \
 	done

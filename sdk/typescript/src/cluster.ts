@@ -20,7 +20,8 @@ import {
   WriteOptionsSchema,
 } from "./gen/polyop/v1alpha1/cluster_pb.js";
 import { EventType } from "./gen/polyop/v1alpha1/reconcile_pb.js";
-import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
+import { kindOf, typeMetaOf, type KindRef, type ObjectOf, type TypedKindRef } from "./kinds.js";
+import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type Manifest, type ObjectKey, type TypeMeta } from "./objects.js";
 import { watchEvents, type WatchEvent, type WatchOptions } from "./watch.js";
 import { failSpan, startClientSpan } from "./tracing.js";
 
@@ -176,17 +177,26 @@ export interface ResolvedKind extends TypeMeta {
  * are NotFoundError, AlreadyExistsError, ConflictError, InvalidError,
  * ForbiddenError, … (all ClusterError), carrying the API server's status.
  *
- * Kinds are named as in a manifest, by apiVersion and kind:
+ * Kinds are given in any form of KindRef: as in a manifest, by apiVersion
+ * and kind, as "group/version/Kind", or as a typed model — a kubernetes-models
+ * class (ConfigMap, Deployment) or a defineKind model, which types what is
+ * read without naming the type again:
  *
  *     const configMaps = { apiVersion: "v1", kind: "ConfigMap" };
  *     const cm = await cluster.get<ConfigMap>(configMaps, { namespace: "default", name: "settings" });
+ *     const deployment = await cluster.get(Deployment, { namespace: "shop", name: "web" }); // kubernetes-models
+ *
+ * Objects written are any Manifest: a KubeResource, or a kubernetes-models
+ * object (IDeployment, new Deployment({...})).
  */
 export interface Cluster {
-  get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T>;
-  list<T extends KubeResource = KubeResource>(type: TypeMeta, options?: ListOptions): Promise<ObjectList<T>>;
-  create<T extends KubeResource>(obj: T, options?: WriteOptions): Promise<T>;
+  get<K extends TypedKindRef>(kind: K, key: ObjectKey, options?: GetOptions): Promise<ObjectOf<K>>;
+  get<T extends Manifest = KubeResource>(kind: KindRef, key: ObjectKey, options?: GetOptions): Promise<T>;
+  list<K extends TypedKindRef>(kind: K, options?: ListOptions): Promise<ObjectList<ObjectOf<K>>>;
+  list<T extends Manifest = KubeResource>(kind: KindRef, options?: ListOptions): Promise<ObjectList<T>>;
+  create<T extends Manifest>(obj: T, options?: WriteOptions): Promise<T>;
   /**
-   * Creates a subresource of the object type/key, for example evicts a Pod:
+   * Creates a subresource of the object kind/key, for example evicts a Pod:
    *
    *     await cluster.createSubresource(pods, { namespace: "shop", name: "web-0" }, "eviction",
    *       { apiVersion: "policy/v1", kind: "Eviction" });
@@ -196,17 +206,17 @@ export interface Cluster {
    * to what the API server answered: a TokenRequest with its token, a Status
    * for an eviction.
    */
-  createSubresource<T extends TypeMeta = TypeMeta>(type: TypeMeta, key: ObjectKey, subresource: string, body: object, options?: WriteOptions): Promise<T>;
+  createSubresource<T extends TypeMeta = TypeMeta>(kind: KindRef, key: ObjectKey, subresource: string, body: object, options?: WriteOptions): Promise<T>;
   /** Replaces the object (or a subresource), with optimistic concurrency on metadata.resourceVersion. */
-  update<T extends KubeResource>(obj: T, options?: UpdateOptions): Promise<T>;
-  patch<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T>;
+  update<T extends Manifest>(obj: T, options?: UpdateOptions): Promise<T>;
+  patch<T extends Manifest = KubeResource>(kind: KindRef, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T>;
   /** Server-side apply of obj, the fields this manager owns, as a whole object. */
-  apply<T extends KubeResource>(obj: T, options?: ApplyOptions): Promise<T>;
-  delete(type: TypeMeta, key: ObjectKey, options?: DeleteOptions): Promise<void>;
+  apply<T extends Manifest>(obj: T, options?: ApplyOptions): Promise<T>;
+  delete(kind: KindRef, key: ObjectKey, options?: DeleteOptions): Promise<void>;
   /** Records an Event on obj (its apiVersion, kind, namespace and name are used). */
-  recordEvent(obj: KubeResource, event: EventSpec, options?: CallSignal): Promise<void>;
+  recordEvent(obj: Manifest, event: EventSpec, options?: CallSignal): Promise<void>;
   /** Maps a kind to its resource and scope (an empty version: the preferred one). */
-  resolveKind(type: TypeMeta, options?: CallSignal): Promise<ResolvedKind>;
+  resolveKind(kind: KindRef, options?: CallSignal): Promise<ResolvedKind>;
   /**
    * Watches the objects of a kind the host caches, from its cache: first each
    * object it holds ("added"), then "synced" (your view is complete), then
@@ -227,7 +237,8 @@ export interface Cluster {
    * as a ClusterError. Read promptly: the host holds about a thousand events
    * for a reader before it cuts it off (and the watch resumes).
    */
-  watch<T extends KubeResource = KubeResource>(type: TypeMeta, options?: WatchOptions): AsyncIterable<WatchEvent<T>>;
+  watch<K extends TypedKindRef>(kind: K, options?: WatchOptions): AsyncIterable<WatchEvent<ObjectOf<K>>>;
+  watch<T extends Manifest = KubeResource>(kind: KindRef, options?: WatchOptions): AsyncIterable<WatchEvent<T>>;
 }
 
 /** Options of a ClusterClient. */
@@ -347,7 +358,10 @@ export class ClusterClient implements Cluster {
     }
   }
 
-  async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T> {
+  get<K extends TypedKindRef>(kind: K, key: ObjectKey, options?: GetOptions): Promise<ObjectOf<K>>;
+  get<T extends Manifest = KubeResource>(kind: KindRef, key: ObjectKey, options?: GetOptions): Promise<T>;
+  async get<T extends Manifest>(kind: KindRef, key: ObjectKey, options?: GetOptions): Promise<T> {
+    const type = typeMetaOf(kind, "cluster.get");
     const subresource = options?.subresource ?? "";
     const resp = await this.run(`getting ${type.kind} ${describeKey(key)}${describeSub(subresource)}`, () =>
       this.client.get({ kind: gvkOf(type), key: wireKey(key), subresource, options: readOptions(options) }, this.call(options)),
@@ -356,7 +370,10 @@ export class ClusterClient implements Cluster {
     return subresource && subresource !== "status" ? obj : withType(obj, type);
   }
 
-  async list<T extends KubeResource = KubeResource>(type: TypeMeta, options?: ListOptions): Promise<ObjectList<T>> {
+  list<K extends TypedKindRef>(kind: K, options?: ListOptions): Promise<ObjectList<ObjectOf<K>>>;
+  list<T extends Manifest = KubeResource>(kind: KindRef, options?: ListOptions): Promise<ObjectList<T>>;
+  async list<T extends Manifest>(kind: KindRef, options?: ListOptions): Promise<ObjectList<T>> {
+    const type = typeMetaOf(kind, "cluster.list");
     const resp = await this.run(`listing ${type.kind}`, () =>
       this.client.list(
         {
@@ -379,7 +396,7 @@ export class ClusterClient implements Cluster {
     };
   }
 
-  async create<T extends KubeResource>(obj: T, options?: WriteOptions): Promise<T> {
+  async create<T extends Manifest>(obj: T, options?: WriteOptions): Promise<T> {
     const resp = await this.run(`creating ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
       this.client.create({ kind: gvkOf(obj), key: wireKey(keyOf(obj)), options: writeOptions(options), object: encodeJSON(obj) }, this.call(options)),
     );
@@ -387,22 +404,23 @@ export class ClusterClient implements Cluster {
   }
 
   async createSubresource<T extends TypeMeta = TypeMeta>(
-    type: TypeMeta,
+    kind: KindRef,
     key: ObjectKey,
     subresource: string,
     body: object,
     options?: WriteOptions,
   ): Promise<T> {
-    const resp = await this.run(`creating ${type.kind} ${describeKey(key)}${describeSub(subresource)}`, () =>
+    const gvk = kindOf(kind, "cluster.createSubresource");
+    const resp = await this.run(`creating ${gvk.kind} ${describeKey(key)}${describeSub(subresource)}`, () =>
       this.client.create(
-        { kind: gvkOf(type), key: wireKey(key), subresource, options: writeOptions(options), object: encodeJSON(body) },
+        { kind: gvk, key: wireKey(key), subresource, options: writeOptions(options), object: encodeJSON(body) },
         this.call(options),
       ),
     );
     return decodeJSON<T>(resp.object);
   }
 
-  async update<T extends KubeResource>(obj: T, options?: UpdateOptions): Promise<T> {
+  async update<T extends Manifest>(obj: T, options?: UpdateOptions): Promise<T> {
     const resp = await this.run(`updating ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
       this.client.update(
         {
@@ -418,7 +436,8 @@ export class ClusterClient implements Cluster {
     return decodeJSON<T>(resp.object);
   }
 
-  async patch<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T> {
+  async patch<T extends Manifest = KubeResource>(kind: KindRef, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T> {
+    const type = typeMetaOf(kind, "cluster.patch");
     const body = patch instanceof Uint8Array ? patch : typeof patch === "string" ? new TextEncoder().encode(patch) : encodeJSON(patch);
     const resp = await this.run(`patching ${type.kind} ${describeKey(key)}`, () =>
       this.client.patch(
@@ -436,11 +455,12 @@ export class ClusterClient implements Cluster {
     return decodeJSON<T>(resp.object);
   }
 
-  apply<T extends KubeResource>(obj: T, options?: ApplyOptions): Promise<T> {
+  apply<T extends Manifest>(obj: T, options?: ApplyOptions): Promise<T> {
     return this.patch<T>(obj, keyOf(obj), obj, { ...options, type: "apply" });
   }
 
-  async delete(type: TypeMeta, key: ObjectKey, options?: DeleteOptions): Promise<void> {
+  async delete(kind: KindRef, key: ObjectKey, options?: DeleteOptions): Promise<void> {
+    const type = typeMetaOf(kind, "cluster.delete");
     await this.run(`deleting ${type.kind} ${describeKey(key)}`, () =>
       this.client.delete(
         {
@@ -457,7 +477,7 @@ export class ClusterClient implements Cluster {
     );
   }
 
-  async recordEvent(obj: KubeResource, event: EventSpec, options?: CallSignal): Promise<void> {
+  async recordEvent(obj: Manifest, event: EventSpec, options?: CallSignal): Promise<void> {
     await this.run(`recording an event on ${obj.kind} ${describeKey(keyOf(obj))}`, () =>
       this.client.recordEvent(
         {
@@ -475,13 +495,17 @@ export class ClusterClient implements Cluster {
     );
   }
 
-  async resolveKind(type: TypeMeta, options?: CallSignal): Promise<ResolvedKind> {
+  async resolveKind(kind: KindRef, options?: CallSignal): Promise<ResolvedKind> {
+    const type = typeMetaOf(kind, "cluster.resolveKind");
     const resp = await this.run(`resolving ${type.kind}`, () => this.client.resolveKind({ kind: gvkOf(type) }, this.call(options)));
     const gvk = resp.kind ?? gvkOf(type);
     return { apiVersion: apiVersionOf(gvk), kind: gvk.kind, resource: resp.resource, namespaced: resp.namespaced };
   }
 
-  watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncIterable<WatchEvent<T>> {
+  watch<K extends TypedKindRef>(kind: K, options?: WatchOptions): AsyncIterable<WatchEvent<ObjectOf<K>>>;
+  watch<T extends Manifest = KubeResource>(kind: KindRef, options?: WatchOptions): AsyncIterable<WatchEvent<T>>;
+  watch<T extends Manifest>(kind: KindRef, options: WatchOptions = {}): AsyncIterable<WatchEvent<T>> {
+    const type = typeMetaOf(kind, "cluster.watch");
     // No deadline: a watch lasts until it is cancelled, or the client closed.
     const given = options.signal ?? this.options.signal;
     const signal = given ? AbortSignal.any([given, this.closed.signal]) : this.closed.signal;
@@ -538,7 +562,7 @@ function writeOptions(options: WriteOptions | undefined, force = false) {
 }
 
 /** Sets the apiVersion and kind a read object lacks (the cache may leave them out). */
-function withType<T extends KubeResource>(obj: T, type: TypeMeta): T {
+function withType<T extends Manifest>(obj: T, type: TypeMeta): T {
   obj.apiVersion ||= type.apiVersion;
   obj.kind ||= type.kind;
   return obj;

@@ -3,6 +3,9 @@
  * k8s.io/apimachinery/pkg/api/meta (SetStatusCondition and friends).
  */
 
+/** The condition type that says an object is ready, by Kubernetes convention: "Ready". */
+export const READY = "Ready";
+
 /** The status of a condition. */
 export type ConditionStatus = "True" | "False" | "Unknown";
 
@@ -112,4 +115,33 @@ export function isConditionTrue(target: Conditions | undefined, type: string): b
 /** Reports whether the condition of the type is present with status "False". */
 export function isConditionFalse(target: Conditions | undefined, type: string): boolean {
   return findCondition(target, type)?.status === "False";
+}
+
+/** Reports whether the condition of the type is present with status "Unknown". */
+export function isConditionUnknown(target: Conditions | undefined, type: string): boolean {
+  return findCondition(target, type)?.status === "Unknown";
+}
+
+/**
+ * Sets the condition of the type to status "True" with reason and message,
+ * for observedGeneration (as setCondition). Returns whether anything changed.
+ *
+ *     markConditionTrue(obj.status, READY, "Synced", "every copy is up to date", obj.metadata.generation);
+ */
+export function markConditionTrue(target: Conditions, type: string, reason: string, message = "", observedGeneration?: number): boolean {
+  return mark(target, type, "True", reason, message, observedGeneration);
+}
+
+/** Sets the condition of the type to status "False" (see markConditionTrue). Returns whether anything changed. */
+export function markConditionFalse(target: Conditions, type: string, reason: string, message = "", observedGeneration?: number): boolean {
+  return mark(target, type, "False", reason, message, observedGeneration);
+}
+
+/** Sets the condition of the type to status "Unknown" (see markConditionTrue). Returns whether anything changed. */
+export function markConditionUnknown(target: Conditions, type: string, reason: string, message = "", observedGeneration?: number): boolean {
+  return mark(target, type, "Unknown", reason, message, observedGeneration);
+}
+
+function mark(target: Conditions, type: string, status: ConditionStatus, reason: string, message: string, observedGeneration: number | undefined): boolean {
+  return setCondition(target, { type, status, reason, message, ...(observedGeneration === undefined ? {} : { observedGeneration }) });
 }

@@ -1,28 +1,21 @@
 import { create } from "@bufbuild/protobuf";
 
-import { DescribeResponseSchema, ProtocolVersion, type DescribeResponse } from "./gen/polyop/v1alpha1/describe_pb.js";
+import { DescribeResponseSchema, type DescribeResponse } from "./gen/polyop/v1alpha1/describe_pb.js";
 import type { Registry } from "./registry.js";
+import { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./version.js";
 
 // Describe: what the sidecar tells the host about itself, built from its
 // registrations and nothing else.
 
-/**
- * The version of the polyop protocol this SDK speaks, answered in Describe:
- * ProtocolVersion.V1ALPHA1 of the generated code.
- */
-export const PROTOCOL_VERSION = ProtocolVersion.V1ALPHA1;
-
-/** The SDK's name, answered in Describe (DescribeResponse.sdk_name) for the host's logs. */
-export const SDK_NAME = "polyop-typescript";
-
-/** The SDK's version, answered in Describe (DescribeResponse.sdk_version): the version of package.json. */
-export const SDK_VERSION = "0.1.0";
+export { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./version.js";
 
 /**
  * The answer to Describe of the sidecar name with the registrations of
- * registry; reconcileStream: whether it serves ReconcileStream.
+ * registry; reconcileStream: whether it serves ReconcileStream. Throws what
+ * the registrations lack as a whole (Registry.check).
  */
 export function description(name: string, registry: Registry, { reconcileStream }: { reconcileStream: boolean }): DescribeResponse {
+  registry.check();
   return create(DescribeResponseSchema, {
     protocolVersion: PROTOCOL_VERSION,
     name,

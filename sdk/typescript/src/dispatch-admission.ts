@@ -1,7 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
-import { decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import type { AdmissionContext, Operation } from "./admission.js";
+import { deprecated } from "./deprecation.js";
+import { decode, type Call, type SidecarEnv } from "./dispatch.js";
 import { DeniedError } from "./errors.js";
 import type { FieldError, FieldErrorType } from "./field.js";
 import {
@@ -16,38 +18,14 @@ import {
   type ValidateResponse,
 } from "./gen/polyop/v1alpha1/admission_pb.js";
 import type { Logger } from "./log.js";
-import { apiVersionOf, encodeJSON, type GroupVersionKind, type KubeResource, type ObjectKey } from "./objects.js";
-import { kindKey, operations } from "./registry.js";
+import { kindKey } from "./kinds.js";
+import { modelErrors } from "./model.js";
+import { apiVersionOf, encodeJSON, receive, unreceive, type KubeResource, type Received } from "./objects.js";
+import { operations, type WebhookEntry } from "./registry.js";
 import { inServerSpan, SpanAttributes, type ServerSpan } from "./tracing.js";
 
 // Default and Validate: the context of a defaulter or validator, and how what
 // it returns or throws becomes the answer to the API server.
-
-/** An admission operation. */
-export type Operation = "CREATE" | "UPDATE" | "DELETE" | "CONNECT";
-
-/** What a defaulter or validator gets beside its object. */
-export interface AdmissionContext<T> extends CallContext {
-  readonly uid: string;
-  readonly kind: GroupVersionKind;
-  readonly resource: string;
-  /** The subresource, for example "status"; "" for the object itself. */
-  readonly subresource: string;
-  readonly key: ObjectKey;
-  readonly operation: Operation;
-  readonly userInfo: { username: string; uid: string; groups: string[]; extra: Record<string, string[]> };
-  /** The request is a dry run: change nothing outside the answer. */
-  readonly dryRun: boolean;
-  /** The object before the request, on update and delete. */
-  readonly oldObject: T | undefined;
-  /** Returns a warning to the client (kubectl prints it). */
-  warn(message: string): void;
-}
-
-/** Sets defaults on obj in place (or returns a new object). Throw DeniedError to refuse. */
-export type Defaulter<T> = (obj: T, ctx: AdmissionContext<T>) => MaybePromise<T | void>;
-/** Returns the field errors (none: allowed). Throw DeniedError to refuse with a message. On delete, obj is the old object. */
-export type Validator<T> = (obj: T, ctx: AdmissionContext<T>) => MaybePromise<FieldError[] | void>;
 
 const fieldErrorTypes: Record<FieldErrorType, FieldErrorTypeProto> = {
   Invalid: FieldErrorTypeProto.INVALID,
@@ -89,7 +67,7 @@ function admission(env: SidecarEnv, req: AdmissionRequest | undefined, role: "de
     uid: req.uid,
     ...server.logFields,
   });
-  const oldObject = req.oldObject.length ? decode<KubeResource>(req.oldObject, "the old object") : undefined;
+  const oldObject = req.oldObject.length ? receive(decode<KubeResource>(req.oldObject, "the old object")).obj : undefined;
   const warnings: string[] = [];
   const ctx: AdmissionContext<KubeResource> = {
     signal,
@@ -141,9 +119,12 @@ async function defaultIn(env: SidecarEnv, req: DefaultRequest, signal: AbortSign
   const { entry, ctx, warnings, log, request } = admission(env, req.request, "defaulter", signal, server);
   const fn = entry.defaulter!;
   const sent = request.object;
-  const obj = decode<KubeResource>(sent, "the object");
+  const { obj, filled } = receive(decode<KubeResource>(sent, "the object"));
   try {
+    checkModel(entry, obj);
     const defaulted = (await fn(obj, ctx)) ?? obj;
+    // The name or namespace the SDK filled in is no default of the handler's.
+    unreceive(defaulted, filled);
     const data = encodeJSON(defaulted);
     const unchanged = data.length === sent.length && data.every((b, i) => b === sent[i]);
     return create(DefaultResponseSchema, { object: unchanged ? new Uint8Array() : data, warnings });
@@ -161,20 +142,56 @@ export function validate(env: SidecarEnv, req: ValidateRequest, call: Call): Pro
 async function validateIn(env: SidecarEnv, req: ValidateRequest, signal: AbortSignal, server: ServerSpan): Promise<ValidateResponse> {
   const { entry, ctx, warnings, log, request } = admission(env, req.request, "validator", signal, server);
   const fn = entry.validator!;
-  const obj = request.object.length ? decode<KubeResource>(request.object, "the object") : ctx.oldObject;
+  const obj = request.object.length ? receive(decode<KubeResource>(request.object, "the object")).obj : ctx.oldObject;
   if (!obj) {
     throw new ConnectError("the request carries no object", Code.InvalidArgument);
   }
   try {
-    const errors = (await fn(obj, ctx)) ?? [];
-    if (errors.length) {
-      throw new DeniedError("", errors);
+    // On delete the object is the stored one: a model that has changed since must not keep it from going.
+    if (request.object.length) {
+      checkModel(entry, obj);
+    }
+    const returned: unknown[] = (await fn(obj, ctx)) ?? [];
+    const fieldErrors = returned.filter(isFieldError);
+    if (fieldErrors.length) {
+      deprecated(
+        "POLYOP_VALIDATOR_FIELD_ERRORS",
+        "a validator returned field errors: return warnings, and throw DeniedError with the field errors to refuse",
+        log,
+      );
+      throw new DeniedError("", fieldErrors);
+    }
+    for (const warning of returned) {
+      if (typeof warning !== "string") {
+        throw new TypeError(`a validator returns its warnings, strings; it returned ${JSON.stringify(warning)}: throw DeniedError to refuse`);
+      }
+      warnings.push(warning);
     }
     return create(ValidateResponseSchema, { warnings });
   } catch (err) {
     throwIfCutOff(signal);
     return create(ValidateResponseSchema, { denied: denial(err, log), warnings });
   }
+}
+
+/**
+ * Refuses an object the kind's typed model does not accept, as the denial of
+ * the model's field errors: what a handler typed by the model would not be
+ * able to read is the request's fault, not the sidecar's.
+ */
+function checkModel(entry: WebhookEntry, obj: Received<KubeResource>): void {
+  if (!entry.model) {
+    return;
+  }
+  const errors = modelErrors(entry.model, obj);
+  if (errors.length) {
+    throw new DeniedError(`${obj.kind} ${obj.metadata.name || "(unnamed)"} does not match its ${entry.model.kind} ${entry.model.apiVersion} model`, errors);
+  }
+}
+
+/** Whether v is a FieldError, as a validator of the deprecated shape returns. */
+function isFieldError(v: unknown): v is FieldError {
+  return typeof v === "object" && v !== null && typeof (v as FieldError).field === "string" && typeof (v as FieldError).type === "string";
 }
 
 /**

@@ -3,15 +3,12 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import { SpanStatusCode } from "@opentelemetry/api";
 
-import { callContext, decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import { callContext, decode, type Call, type SidecarEnv } from "./dispatch.js";
 import { ConvertResponseSchema, type ConvertRequest, type ConvertResponse } from "./gen/polyop/v1alpha1/admission_pb.js";
 import { encodeJSON, gvkOf, type KubeResource } from "./objects.js";
 import { inServerSpan, type ServerSpan } from "./tracing.js";
 
 // Convert: CRD conversion webhooks, one converter per kind.
-
-/** Converts obj to desiredApiVersion and returns it. */
-export type Converter = (obj: KubeResource, desiredApiVersion: string, ctx: CallContext) => MaybePromise<KubeResource>;
 
 /**
  * Answers a ConvertRequest: each object not yet at the desired version

@@ -3,7 +3,9 @@ import type { Duration } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SpanStatusCode, type Span } from "@opentelemetry/api";
 
-import { decode, type Call, type CallContext, type MaybePromise, type SidecarEnv } from "./context.js";
+import type { MaybePromise } from "./context.js";
+import { deprecated } from "./deprecation.js";
+import { decode, type Call, type SidecarEnv } from "./dispatch.js";
 import { TemporaryError, TerminalError } from "./errors.js";
 import type { Logger } from "./log.js";
 import {
@@ -17,57 +19,14 @@ import {
   type ReconcileRequest,
   type ReconcileResponse,
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
-import { encodeJSON, gvkOf, type GroupVersionKind, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
-import { checkKind, kindKey, type ControllerEntry } from "./registry.js";
+import { kindKey, kindOf, type KindRef } from "./kinds.js";
+import { encodeJSON, gvkOf, receive, type KubeResource, type ObjectKey, type Received, type TypeMeta } from "./objects.js";
+import type { EventOptions, FinalizeResult, ReconcileContext, Result } from "./reconcile.js";
+import type { ControllerEntry } from "./registry.js";
 import { inServerSpan, SpanAttributes, type CallResult, type ServerSpan } from "./tracing.js";
 
-// Reconcile and Finalize: the context a reconciler gets, what it answers, and
-// how its outcome (a Result, or a thrown error) becomes the response.
-
-/**
- * What a reconcile decides. Return nothing for "done, nothing to requeue".
- * A failure is thrown, not returned: TerminalError, TemporaryError, or any
- * other error for the exponential backoff.
- */
-export interface Result {
-  /** Reconcile again after this many milliseconds (and reset the backoff), as controller-runtime's RequeueAfter. */
-  requeueAfter?: number;
-  /** The desired children, of the owned kinds: the host applies them with server-side apply and owns them. */
-  desiredChildren?: KubeResource[];
-  /** desiredChildren is the complete set: the host deletes the owned children not in it. */
-  childrenComplete?: boolean;
-}
-
-/** What a finalize decides. Return nothing when clean-up is done and the finalizer may go. */
-export interface FinalizeResult {
-  /** Clean-up waits on something: call finalize again after this many milliseconds, keeping the finalizer. */
-  requeueAfter?: number;
-}
-
-/** What a reconciler (and a finalizer) gets beside its object. */
-export interface ReconcileContext extends CallContext {
-  readonly controller: string;
-  readonly kind: GroupVersionKind;
-  readonly key: ObjectKey;
-  /** How many times in a row this object has failed; 0 on a first attempt. */
-  readonly retries: number;
-  /**
-   * The observed children of an owned kind declared with sendObserved: the
-   * objects of that kind, from the host's cache, whose controller owner
-   * reference points at the reconciled object. Throws for a kind the
-   * controller does not own with sendObserved.
-   */
-  observedChildren<C extends KubeResource = KubeResource>(kind: TypeMeta): C[];
-  /**
-   * Records a Kubernetes Event on the object, through the host, once the call
-   * returns: type, reason (CamelCase), message, then action (what was done;
-   * defaults to the reason).
-   */
-  event(type: "Normal" | "Warning", reason: string, message: string, action?: string): void;
-}
-
-export type Reconciler<T> = (obj: T, ctx: ReconcileContext) => MaybePromise<Result | void>;
-export type Finalizer<T> = (obj: T, ctx: ReconcileContext) => MaybePromise<FinalizeResult | void>;
+// Reconcile and Finalize: the context a reconciler gets, and how its outcome
+// (a Result, or a thrown error) becomes the response.
 
 /** The context of a Reconcile or Finalize call, and the events its handler records through it. */
 function reconcileContext(
@@ -75,7 +34,7 @@ function reconcileContext(
   req: ReconcileRequest | FinalizeRequest,
   entry: ControllerEntry,
   signal: AbortSignal,
-  observed: KubeResource[],
+  observed: Array<Received<KubeResource>>,
   server: ServerSpan,
 ): { ctx: ReconcileContext; events: Event[] } {
   const kind = req.kind?.kind ? { group: req.kind.group, version: req.kind.version, kind: req.kind.kind } : entry.gvk;
@@ -103,16 +62,21 @@ function reconcileContext(
     kind,
     key,
     retries: req.retries,
-    observedChildren<C extends KubeResource = KubeResource>(type: TypeMeta): C[] {
-      const want = kindKey(checkKind(type, `controller ${JSON.stringify(req.controller)}: observedChildren`));
+    observedChildren(type: KindRef): never[] {
+      const gvk = kindOf(type, `controller ${JSON.stringify(req.controller)}: observedChildren`);
+      const want = kindKey(gvk);
       if (!entry.observed.has(want)) {
         throw new Error(
-          `controller ${JSON.stringify(req.controller)} is sent no observed children of ${type.kind} (${type.apiVersion}): declare it in owns with sendObserved: true`,
+          `controller ${JSON.stringify(req.controller)} is sent no observed children of ${gvk.kind} (${gvk.group ? `${gvk.group}/` : ""}${gvk.version}): declare it in owns with sendObserved: true`,
         );
       }
-      return observed.filter((c) => kindKey(gvkOf({ apiVersion: c.apiVersion ?? "", kind: c.kind ?? "" })) === want) as C[];
+      return observed.filter((c) => kindKey(gvkOf({ apiVersion: c.apiVersion ?? "", kind: c.kind ?? "" })) === want) as never[];
     },
-    event(type, reason, message, action = "") {
+    event(type: "Normal" | "Warning", reason: string, message: string, options: EventOptions | string = {}) {
+      if (typeof options === "string") {
+        deprecated("POLYOP_EVENT_ACTION_STRING", "ctx.event's action as a string: pass { action } as the fourth argument", env.log);
+      }
+      const action = typeof options === "string" ? options : (options.action ?? "");
       events.push({
         $typeName: "polyop.v1alpha1.Event",
         type: type === "Warning" ? EventType.WARNING : type === "Normal" ? EventType.NORMAL : EventType.UNSPECIFIED,
@@ -175,17 +139,18 @@ export function reconcile(env: SidecarEnv, req: ReconcileRequest, call: Call): P
 
 async function reconcileIn(env: SidecarEnv, req: ReconcileRequest, signal: AbortSignal, server: ServerSpan): Promise<ReconcileResponse> {
   const entry = controller(env, req, "Reconcile");
-  const observed = req.observedChildren.map((c) => decode<KubeResource>(c, `controller ${req.controller}: an observed child`));
+  const observed = req.observedChildren.map((c) => receive(decode<KubeResource>(c, `controller ${req.controller}: an observed child`)).obj);
   const { ctx, events } = reconcileContext(env, req, entry, signal, observed, server);
   if (req.object.length === 0) {
-    if (!entry.deleted) {
+    const deleted = env.registry.deletedOf(entry);
+    if (!deleted) {
       ctx.log.debug("The object is gone and the controller has no deleted handler; nothing to do");
       return create(ReconcileResponseSchema);
     }
-    const resp = await outcome(ctx, () => entry.deleted!(ctx));
+    const resp = await outcome(ctx, () => deleted(ctx));
     return resp; // status, events and children of a gone object are ignored by the host
   }
-  const obj = decode<KubeResource>(req.object, `controller ${req.controller}: the object`);
+  const obj = receive(decode<KubeResource>(req.object, `controller ${req.controller}: the object`)).obj;
   checkKey(obj, ctx.key, req.controller);
   const resp = await outcome(ctx, () => entry.reconcile(obj, ctx), entry.owned);
   const status = (obj as { status?: unknown }).status;
@@ -203,25 +168,25 @@ export function finalize(env: SidecarEnv, req: FinalizeRequest, call: Call): Pro
 
 async function finalizeIn(env: SidecarEnv, req: FinalizeRequest, signal: AbortSignal, server: ServerSpan): Promise<FinalizeResponse> {
   const entry = controller(env, req, "Finalize");
-  if (!entry.finalize) {
-    if (![...env.registry.controllers.values()].some((c) => c.finalize)) {
+  const finalizeFn = env.registry.finalizerOf(entry);
+  if (!finalizeFn) {
+    if (![...env.registry.controllers.values()].some((c) => env.registry.finalizerOf(c))) {
       throw new ConnectError(`sidecar ${JSON.stringify(env.name)} declares no finalizer: it serves no Finalize`, Code.Unimplemented);
     }
     throw new ConnectError(`controller ${JSON.stringify(req.controller)} declares no finalizer`, Code.NotFound);
   }
   const { ctx, events } = reconcileContext(env, req, entry, signal, [], server);
-  const obj = decode<KubeResource>(req.object, `controller ${req.controller}: the object`);
+  const obj = receive(decode<KubeResource>(req.object, `controller ${req.controller}: the object`)).obj;
   checkKey(obj, ctx.key, req.controller);
-  const resp = await outcome(ctx, () => entry.finalize!(obj, ctx));
+  const resp = await outcome(ctx, () => finalizeFn(obj, ctx));
   return create(FinalizeResponseSchema, { requeueAfter: resp.requeueAfter, error: resp.error, events });
 }
 
 /** Refuses an object that is not the one the request's key names. */
-function checkKey(obj: KubeResource, key: ObjectKey, controller: string) {
-  obj.metadata ??= {};
-  if ((obj.metadata.name ?? "") !== key.name || (obj.metadata.namespace ?? "") !== (key.namespace ?? "")) {
+function checkKey(obj: Received<KubeResource>, key: ObjectKey, controller: string) {
+  if (obj.metadata.name !== key.name || obj.metadata.namespace !== (key.namespace ?? "")) {
     throw new ConnectError(
-      `controller ${JSON.stringify(controller)}: the object is ${obj.metadata.namespace ?? ""}/${obj.metadata.name ?? ""}, but the request is for ${key.namespace}/${key.name}`,
+      `controller ${JSON.stringify(controller)}: the object is ${obj.metadata.namespace}/${obj.metadata.name}, but the request is for ${key.namespace}/${key.name}`,
       Code.InvalidArgument,
     );
   }
@@ -282,17 +247,4 @@ function duration(ms: number): Duration | undefined {
   }
   const whole = Math.ceil(ms);
   return { $typeName: "google.protobuf.Duration", seconds: BigInt(Math.floor(whole / 1000)), nanos: (whole % 1000) * 1_000_000 };
-}
-
-/** A Result that reconciles again after ms milliseconds. */
-export function requeueAfter(ms: number): Result {
-  return { requeueAfter: ms };
-}
-
-/**
- * A Result declaring children as the complete set of desired children: the
- * host applies them and deletes the owned children not among them.
- */
-export function childrenComplete(children: KubeResource[], result: Omit<Result, "desiredChildren" | "childrenComplete"> = {}): Result {
-  return { ...result, desiredChildren: children, childrenComplete: true };
 }

@@ -2,32 +2,13 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Context, Span } from "@opentelemetry/api";
 
 import type { Cluster } from "./cluster.js";
+import type { CallContext } from "./context.js";
 import type { Logger } from "./log.js";
 import { decodeJSON } from "./objects.js";
 import type { Registry } from "./registry.js";
 
-export type MaybePromise<T> = T | Promise<T>;
-
-/** What every handler gets beside its object. */
-export interface CallContext {
-  /** Aborted when the host's deadline passes or the host gives up on the call. */
-  readonly signal: AbortSignal;
-  /** A logger naming the call's object. */
-  readonly log: Logger;
-  /**
-   * The host's Cluster service, its calls bound to signal, each a client span
-   * of the call's trace. Throws if no address is known.
-   */
-  readonly cluster: Cluster;
-  /**
-   * The call's OpenTelemetry server span, child of the host's: add attributes
-   * and events to it, or start spans under it. Inside the handler it is also
-   * trace.getActiveSpan() (with a context manager registered, as the SDK does
-   * when it sets up tracing). When tracing is off it records nothing, and
-   * carries the host's trace and span IDs if the host sent them.
-   */
-  readonly span: Span;
-}
+// What the dispatch of every SidecarService call shares: the call, what it
+// sees of its sidecar, the context its handler gets, and request decoding.
 
 /**
  * A call as the handlers of SidecarService get it: its signal, and the trace
@@ -39,8 +20,9 @@ export interface Call {
 }
 
 /**
- * What the handlers of SidecarService need from their Sidecar: its name and
- * logger, what is registered on it, and its Cluster.
+ * What the handlers of SidecarService need from their sidecar: its name and
+ * logger, what is registered on it, and its Cluster. The Sidecar gives it;
+ * nothing here knows the Sidecar.
  */
 export interface SidecarEnv {
   readonly name: string;

@@ -6,28 +6,31 @@
  * reconcile, admit or convert. This package registers plain functions for
  * those calls and serves them:
  *
- *     import { Sidecar, setCondition, shutdownSignal, type KubeObject } from "@polyop/sidecar";
+ *     import { Sidecar, markConditionTrue, READY, shutdownSignal, type Condition, type KubeObject } from "@polyop/sidecar";
  *
  *     type Widget = KubeObject<{ size: number }, { conditions?: Condition[] }>;
  *
  *     const sidecar = new Sidecar({ name: "widget-operator" });
  *     sidecar.reconciler<Widget>(
- *       { for: { apiVersion: "example.com/v1", kind: "Widget" }, updateFilters: ["GenerationChanged"] },
+ *       { for: "example.com/v1/Widget", updateFilters: ["GenerationChanged"] },
  *       async (widget, ctx) => {
  *         widget.status ??= {};
- *         setCondition(widget.status, { type: "Ready", status: "True", reason: "Reconciled" });
- *         ctx.event("Normal", "Reconciled", "the widget is ready");
+ *         markConditionTrue(widget.status, READY, "Reconciled");
+ *         ctx.event("Normal", "Reconciled", `widget ${widget.metadata.name} is ready`);
  *         return { requeueAfter: 10 * 60_000 };
  *       },
  *     );
- *     await sidecar.serve("unix:///var/run/polyop/sidecar.sock", { signal: shutdownSignal() });
+ *     await sidecar.serve({ address: "unix:///var/run/polyop/sidecar.sock", signal: shutdownSignal() });
  *
  * Inside a reconciler: change obj.status in place and it is sent back (also
  * when the reconciler throws); throw TerminalError for what retrying cannot
  * fix, TemporaryError to say when to retry, anything else to be retried with
  * backoff; ctx.event records events; ctx.observedChildren(kind) lists the
  * children the host sent; ctx.cluster reads and writes other objects through
- * the host.
+ * the host. Objects the host sends have metadata.name and
+ * metadata.namespace typed as present (Received); desired children and
+ * objects written are any Manifest, kubernetes-models' typed built-in kinds
+ * included.
  *
  * "@polyop/sidecar/testing" has Harness, which calls a sidecar's functions
  * without a host, and FakeCluster, an in-memory Cluster. "@polyop/sidecar/crd"
@@ -65,7 +68,12 @@ export {
   findCondition,
   isConditionFalse,
   isConditionTrue,
+  isConditionUnknown,
+  markConditionFalse,
+  markConditionTrue,
+  markConditionUnknown,
   now,
+  READY,
   removeCondition,
   setCondition,
   type Condition,
@@ -94,7 +102,8 @@ export {
   type StatusCause,
 } from "./errors.js";
 export { field, formatFieldError, type FieldError, type FieldErrorType } from "./field.js";
-export { OWNER_UID_INDEX, type CachedKindOptions, type IndexOptions } from "./indexes.js";
+export { OWNER_UID_INDEX, type CachedKindOptions, type DeclaredIndex, type DeclaredKind, type IndexOptions } from "./indexes.js";
+export { kindOf, type DataOf, type KindRef, type ModelClass, type ObjectOf, type TypedKindRef } from "./kinds.js";
 export { discardLogger, jsonLogger, type LogFields, type Logger, type LogLevel } from "./log.js";
 export {
   apiVersionOf,
@@ -104,20 +113,25 @@ export {
   type GroupVersionKind,
   type KubeObject,
   type KubeResource,
+  type Manifest,
   type ObjectKey,
   type ObjectMeta,
   type OwnerReference,
+  type Received,
+  type ReceivedMeta,
   type TypedKind,
   type TypeMeta,
 } from "./objects.js";
-export type { RunningServer } from "./serve.js";
-export { type AdmissionContext, type Defaulter, type Operation, type Validator } from "./admission.js";
-export type { CallContext } from "./context.js";
+export type { RunningServer, RunningSidecar, ServeOptions } from "./serve.js";
+export type { AdmissionContext, Defaulter, FieldErrorValidator, Operation, Validator } from "./admission.js";
+export type { CallContext, MaybePromise } from "./context.js";
 export type { Converter } from "./conversion.js";
-export { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./describe.js";
+export { PROTOCOL_VERSION, SDK_NAME, SDK_VERSION } from "./version.js";
 export {
   childrenComplete,
   requeueAfter,
+  type DeletedHandler,
+  type EventOptions,
   type FinalizeResult,
   type Finalizer,
   type ReconcileContext,
@@ -127,6 +141,7 @@ export {
 export {
   type ControllerOptions,
   type ConversionOptions,
+  type FinalizerOptions,
   type OwnedKind,
   type UpdateFilter,
   type WatchedKind,

@@ -51,7 +51,7 @@ describe("field paths", () => {
 
 function sidecar(): Sidecar {
   const s = new Sidecar({ name: "pods" });
-  s.index({ ...pods, name: ".metadata.controller", path: ".metadata.ownerReferences[?(@.controller==true)].name" });
+  s.index({ ...pods, name: ".metadata.controller", fieldPath: ".metadata.ownerReferences[?(@.controller==true)].name" });
   s.index({ ...pods, name: "images", cel: "object.spec.containers.map(c, c.image)" });
   s.cacheKind({ ...pods, namespaces: ["shop"], labelSelector: "app=web" });
   s.reconciler<KubeResource & { status?: { pods: string[] } }>({ for: { apiVersion: "apps/v1", kind: "ReplicaSet" } }, async (rs, ctx) => {
@@ -82,11 +82,11 @@ describe("declared indexes", () => {
   test("a bad declaration is refused", () => {
     const s = new Sidecar({ name: "pods" });
     assert.throws(() => s.index({ ...pods, name: "x" } as never), /one of them/);
-    assert.throws(() => s.index({ ...pods, name: "a=b", path: ".a" }), /without '='/);
-    assert.throws(() => s.index({ ...pods, name: OWNER_UID_INDEX, path: ".a" }), /keeps this index itself/);
-    assert.throws(() => s.index({ ...pods, name: "x", path: ".a..b" }), /field path/);
-    s.index({ ...pods, name: "x", path: ".a" });
-    assert.throws(() => s.index({ ...pods, name: "x", path: ".b" }), /already declared/);
+    assert.throws(() => s.index({ ...pods, name: "a=b", fieldPath: ".a" }), /without '='/);
+    assert.throws(() => s.index({ ...pods, name: OWNER_UID_INDEX, fieldPath: ".a" }), /keeps this index itself/);
+    assert.throws(() => s.index({ ...pods, name: "x", fieldPath: ".a..b" }), /field path/);
+    s.index({ ...pods, name: "x", fieldPath: ".a" });
+    assert.throws(() => s.index({ ...pods, name: "x", fieldPath: ".b" }), /already declared/);
     s.cacheKind(pods);
     assert.throws(() => s.cacheKind(pods), /already declared/);
   });

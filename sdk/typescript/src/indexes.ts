@@ -1,3 +1,4 @@
+import type { KindRef } from "./kinds.js";
 import type { KubeResource, TypeMeta } from "./objects.js";
 
 // Declared cache indexes and cached kinds (DescribeResponse.indexes and
@@ -12,26 +13,45 @@ import type { KubeResource, TypeMeta } from "./objects.js";
 export const OWNER_UID_INDEX = ".metadata.controllerUID";
 
 /**
+ * The kind an index or cached kind is declared on: `for`, in any form of
+ * KindRef (a defineKind model, kind info, "group/version/Kind"), or the kind
+ * info spread into the options ({ ...configMaps, name, fieldPath }).
+ */
+export type DeclaredKind = { for: KindRef; apiVersion?: never; kind?: never } | (TypeMeta & { for?: never });
+
+/**
  * A cache index the host keeps on a kind, the declarative form of
  * controller-runtime's IndexField: `cluster.list(kind, { fieldSelector:
  * `${name}=${value}` })` is then answered from the host's cache. The values
- * are those at a field `path` (".spec.nodeName",
+ * are those at a `fieldPath` (".spec.nodeName",
  * ".metadata.ownerReferences[?(@.controller==true)].name") or the string, or
  * list of strings, a `cel` expression over `object` returns. The host compiles
  * both at start and stops, naming the index, if one does not compile.
  */
-export type IndexOptions = TypeMeta & { name: string } & ({ path: string; cel?: never } | { cel: string; path?: never });
+export type IndexOptions = DeclaredKind & { name: string } & (
+    | { fieldPath: string; cel?: never; path?: never }
+    | { cel: string; fieldPath?: never; path?: never }
+    | {
+        /** @deprecated Use fieldPath, the protocol's name. */
+        path: string;
+        fieldPath?: never;
+        cel?: never;
+      }
+  );
+
+/** An index as the sidecar declared it: its kind as kind info, its values by fieldPath or cel. */
+export type DeclaredIndex = TypeMeta & { name: string } & ({ fieldPath: string; cel?: never } | { cel: string; fieldPath?: never });
 
 /**
  * A kind the host caches for reads, with no controller: reads of it through
  * ctx.cluster come from the host's cache. namespaces (every namespace the host
  * watches by default), labelSelector and fieldSelector select what is cached.
  */
-export interface CachedKindOptions extends TypeMeta {
+export type CachedKindOptions = DeclaredKind & {
   namespaces?: string[];
   labelSelector?: string;
   fieldSelector?: string;
-}
+};
 
 type Step = (v: unknown) => unknown[];
 

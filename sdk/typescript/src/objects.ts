@@ -57,6 +57,67 @@ export interface KubeResource extends TypeMeta {
 }
 
 /**
+ * An object you build, to apply as a desired child or to write through the
+ * Cluster: its kind, and metadata whose every field may be left out (a
+ * desired child's namespace defaults to its owner's). The typed built-in
+ * kinds of kubernetes-models are ones, as interfaces (IDeployment) and as
+ * objects (new Deployment({...})), and so is every KubeResource.
+ */
+export interface Manifest extends TypeMeta {
+  metadata?: ObjectMeta;
+}
+
+/**
+ * The metadata of an object the host sends a handler: its name and
+ * namespace are always strings. The namespace of a cluster-scoped object is
+ * "", and so is the name a defaulter sees on a create with generateName
+ * (the API server names the object after the mutating webhooks).
+ */
+export interface ReceivedMeta extends ObjectMeta {
+  name: string;
+  namespace: string;
+}
+
+/**
+ * An object as the host sends it to a handler (the reconciled object, an
+ * admission object, an observed child): T with metadata.name and
+ * metadata.namespace typed as present, so that strict code uses them as
+ * label values or keys without `!`.
+ */
+export type Received<T> = T & { metadata: ReceivedMeta };
+
+/**
+ * Makes obj a Received one, in place: a name or namespace the JSON left out
+ * becomes "". Returns what it filled in, to take out again before obj is sent
+ * back (see unreceive).
+ */
+export function receive<T extends object>(obj: T): { obj: Received<T>; filled: Array<"name" | "namespace"> } {
+  const holder = obj as { metadata?: Partial<ReceivedMeta> | null };
+  if (typeof holder.metadata !== "object" || holder.metadata === null) {
+    holder.metadata = {};
+  }
+  const meta = holder.metadata;
+  const filled: Array<"name" | "namespace"> = [];
+  for (const field of ["name", "namespace"] as const) {
+    if (typeof meta[field] !== "string") {
+      meta[field] = "";
+      filled.push(field);
+    }
+  }
+  return { obj: obj as Received<T>, filled };
+}
+
+/** Takes out of obj's metadata the fields receive filled in that are still "". */
+export function unreceive(obj: unknown, filled: ReadonlyArray<"name" | "namespace">): void {
+  const meta = (obj as { metadata?: Record<string, unknown> } | null)?.metadata;
+  for (const field of filled) {
+    if (meta?.[field] === "") {
+      delete meta[field];
+    }
+  }
+}
+
+/**
  * An object with a spec and a status, as most kinds have, custom resources
  * above all:
  *
@@ -75,7 +136,7 @@ export interface KubeObject<Spec = Record<string, unknown>, Status = Record<stri
  * (TypeBox's phantom static property): Sidecar.reconciler({ for: K }, fn)
  * gives fn that type.
  */
-export interface TypedKind<T extends KubeResource = KubeResource> extends TypeMeta {
+export interface TypedKind<T extends Manifest = KubeResource> extends TypeMeta {
   readonly static: T;
 }
 
@@ -93,8 +154,8 @@ export function apiVersionOf(gvk: { group: string; version: string }): string {
 }
 
 /** The key of an object: its namespace and name. */
-export function keyOf(obj: KubeResource): ObjectKey {
-  return { namespace: obj.metadata.namespace ?? "", name: obj.metadata.name ?? "" };
+export function keyOf(obj: Manifest): ObjectKey {
+  return { namespace: obj.metadata?.namespace ?? "", name: obj.metadata?.name ?? "" };
 }
 
 /** "namespace/name", or "name" for a cluster-scoped object, as Kubernetes prints keys. */

@@ -12,7 +12,8 @@ import { FileDescriptorProtoSchema, type FileDescriptorProto } from "@bufbuild/p
 import * as grpc from "@grpc/grpc-js";
 
 import { discardLogger } from "./log.js";
-import { Sidecar, type SidecarOptions } from "./sidecar.js";
+import type { ServeOptions } from "./serve.js";
+import { Sidecar } from "./sidecar.js";
 
 const REFLECTION = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
 
@@ -92,14 +93,14 @@ function ask(address: string, question: { listServices: true } | { fileContainin
   }).finally(() => client.close());
 }
 
-async function serve(t: TestContext, address: (dir: string) => string, options: Partial<SidecarOptions> = {}): Promise<string> {
+async function serve(t: TestContext, address: (dir: string) => string, options: ServeOptions = {}): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "po-"));
   t.after(() => rm(dir, { recursive: true, force: true }));
-  const sidecar = new Sidecar({ name: "widget-operator", logger: discardLogger, ...options }).reconciler(
+  const sidecar = new Sidecar({ name: "widget-operator", logger: discardLogger }).reconciler(
     { for: { apiVersion: "example.com/v1", kind: "Widget" } },
     () => {},
   );
-  const server = await sidecar.listen(address(dir));
+  const server = await sidecar.start({ ...options, address: address(dir) });
   t.after(() => server.stop());
   return server.address.startsWith("tcp://") ? server.address.slice("tcp://".length) : server.address;
 }

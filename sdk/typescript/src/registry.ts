@@ -1,20 +1,27 @@
-import type { Defaulter, Operation, Validator } from "./admission.js";
-import type { MaybePromise } from "./context.js";
+import type { Defaulter, FieldErrorValidator, Operation, Validator } from "./admission.js";
 import type { Converter } from "./conversion.js";
+import type { DefinedKind } from "./crd.js";
 import { FailurePolicy, Operation as OperationProto, type WebhookDescription } from "./gen/polyop/v1alpha1/admission_pb.js";
 import { UpdateFilter as UpdateFilterProto, type CachedKind, type ControllerDescription, type IndexDescription } from "./gen/polyop/v1alpha1/describe_pb.js";
-import { compilePath, OWNER_UID_INDEX, type CachedKindOptions, type IndexOptions } from "./indexes.js";
-import { gvkOf, type GroupVersionKind, type KubeResource, type TypeMeta } from "./objects.js";
-import type { Finalizer, ReconcileContext, Reconciler, Result } from "./reconcile.js";
+import { compilePath, OWNER_UID_INDEX, type CachedKindOptions, type DeclaredKind, type IndexOptions } from "./indexes.js";
+import { kindKey, kindOf, modelOf, type KindRef } from "./kinds.js";
+import type { GroupVersionKind, KubeResource, TypeMeta } from "./objects.js";
+import type { DeletedHandler, Finalizer, Reconciler } from "./reconcile.js";
 
 // What a sidecar registers, checked and turned into the descriptions the host
 // reads in Describe: the options of controllers, webhooks and conversions,
-// and the Registry that keeps each with its handler.
+// and the Registry that keeps each with its handler. The registry knows
+// nothing of how it is served: dispatch reads it, and the Sidecar serves it.
 
 /** Update events pass only if one of these changed, after controller-runtime's predicates. */
 export type UpdateFilter = "GenerationChanged" | "LabelsChanged" | "AnnotationsChanged" | "DeletionChanged";
 
-/** A kind of child a controller owns. Every option defaults to false. */
+/**
+ * A kind of child a controller owns, as kind info with its options. Every
+ * option defaults to false. An owned kind without options may also be given
+ * in any form of KindRef (a kubernetes-models class such as Deployment, or
+ * "apps/v1/Deployment").
+ */
 export interface OwnedKind extends TypeMeta {
   /** Send the observed children of this kind to each reconcile (ctx.observedChildren(kind)). */
   sendObserved?: boolean;
@@ -40,9 +47,9 @@ export interface OwnedKind extends TypeMeta {
 export type WatchedKind = TypeMeta & ({ label: string } | { annotation: string } | { fieldPath: string });
 
 /** How a controller is declared to the host. */
-export interface ControllerOptions<T> {
-  /** The reconciled kind. */
-  for: TypeMeta;
+export interface ControllerOptions<T = KubeResource> {
+  /** The reconciled kind: a defineKind model (which types the reconciler's object), kind info, or "group/version/Kind". */
+  for: KindRef;
   /** Unique within the sidecar: lower-case letters, digits, '-' and '.'. Defaults to the kind in lower case. */
   name?: string;
   /** Updates reconcile only when one of these changed. Defaults to every update, as controller-runtime. */
@@ -53,13 +60,18 @@ export interface ControllerOptions<T> {
   namespaces?: string[];
   /** How many objects are reconciled at once. Defaults to 1. */
   maxConcurrentReconciles?: number;
-  owns?: OwnedKind[];
+  owns?: Array<OwnedKind | KindRef>;
   watches?: WatchedKind[];
-  /** A finalizer the host adds to every object; when one is being deleted, finalize is called instead of the reconciler. */
+  /**
+   * The name of a finalizer the host adds to every object, for example
+   * "example.com/cleanup"; when one is being deleted, the handler registered
+   * with Sidecar.finalizer for the kind is called instead of the reconciler.
+   */
   finalizer?: string;
+  /** @deprecated Register the handler with Sidecar.finalizer(kind, fn); name the finalizer here, in finalizer. */
   finalize?: Finalizer<T>;
-  /** Called when the object is gone (no finalizer held it). Defaults to doing nothing. */
-  deleted?: (ctx: ReconcileContext) => MaybePromise<Result | void>;
+  /** @deprecated Register the handler with Sidecar.deleted(kind, fn). */
+  deleted?: DeletedHandler;
   /**
    * Declares that the reconciler's answer depends on its inputs alone: the object without its status (and without
    * metadata.resourceVersion and metadata.managedFields) and the observed children sent (sendObserved), status
@@ -70,10 +82,21 @@ export interface ControllerOptions<T> {
   skipUnchangedInputs?: boolean;
 }
 
+/** Options of Sidecar.finalizer. */
+export interface FinalizerOptions {
+  /** Only for the controller of this name. Defaults to every controller of the kind that names a finalizer. */
+  controller?: string;
+}
+
 /** How an admission webhook is declared to the host. */
 export interface WebhookOptions {
-  /** The kind, at the version the webhook receives objects in. */
-  for: TypeMeta;
+  /**
+   * The kind, at the version the webhook receives objects in: a defineKind
+   * model (which types the handler's object, and checks it: an object the
+   * model refuses is denied with its field errors before the handler runs),
+   * kind info, or "group/version/Kind".
+   */
+  for: KindRef;
   /** The resource (plural), when discovery should not be asked. */
   resource?: string;
   /** Defaults to CREATE and UPDATE. */
@@ -84,21 +107,22 @@ export interface WebhookOptions {
   timeoutSeconds?: number;
 }
 
-/** How a conversion is declared to the host. */
-export interface ConversionOptions {
-  group: string;
-  kind: string;
-  /** The versions converted between, any to any. */
-  versions: string[];
-}
+/**
+ * How a conversion is declared to the host: the kind, in any form of KindRef
+ * (its version does not matter), or its group and kind, and the versions
+ * converted between, any to any.
+ */
+export type ConversionOptions = { versions: string[] } & ({ for: KindRef; group?: never; kind?: never } | { group: string; kind: string; for?: never });
 
 /** A registered controller: its description and its handlers. */
 export interface ControllerEntry {
   desc: ControllerDescription;
   gvk: GroupVersionKind;
   reconcile: Reconciler<KubeResource>;
+  /** The finalize handler given in the options (deprecated); see Registry.finalizerOf. */
   finalize: Finalizer<KubeResource> | undefined;
-  deleted: ((ctx: ReconcileContext) => MaybePromise<Result | void>) | undefined;
+  /** The deleted handler given in the options (deprecated); see Registry.deletedOf. */
+  deleted: DeletedHandler | undefined;
   owned: Set<string>;
   /** The owned kinds declared with sendObserved. */
   observed: Set<string>;
@@ -108,7 +132,9 @@ export interface ControllerEntry {
 export interface WebhookEntry {
   desc: WebhookDescription;
   defaulter?: Defaulter<KubeResource>;
-  validator?: Validator<KubeResource>;
+  validator?: Validator<KubeResource> | FieldErrorValidator<KubeResource>;
+  /** The defineKind model the kind was registered with: objects are checked against it. */
+  model?: DefinedKind;
 }
 
 const updateFilters: Record<UpdateFilter, UpdateFilterProto> = {
@@ -120,7 +146,7 @@ const updateFilters: Record<UpdateFilter, UpdateFilterProto> = {
 
 /** A registered conversion: its options and its converter. */
 export interface ConversionEntry {
-  desc: ConversionOptions;
+  desc: { group: string; kind: string; versions: string[] };
   convert: Converter;
 }
 
@@ -132,17 +158,10 @@ export const operations: Record<Operation, OperationProto> = {
   CONNECT: OperationProto.CONNECT,
 };
 
-/** The key of a kind in the registry's maps: "group/version/kind". */
-export const kindKey = (gvk: GroupVersionKind) => `${gvk.group}/${gvk.version}/${gvk.kind}`;
-
-/** Checks a kind given as apiVersion and kind and splits it. */
-export function checkKind(type: TypeMeta | undefined, where: string): GroupVersionKind {
-  if (!type?.apiVersion || !type.kind) {
-    throw new Error(`${where}: a kind needs an apiVersion and a kind, got ${JSON.stringify(type)}`);
-  }
-  return gvkOf(type);
+/** The kind of an index's or cached kind's options: their for, or the kind info spread into them. */
+function declaredKind(options: DeclaredKind, where: string): GroupVersionKind {
+  return kindOf(options.for ?? options, where);
 }
-
 
 /**
  * What a sidecar registers: its controllers by name, its webhooks and
@@ -157,6 +176,10 @@ export class Registry {
   readonly indexes = new Map<string, Omit<IndexDescription, "$typeName" | "kind"> & { kind: GroupVersionKind }>();
   /** The kinds declared for cached reads, by "group/kind". */
   readonly cachedKinds = new Map<string, Omit<CachedKind, "$typeName" | "kind"> & { kind: GroupVersionKind }>();
+  /** The finalize handlers, by kind (kindKey), or by kind and controller ("kindKey#name"). */
+  readonly finalizers = new Map<string, Finalizer<KubeResource>>();
+  /** The deleted handlers, by kind (kindKey). */
+  readonly deletedHandlers = new Map<string, DeletedHandler>();
   /** Set while the sidecar serves: the host reads the registrations once, at start. */
   sealed = false;
 
@@ -166,8 +189,8 @@ export class Registry {
   }
 
   /** Adds a controller reconciling objects of options.for with fn. */
-  addController<T extends KubeResource>(options: ControllerOptions<T>, fn: Reconciler<T>): void {
-    const gvk = checkKind(options.for, "for");
+  addController<T>(options: ControllerOptions<T>, fn: Reconciler<T>): void {
+    const gvk = kindOf(options.for, "for");
     const name = options.name ?? gvk.kind.toLowerCase();
     const where = `polyop: controller ${JSON.stringify(name)}`;
     this.checkOpen(where);
@@ -181,8 +204,8 @@ export class Registry {
     if (!Number.isInteger(max) || max < 0) {
       throw new Error(`${where}: maxConcurrentReconciles must be a whole number ≥ 0, got ${max}`);
     }
-    if (Boolean(options.finalizer) !== Boolean(options.finalize)) {
-      throw new Error(`${where}: a finalizer and a finalize function go together`);
+    if (options.finalize && !options.finalizer) {
+      throw new Error(`${where}: a finalize function needs the finalizer's name, in finalizer`);
     }
     const filters = [...new Set(options.updateFilters ?? [])].map((f) => {
       const value = updateFilters[f];
@@ -191,14 +214,17 @@ export class Registry {
       }
       return value;
     });
-    const owns = (options.owns ?? []).map((o) => ({
-      kind: checkKind(o, `${where}: owns`),
-      sendObserved: o.sendObserved ?? false,
-      adopt: o.adopt ?? false,
-      replaceOnImmutable: o.replaceOnImmutable ?? false,
-    }));
+    const owns = (options.owns ?? []).map((o) => {
+      const flags: Partial<OwnedKind> = typeof o === "object" && o !== null ? o : {};
+      return {
+        kind: kindOf(o, `${where}: owns`),
+        sendObserved: flags.sendObserved ?? false,
+        adopt: flags.adopt ?? false,
+        replaceOnImmutable: flags.replaceOnImmutable ?? false,
+      };
+    });
     const watches = (options.watches ?? []).map((w) => {
-      const kind = checkKind(w, `${where}: watches`);
+      const kind = kindOf(w, `${where}: watches`);
       const set = [
         { case: "label" as const, value: "label" in w ? w.label : "" },
         { case: "annotation" as const, value: "annotation" in w ? w.annotation : "" },
@@ -230,8 +256,9 @@ export class Registry {
         skipUnchangedInputs: options.skipUnchangedInputs ?? false,
       },
       gvk,
-      reconcile: fn as Reconciler<KubeResource>,
-      finalize: options.finalize as Finalizer<KubeResource> | undefined,
+      reconcile: fn as unknown as Reconciler<KubeResource>,
+      // The deprecated handlers in the options still work.
+      finalize: options.finalize as unknown as Finalizer<KubeResource> | undefined,
       deleted: options.deleted,
       owned: new Set(owns.map((o) => kindKey(o.kind))),
       observed: new Set(owns.filter((o) => o.sendObserved).map((o) => kindKey(o.kind))),
@@ -240,21 +267,91 @@ export class Registry {
 
   /** Adds a CRD conversion webhook for a kind's versions. */
   addConversion(options: ConversionOptions, fn: Converter): void {
-    const where = `polyop: conversion of ${options.kind}.${options.group}`;
+    const { group, kind } = options.for !== undefined ? kindOf(options.for, "polyop: conversion") : { group: options.group ?? "", kind: options.kind ?? "" };
+    const where = `polyop: conversion of ${kind}.${group}`;
     this.checkOpen(where);
-    if (!options.kind || options.versions.length < 2) {
+    if (!kind || (options.versions ?? []).length < 2) {
       throw new Error(`${where}: needs a kind and at least two versions`);
     }
-    const key = `${options.group}/${options.kind}`;
+    const key = `${group}/${kind}`;
     if (this.conversions.has(key)) {
       throw new Error(`${where} is already registered`);
     }
-    this.conversions.set(key, { desc: options, convert: fn });
+    this.conversions.set(key, { desc: { group, kind, versions: options.versions }, convert: fn });
+  }
+
+  /**
+   * Registers the finalize handler of the controllers reconciling kind (of
+   * the one named controller, when given); each names its finalizer in its
+   * options (finalizer).
+   */
+  addFinalizer(kind: KindRef, fn: Finalizer<KubeResource>, controller?: string): void {
+    const gvk = kindOf(kind, "polyop: finalizer");
+    const where = `polyop: finalizer of ${gvk.kind}${controller ? ` for controller ${JSON.stringify(controller)}` : ""}`;
+    this.checkOpen(where);
+    const key = controller ? `${kindKey(gvk)}#${controller}` : kindKey(gvk);
+    if (this.finalizers.has(key)) {
+      throw new Error(`${where} is already registered`);
+    }
+    this.finalizers.set(key, fn);
+  }
+
+  /** Registers the handler called when a reconciled object of kind is gone. */
+  addDeleted(kind: KindRef, fn: DeletedHandler): void {
+    const gvk = kindOf(kind, "polyop: deleted");
+    const where = `polyop: deleted handler of ${gvk.kind}`;
+    this.checkOpen(where);
+    if (this.deletedHandlers.has(kindKey(gvk))) {
+      throw new Error(`${where} is already registered`);
+    }
+    this.deletedHandlers.set(kindKey(gvk), fn);
+  }
+
+  /** The finalize handler of a controller: registered for its kind, or given in its options. */
+  finalizerOf(entry: ControllerEntry): Finalizer<KubeResource> | undefined {
+    if (!entry.desc.finalizer) {
+      return undefined;
+    }
+    return this.finalizers.get(`${kindKey(entry.gvk)}#${entry.desc.name}`) ?? this.finalizers.get(kindKey(entry.gvk)) ?? entry.finalize;
+  }
+
+  /** The deleted handler of a controller: registered for its kind, or given in its options. */
+  deletedOf(entry: ControllerEntry): DeletedHandler | undefined {
+    return this.deletedHandlers.get(kindKey(entry.gvk)) ?? entry.deleted;
+  }
+
+  /**
+   * Checks what only the whole set of registrations tells: every controller
+   * naming a finalizer has its handler, and every finalize handler a
+   * controller naming its finalizer. Describe calls it.
+   */
+  check(): void {
+    const controllers = [...this.controllers.values()];
+    for (const c of controllers) {
+      if (c.desc.finalizer && !this.finalizerOf(c)) {
+        throw new Error(
+          `polyop: controller ${JSON.stringify(c.desc.name)}: a finalizer and its handler go together: it names the finalizer ${JSON.stringify(c.desc.finalizer)}, but no handler is registered; register one with sidecar.finalizer(${JSON.stringify(`${c.gvk.group ? `${c.gvk.group}/` : ""}${c.gvk.version}/${c.gvk.kind}`)}, fn)`,
+        );
+      }
+    }
+    for (const key of this.finalizers.keys()) {
+      const [kind, name] = key.split("#");
+      if (!controllers.some((c) => c.desc.finalizer && kindKey(c.gvk) === kind && (name === undefined || c.desc.name === name))) {
+        throw new Error(
+          `polyop: a finalizer and its handler go together: a handler is registered for ${key.split("/").pop()}, but no controller of the kind names its finalizer; set finalizer in the controller's options`,
+        );
+      }
+    }
+    for (const key of this.deletedHandlers.keys()) {
+      if (!controllers.some((c) => kindKey(c.gvk) === key)) {
+        throw new Error(`polyop: a deleted handler is registered for ${key.split("/").pop()} but no controller reconciles the kind`);
+      }
+    }
   }
 
   /** Adds a declared index (see IndexOptions). */
   addIndex(options: IndexOptions): void {
-    const gvk = checkKind(options, "polyop: index");
+    const gvk = declaredKind(options, "polyop: index");
     const where = `polyop: index ${JSON.stringify(options.name)} on ${gvk.kind}`;
     this.checkOpen(where);
     if (!options.name || /[=!,\s]/.test(options.name)) {
@@ -263,11 +360,13 @@ export class Registry {
     if (options.name === OWNER_UID_INDEX) {
       throw new Error(`${where}: the host keeps this index itself on every owned kind; choose another name`);
     }
-    if (Boolean(options.path) === Boolean(options.cel)) {
-      throw new Error(`${where}: give path or cel, one of them`);
+    // path is the deprecated name of fieldPath.
+    const fieldPath = options.fieldPath ?? options.path;
+    if (Boolean(fieldPath) === Boolean(options.cel)) {
+      throw new Error(`${where}: give fieldPath or cel, one of them`);
     }
-    if (options.path) {
-      compilePath(options.path); // an error now rather than at the host's start
+    if (fieldPath) {
+      compilePath(fieldPath); // an error now rather than at the host's start
     }
     const key = `${gvk.group}/${gvk.kind}/${options.name}`;
     if (this.indexes.has(key)) {
@@ -276,13 +375,13 @@ export class Registry {
     this.indexes.set(key, {
       kind: gvk,
       name: options.name,
-      value: options.path ? { case: "fieldPath", value: options.path } : { case: "cel", value: options.cel ?? "" },
+      value: fieldPath ? { case: "fieldPath", value: fieldPath } : { case: "cel", value: options.cel ?? "" },
     });
   }
 
   /** Adds a kind declared for cached reads (see CachedKindOptions). */
   addCachedKind(options: CachedKindOptions): void {
-    const gvk = checkKind(options, "polyop: cached kind");
+    const gvk = declaredKind(options, "polyop: cached kind");
     const where = `polyop: cached kind ${gvk.kind}`;
     this.checkOpen(where);
     for (const ns of options.namespaces ?? []) {
@@ -310,7 +409,7 @@ export class Registry {
 
   /** Adds the description of a defaulter or validator of options.for, merged with the other webhook of the kind; the caller sets its handler. */
   addWebhook(options: WebhookOptions, role: "defaulter" | "validator"): WebhookEntry {
-    const gvk = checkKind(options.for, "for");
+    const gvk = kindOf(options.for, "for");
     const where = `polyop: ${role} of ${gvk.kind}`;
     this.checkOpen(where);
     const timeout = options.timeoutSeconds ?? 0;
@@ -333,8 +432,9 @@ export class Registry {
       timeoutSeconds: timeout,
     };
     let entry = this.webhooks.get(kindKey(gvk));
+    const model = modelOf(options.for);
     if (!entry) {
-      entry = { desc };
+      entry = { desc, ...(model ? { model } : {}) };
       this.webhooks.set(kindKey(gvk), entry);
     } else {
       if (entry[role]) {
@@ -355,6 +455,7 @@ export class Registry {
         merged.operations = desc.operations;
       }
     }
+    entry.model ??= model;
     entry.desc.default ||= role === "defaulter";
     entry.desc.validate ||= role === "validator";
     return entry;

@@ -29,8 +29,8 @@ type Widget = KubeObject<{ size: number; sleepMs?: number }, { seen?: number }>;
 const widgets = { apiVersion: "example.com/v1", kind: "Widget" };
 
 /** A sidecar whose reconciler calls onCall as it starts, then sleeps spec.sleepMs. */
-function newSidecar(options: { gracefulShutdownTimeoutMs?: number } = {}, onCall: () => void = () => {}) {
-  return new Sidecar({ name: "widget-operator", logger: discardLogger, ...options }).reconciler<Widget>(
+function newSidecar(onCall: () => void = () => {}) {
+  return new Sidecar({ name: "widget-operator", logger: discardLogger }).reconciler<Widget>(
     { for: widgets },
     async (w, ctx) => {
       onCall();
@@ -65,7 +65,7 @@ describe("serving on a unix socket", () => {
     const umask = process.umask(0); // whatever the umask, the socket is 0660
     let server;
     try {
-      server = await newSidecar().listen(address);
+      server = await newSidecar().start({ address });
     } finally {
       process.umask(umask);
     }
@@ -80,7 +80,7 @@ describe("serving on a unix socket", () => {
     process.chdir(dir);
     let server;
     try {
-      server = await newSidecar().listen("unix:run/sidecar.sock");
+      server = await newSidecar().start({ address: "unix:run/sidecar.sock" });
     } finally {
       process.chdir(cwd);
     }
@@ -91,7 +91,7 @@ describe("serving on a unix socket", () => {
 
   test("answers health checks, Describe and Reconcile", async (t) => {
     const address = await socketAddress(t);
-    const server = await newSidecar().listen(address);
+    const server = await newSidecar().start({ address });
     t.after(() => server.stop());
     const client = new GrpcClient(address);
     t.after(() => client.close());
@@ -130,7 +130,7 @@ describe("serving on a unix socket", () => {
 
   test("serves calls concurrently", async (t) => {
     const address = await socketAddress(t);
-    const server = await newSidecar().listen(address);
+    const server = await newSidecar().start({ address });
     t.after(() => server.stop());
     const client = new GrpcClient(address);
     t.after(() => client.close());
@@ -152,7 +152,7 @@ describe("serving on a unix socket", () => {
       signals.push(ctx.signal);
       w.status = { seen: signals.filter((s) => s.aborted).length };
     });
-    const server = await sidecar.listen(address);
+    const server = await sidecar.start({ address });
     t.after(() => server.stop());
     const client = new GrpcClient(address);
     t.after(() => client.close());
@@ -165,7 +165,7 @@ describe("serving on a unix socket", () => {
 
   test("if the host's deadline passes, then the call fails with DEADLINE_EXCEEDED", async (t) => {
     const address = await socketAddress(t);
-    const server = await newSidecar().listen(address);
+    const server = await newSidecar().start({ address });
     t.after(() => server.stop());
     const client = new GrpcClient(address);
     t.after(() => client.close());
@@ -183,7 +183,7 @@ describe("serving on a unix socket", () => {
       await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
       markAborted(ctx.signal.reason);
     });
-    const server = await sidecar.listen(address);
+    const server = await sidecar.start({ address });
     t.after(() => server.stop());
     const client = new GrpcClient(address);
     t.after(() => client.close());
@@ -200,7 +200,7 @@ describe("serving on a unix socket", () => {
     const address = await socketAddress(t);
     let markCalled = () => {};
     const called = new Promise<void>((resolve) => (markCalled = resolve));
-    const server = await newSidecar({}, markCalled).listen(address);
+    const server = await newSidecar(markCalled).start({ address });
     const client = new GrpcClient(address);
     t.after(() => client.close());
 
@@ -227,7 +227,7 @@ describe("serving on a unix socket", () => {
     const address = await socketAddress(t);
     let markCalled = () => {};
     const called = new Promise<void>((resolve) => (markCalled = resolve));
-    const server = await newSidecar({ gracefulShutdownTimeoutMs: 200 }, markCalled).listen(address);
+    const server = await newSidecar(markCalled).start({ address, gracefulShutdownTimeoutMs: 200 });
     const client = new GrpcClient(address);
     t.after(() => client.close());
     const slow = client.unary(SidecarService, "Reconcile", ReconcileRequestSchema, ReconcileResponseSchema, reconcileRequest(1, 3000), 10_000);
@@ -242,7 +242,7 @@ describe("serving on a unix socket", () => {
   test("serve stops when its signal aborts", async (t) => {
     const address = await socketAddress(t);
     const controller = new AbortController();
-    const served = newSidecar().serve(address, { signal: controller.signal });
+    const served = newSidecar().serve({ address, signal: controller.signal });
     const client = new GrpcClient(address);
     t.after(() => client.close());
     let health;
@@ -259,17 +259,17 @@ describe("serving on a unix socket", () => {
   test("refuses to serve twice, or with nothing registered, or where another process serves", async (t) => {
     const address = await socketAddress(t);
     const sidecar = newSidecar();
-    const server = await sidecar.listen(address);
+    const server = await sidecar.start({ address });
     t.after(() => server.stop());
-    await assert.rejects(sidecar.listen(address), /already serving/);
-    await assert.rejects(newSidecar().listen(address), /another process is serving/);
-    await assert.rejects(new Sidecar({ name: "empty", logger: discardLogger }).listen(address), /nothing is registered/);
+    await assert.rejects(sidecar.start({ address }), /already serving/);
+    await assert.rejects(newSidecar().start({ address }), /another process is serving/);
+    await assert.rejects(new Sidecar({ name: "empty", logger: discardLogger }).start({ address }), /nothing is registered/);
     assert.throws(() => sidecar.reconciler({ for: { apiVersion: "v1", kind: "ConfigMap" } }, () => {}), /before serving/);
   });
 });
 
 test("serves on TCP, reporting the port chosen", async (t) => {
-  const server = await newSidecar().listen("tcp://127.0.0.1:0");
+  const server = await newSidecar().start({ address: "tcp://127.0.0.1:0" });
   t.after(() => server.stop());
   assert.match(server.address, /^tcp:\/\/127\.0\.0\.1:\d+$/);
   const client = new GrpcClient(server.address.slice("tcp://".length));

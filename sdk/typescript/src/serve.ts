@@ -3,19 +3,21 @@ import { chmod, lstat, rm } from "node:fs/promises";
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 
-import { parseAddress, prepareSocket } from "./address.js";
+import { DEFAULT_ADDRESS, parseAddress, prepareSocket } from "./address.js";
 import { callFailure, callSignal, runCall, timeLeft, type HandlerCall, type UnaryHandler } from "./call.js";
-
-type Endpoint = ReturnType<typeof parseAddress>;
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
+import type { DescribeResponse } from "./gen/polyop/v1alpha1/describe_pb.js";
 import { ReconcileRequestSchema, ReconcileStreamRequestSchema } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { HealthService, ServingStatus } from "./health.js";
+import type { Logger } from "./log.js";
 import { addReflection } from "./reflection.js";
-import type { Sidecar } from "./sidecar.js";
+import type { SidecarServiceImpl } from "./service.js";
 import { reconcileStreams } from "./stream.js";
 import { extractContext, setUpTracing, type Tracing } from "./tracing.js";
 import { decodeReconcileRequest, decodeReconcileStreamRequest } from "./wire.js";
+
+type Endpoint = ReturnType<typeof parseAddress>;
 
 /**
  * The mode of the unix socket a sidecar serves on: read and write for its
@@ -23,20 +25,79 @@ import { decodeReconcileRequest, decodeReconcileStreamRequest } from "./wire.js"
  */
 export const SOCKET_MODE = 0o660;
 
-/** A sidecar serving on an address. */
-export interface RunningServer {
-  /** The address served on; for "host:0", with the port chosen. */
+/**
+ * How a sidecar serves: one options object for Sidecar.serve and
+ * Sidecar.start. Every field is optional.
+ */
+export interface ServeOptions {
+  /**
+   * Where to listen: "unix:///path/to/socket" (or "unix:path"), or
+   * "tcp://host:port" (port 0: one the system chooses). Defaults to
+   * DEFAULT_ADDRESS, the host's default --sidecar-address.
+   */
+  address?: string;
+  /** Stops the sidecar gracefully when aborted. Defaults to none: it serves until stopped. */
+  signal?: AbortSignal;
+  /**
+   * Serve gRPC server reflection of SidecarService and Health, so that
+   * grpcurl lists and calls the sidecar without the proto files. Defaults to
+   * on a unix socket, off on TCP.
+   */
+  reflection?: boolean;
+  /**
+   * Serve SidecarService.ReconcileStream and say so in Describe, so that the
+   * host sends its Reconcile and Finalize calls as messages of one stream per
+   * worker rather than as a gRPC call each: the same calls, the same handlers
+   * and answers, at a lower cost per call. false serves the unary calls only
+   * (the host then makes them). Defaults to true.
+   */
+  reconcileStream?: boolean;
+  /** How long a stop waits for the calls in flight, in milliseconds. Defaults to 30 seconds. */
+  gracefulShutdownTimeoutMs?: number;
+}
+
+/** The ServeOptions with their defaults, as serve uses them. */
+export type ResolvedServeOptions = Required<Omit<ServeOptions, "signal" | "reflection">> & Pick<ServeOptions, "signal" | "reflection">;
+
+/** Fills in the defaults of options. */
+export function resolveServeOptions(options: ServeOptions): ResolvedServeOptions {
+  return {
+    address: options.address ?? DEFAULT_ADDRESS,
+    reconcileStream: options.reconcileStream ?? true,
+    gracefulShutdownTimeoutMs: options.gracefulShutdownTimeoutMs ?? 30_000,
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.reflection !== undefined ? { reflection: options.reflection } : {}),
+  };
+}
+
+/** A sidecar serving in the background: what Sidecar.start returns. */
+export interface RunningSidecar {
+  /** The address served on; for "tcp://host:0", with the port chosen. */
   readonly address: string;
-  /** Resolves once the server has stopped. */
+  /** Resolves once the sidecar has stopped. */
   readonly closed: Promise<void>;
   /**
    * Stops gracefully: health reports NOT_SERVING and its watchers are let go,
-   * new calls are refused, calls in flight finish (at most the sidecar's
+   * new calls are refused, calls in flight finish (at most
    * gracefulShutdownTimeoutMs, then their connections close), and each open
    * ReconcileStream ends with UNAVAILABLE once its call in flight, if any,
    * is answered.
    */
   stop(): Promise<void>;
+}
+
+/** @deprecated Use RunningSidecar, what Sidecar.start returns. */
+export type RunningServer = RunningSidecar;
+
+/** What serve needs to know of the sidecar it serves, beside its service. */
+export interface Served {
+  /** The sidecar's name, for the tracing's service name. */
+  readonly name: string;
+  readonly log: Logger;
+  /** The largest gRPC message received or sent, in bytes. */
+  readonly maxMessageSize: number;
+  /** The sidecar's description, logged once it serves. */
+  describe(): DescribeResponse;
 }
 
 /**
@@ -55,21 +116,22 @@ type Handlers = Record<string, UnaryHandler | ((req: never, call: HandlerCall) =
  * whose codes are gRPC's.) Tracing is set up from the OTEL_* environment
  * variables first, and shut down, its spans flushed, once stopped.
  */
-export async function listen(sidecar: Sidecar, address: string): Promise<RunningServer> {
-  const endpoint = parseAddress(address);
+export async function serve(service: SidecarServiceImpl, sidecar: Served, options: ResolvedServeOptions): Promise<RunningSidecar> {
+  const endpoint = parseAddress(options.address);
   if ("path" in endpoint) {
     await prepareSocket(endpoint.path);
   }
   const tracing = await setUpTracing(sidecar.name, sidecar.log);
   try {
-    return await start(sidecar, address, endpoint, tracing);
+    return await start(service, sidecar, options, endpoint, tracing);
   } catch (err) {
     await tracing.shutdown();
     throw err;
   }
 }
 
-async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, tracing: Tracing): Promise<RunningServer> {
+async function start(service: SidecarServiceImpl, sidecar: Served, options: ResolvedServeOptions, endpoint: Endpoint, tracing: Tracing): Promise<RunningSidecar> {
+  const address = options.address;
   const health = new HealthService();
   const server = new grpc.Server({
     "grpc.max_receive_message_length": sidecar.maxMessageSize,
@@ -79,10 +141,10 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
     // graceful shutdown's timeout) leaves their calls running.
   });
   // The stream's calls go to the unary Reconcile's and Finalize's handlers.
-  const streams = reconcileStreams(sidecar.service);
-  addService(server, SidecarService, { ...sidecar.service, ...(sidecar.reconcileStream ? { reconcileStream: streams.handler } : {}) });
+  const streams = reconcileStreams(service);
+  addService(server, SidecarService, { ...service, ...(options.reconcileStream ? { reconcileStream: streams.handler } : {}) });
   addService(server, Health, health.service);
-  const reflection = sidecar.reflection ?? "path" in endpoint;
+  const reflection = options.reflection ?? "path" in endpoint;
   if (reflection) {
     addReflection(server, [SidecarService, Health]);
   }
@@ -116,14 +178,14 @@ async function start(sidecar: Sidecar, address: string, endpoint: Endpoint, trac
   const closed = new Promise<void>((resolve) => (markClosed = resolve));
   const stop = () => {
     stopping ??= (async () => {
-      sidecar.log.info("Stopping: waiting for the calls in flight", { timeoutMs: sidecar.gracefulShutdownTimeoutMs });
+      sidecar.log.info("Stopping: waiting for the calls in flight", { timeoutMs: options.gracefulShutdownTimeoutMs });
       health.shutdown();
       // The host keeps its streams open between calls: end them, each once its call in flight is answered.
       streams.stop();
       const timer = setTimeout(() => {
         sidecar.log.info("Calls still in flight after the graceful shutdown timeout; closing their connections");
         server.forceShutdown();
-      }, sidecar.gracefulShutdownTimeoutMs);
+      }, options.gracefulShutdownTimeoutMs);
       await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
       clearTimeout(timer);
       if ("path" in endpoint) {

@@ -44,11 +44,11 @@ describe("Describe", () => {
           ],
           watches: [{ apiVersion: "v1", kind: "Secret", fieldPath: "spec.secretName" }],
           finalizer: "example.com/cleanup",
-          finalize: () => {},
           skipUnchangedInputs: true,
         },
         () => {},
       )
+      .finalizer(widgets, () => {})
       .reconciler({ for: configMaps, name: "configmaps" }, () => {})
       .defaulter<Widget>({ for: widgets, failurePolicy: "Ignore" }, () => {})
       .validator<Widget>({ for: widgets, operations: ["CREATE", "UPDATE", "DELETE"], timeoutSeconds: 5 }, () => {})
@@ -116,7 +116,7 @@ describe("Describe", () => {
       /not an update filter/,
     ],
     "if a finalizer comes without a finalize function, then it is refused": [
-      (s) => s.reconciler({ for: widgets, finalizer: "example.com/x" }, () => {}),
+      (s) => s.reconciler({ for: widgets, finalizer: "example.com/x" }, () => {}).describe(),
       /go together/,
     ],
     "if a watch names two mappings, then it is refused": [
@@ -144,7 +144,7 @@ describe("Reconcile", () => {
       w.status = { phase: "Ready" };
       setCondition(w.status, { type: "Ready", status: "True", reason: "Sized", observedGeneration: w.metadata.generation });
       ctx.event("Normal", "Sized", `size ${w.spec.size}`);
-      ctx.event("Warning", "Big", "it is big", "Checking");
+      ctx.event("Warning", "Big", "it is big", { action: "Checking" });
       assert.deepEqual(ctx.key, { namespace: "default", name: "w" });
       assert.equal(ctx.retries, 3);
       assert.equal(ctx.controller, "widget");
@@ -262,7 +262,8 @@ describe("Reconcile", () => {
   test("if the object is gone, then the deleted handler is called, or nothing", async () => {
     const gone: string[] = [];
     const sidecar = newSidecar()
-      .reconciler({ for: widgets, deleted: (ctx) => void gone.push(ctx.key.name) }, () => assert.fail("not for a gone object"))
+      .reconciler({ for: widgets }, () => assert.fail("not for a gone object"))
+      .deleted(widgets, (ctx) => void gone.push(ctx.key.name))
       .reconciler({ for: configMaps }, () => assert.fail("not for a gone object"));
     const tester = new Harness(sidecar);
     assert.equal((await tester.reconcileDeleted(widgets, { namespace: "default", name: "w" })).error, undefined);
@@ -316,17 +317,12 @@ describe("Reconcile", () => {
 
 describe("Finalize", () => {
   test("calls the finalizer with the object and reports its decision", async () => {
-    const sidecar = newSidecar().reconciler<Widget>(
-      {
-        for: widgets,
-        finalizer: "example.com/cleanup",
-        finalize: (w, ctx) => {
-          ctx.event("Normal", "CleaningUp", w.metadata.name!);
-          return w.spec.size > 1 ? { requeueAfter: 5000 } : undefined;
-        },
-      },
-      () => {},
-    );
+    const sidecar = newSidecar()
+      .reconciler<Widget>({ for: widgets, finalizer: "example.com/cleanup" }, () => {})
+      .finalizer<Widget>(widgets, (w, ctx) => {
+        ctx.event("Normal", "CleaningUp", w.metadata.name);
+        return w.spec.size > 1 ? { requeueAfter: 5000 } : undefined;
+      });
     const tester = new Harness(sidecar);
     const waiting = await tester.finalize(widget("big", 2));
     assert.equal(waiting.requeueAfter, 5000);
@@ -338,11 +334,10 @@ describe("Finalize", () => {
 
   test("if the finalizer throws, then the failure is reported, with its delay for a TemporaryError", async () => {
     const sidecar = newSidecar()
-      .reconciler<Widget>({ for: widgets, finalizer: "example.com/cleanup", finalize: () => Promise.reject(new TerminalError("cannot")) }, () => {})
-      .reconciler<Widget>(
-        { for: widgets, name: "later", finalizer: "example.com/later", finalize: () => Promise.reject(new TemporaryError("busy", { retryAfter: 2000 })) },
-        () => {},
-      );
+      .reconciler<Widget>({ for: widgets, finalizer: "example.com/cleanup" }, () => {})
+      .finalizer(widgets, () => Promise.reject(new TerminalError("cannot")), { controller: "widget" })
+      .reconciler<Widget>({ for: widgets, name: "later", finalizer: "example.com/later" }, () => {})
+      .finalizer(widgets, () => Promise.reject(new TemporaryError("busy", { retryAfter: 2000 })), { controller: "later" });
     const harness = new Harness(sidecar);
     assert.deepEqual((await harness.finalize(widget(), { controller: "widget" })).error, { message: "cannot", terminal: true });
     assert.deepEqual((await harness.finalize(widget(), { controller: "later" })).error, { message: "busy", terminal: false, retryAfter: 2000 });
@@ -369,10 +364,10 @@ describe("Default and Validate", () => {
           return [];
         }
         if (ctx.oldObject && ctx.oldObject.spec.size > w.spec.size) {
-          return [field.forbidden("spec.size", "may not shrink")];
+          throw new DeniedError("", [field.forbidden("spec.size", "may not shrink")]);
         }
         if (w.spec.size < 0) {
-          return [field.invalid("spec.size", w.spec.size, "must not be negative")];
+          throw new DeniedError("", [field.invalid("spec.size", w.spec.size, "must not be negative")]);
         }
         if (w.spec.size > 100) {
           throw new Error("validation backend unavailable");
@@ -569,7 +564,8 @@ describe("Calls the sidecar declares nothing for", () => {
   };
   const full = () =>
     newSidecar()
-      .reconciler<Widget>({ for: widgets, finalizer: "example.com/cleanup", finalize: () => {} }, () => {})
+      .reconciler<Widget>({ for: widgets, finalizer: "example.com/cleanup" }, () => {})
+      .finalizer(widgets, () => {})
       .reconciler({ for: gadgets }, () => {})
       .defaulter<Widget>({ for: widgets }, () => {})
       .validator<Widget>({ for: widgets }, () => {})

@@ -1,23 +1,28 @@
 import type { Context } from "@opentelemetry/api";
 
-import { DEFAULT_ADDRESS } from "./address.js";
-import { defaultObject, validate, type Defaulter, type Validator } from "./admission.js";
+import type { Defaulter, FieldErrorValidator, Validator } from "./admission.js";
 import { CLUSTER_ADDRESS_ENV, ClusterClient, type Cluster } from "./cluster.js";
-import type { Call, SidecarEnv } from "./context.js";
-import { convert, type Converter } from "./conversion.js";
-import { description, PROTOCOL_VERSION } from "./describe.js";
-import type { ConvertRequest, DefaultRequest, ValidateRequest } from "./gen/polyop/v1alpha1/admission_pb.js";
+import type { Converter } from "./conversion.js";
+import { description } from "./describe.js";
+import { deprecated } from "./deprecation.js";
+import type { SidecarEnv } from "./dispatch.js";
 import { ProtocolVersion, type DescribeRequest, type DescribeResponse } from "./gen/polyop/v1alpha1/describe_pb.js";
-import type { FinalizeRequest, ReconcileRequest } from "./gen/polyop/v1alpha1/reconcile_pb.js";
-import type { CachedKindOptions, IndexOptions } from "./indexes.js";
+import type { CachedKindOptions, DeclaredIndex, IndexOptions } from "./indexes.js";
+import type { KindRef, ObjectOf, TypedKindRef } from "./kinds.js";
 import { jsonLogger, type Logger } from "./log.js";
-import type { KubeResource, TypedKind, TypeMeta } from "./objects.js";
-import { finalize, reconcile, type Reconciler } from "./reconcile.js";
-import { Registry, type ControllerOptions, type ConversionOptions, type WebhookOptions } from "./registry.js";
-import { listen, type RunningServer } from "./serve.js";
+import type { KubeResource, Manifest } from "./objects.js";
+import type { DeletedHandler, Finalizer, Reconciler } from "./reconcile.js";
+import { Registry, type ControllerOptions, type ConversionOptions, type FinalizerOptions, type WebhookOptions } from "./registry.js";
+import { resolveServeOptions, serve, type RunningSidecar, type ServeOptions } from "./serve.js";
+import { sidecarService, type SidecarServiceImpl } from "./service.js";
+import { PROTOCOL_VERSION } from "./version.js";
 import type { WatchEvent, WatchOptions } from "./watch.js";
 
-/** Options of a Sidecar. */
+// The facade: what a user creates, registers on and serves. It holds a
+// Registry (what is registered), hands it to dispatch (service.ts) and
+// serves that with serve.ts; none of those knows the Sidecar.
+
+/** Options of a Sidecar. How it serves is given to serve or start (ServeOptions). */
 export interface SidecarOptions {
   /**
    * A short name for the sidecar, for example "configmapsync-operator": the
@@ -25,10 +30,12 @@ export interface SidecarOptions {
    * letters, digits and '-'. Required.
    */
   name: string;
-  /** The largest gRPC message sent or received, in bytes; keep it in step with the host's --max-message-size. Defaults to 64 MiB. */
+  /**
+   * The largest gRPC message sent or received, in bytes, served and to the
+   * Cluster service; keep it in step with the host's --max-message-size.
+   * Defaults to 64 MiB.
+   */
   maxMessageSize?: number;
-  /** How long serve waits, once stopped, for the calls in flight, in milliseconds. Defaults to 30 seconds. */
-  gracefulShutdownTimeoutMs?: number;
   /**
    * The address of the host's Cluster service. Defaults to the address the
    * host sends in its handshake, else the POLYOP_CLUSTER_ADDRESS environment
@@ -38,55 +45,53 @@ export interface SidecarOptions {
   clusterAddress?: string;
   /** The logger. Defaults to JSON lines on stderr at level info. */
   logger?: Logger;
-  /**
-   * Serve gRPC server reflection of SidecarService and Health, so that
-   * grpcurl lists and calls the sidecar without the proto files. Defaults to
-   * on a unix socket, off on TCP.
-   */
+  /** @deprecated Pass it to serve or start, in ServeOptions. */
+  gracefulShutdownTimeoutMs?: number;
+  /** @deprecated Pass it to serve or start, in ServeOptions. */
   reflection?: boolean;
-  /**
-   * Serve SidecarService.ReconcileStream and say so in Describe, so that the
-   * host sends its Reconcile and Finalize calls as messages of one stream per
-   * worker rather than as a gRPC call each: the same calls, the same handlers
-   * and answers, at a lower cost per call. false serves the unary calls only
-   * (the host then makes them). Defaults to true.
-   */
+  /** @deprecated Pass it to serve or start, in ServeOptions. */
   reconcileStream?: boolean;
 }
 
 /**
- * A polyop sidecar: register reconcilers, defaulters, validators and
- * converters, then serve. What the host learns through Describe is built from
- * the registrations and nothing else.
+ * A polyop sidecar: register reconcilers, finalizers, defaulters, validators
+ * and converters, then serve. What the host learns through Describe is built
+ * from the registrations and nothing else.
  *
  *     const sidecar = new Sidecar({ name: "widget-operator" });
- *     sidecar.reconciler<Widget>({ for: { apiVersion: "example.com/v1", kind: "Widget" } }, async (widget, ctx) => {
+ *     sidecar.reconciler({ for: Widget }, async (widget, ctx) => {
  *       widget.status = { ready: true };
  *       return { requeueAfter: 60_000 };
  *     });
- *     await sidecar.serve("unix:///var/run/polyop/sidecar.sock", { signal: shutdownSignal() });
+ *     await sidecar.serve({ address: "unix:///var/run/polyop/sidecar.sock", signal: shutdownSignal() });
+ *
+ * Every registration takes the kind in any form of KindRef: a typed model
+ * (defineKind's, or a kubernetes-models class), kind info, or
+ * "group/version/Kind".
  */
 export class Sidecar {
   readonly name: string;
   readonly log: Logger;
   readonly maxMessageSize: number;
-  readonly gracefulShutdownTimeoutMs: number;
-  /** Whether listen serves gRPC server reflection; undefined: on a unix socket only. */
-  readonly reflection: boolean | undefined;
-  /** Whether listen serves ReconcileStream, and Describe says so. */
-  readonly reconcileStream: boolean;
+  /**
+   * The implementation of polyop.v1alpha1.SidecarService, protocol-neutral;
+   * the test harness in "@polyop/sidecar/testing" calls it directly.
+   */
+  readonly service: SidecarServiceImpl;
 
+  /** The serve options the SidecarOptions gave (deprecated there), under those given to serve or start. */
+  private readonly serveDefaults: ServeOptions;
+  /** The options the sidecar serves with, once it does. */
+  private serving: ServeOptions | undefined;
   private readonly registry = new Registry();
   private readonly clusterAddressOption: string | undefined;
   private hostClusterAddress = "";
   /** Called when the host announces its Cluster service's address, by the watches waiting for it. */
   private readonly addressWaiters = new Set<() => void>();
-  /** Set once serve has stopped: watches waiting for an address end. */
+  /** Set once serving has stopped: watches waiting for an address end. */
   private stopped = false;
   private clusterClient: ClusterClient | undefined;
   private clusterOverride: Cluster | undefined;
-  /** What the handlers of SidecarService see of this sidecar. */
-  private readonly env: SidecarEnv;
 
   constructor(options: SidecarOptions) {
     if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(options.name ?? "")) {
@@ -95,42 +100,98 @@ export class Sidecar {
     this.name = options.name;
     this.log = options.logger ?? jsonLogger({ name: "sidecar" });
     this.maxMessageSize = options.maxMessageSize ?? 64 << 20;
-    this.gracefulShutdownTimeoutMs = options.gracefulShutdownTimeoutMs ?? 30_000;
     this.clusterAddressOption = options.clusterAddress;
-    this.reflection = options.reflection;
-    this.reconcileStream = options.reconcileStream ?? true;
-    this.env = {
+    this.serveDefaults = {
+      ...(options.gracefulShutdownTimeoutMs !== undefined ? { gracefulShutdownTimeoutMs: options.gracefulShutdownTimeoutMs } : {}),
+      ...(options.reflection !== undefined ? { reflection: options.reflection } : {}),
+      ...(options.reconcileStream !== undefined ? { reconcileStream: options.reconcileStream } : {}),
+    };
+    if (Object.keys(this.serveDefaults).length) {
+      deprecated("POLYOP_SIDECAR_SERVE_OPTIONS", `SidecarOptions ${Object.keys(this.serveDefaults).join(", ")}: pass them to serve or start, in ServeOptions`);
+    }
+    const env: SidecarEnv = {
       name: this.name,
       log: this.log,
       registry: this.registry,
       clusterFor: (signal, traceContext) => this.clusterFor(signal, traceContext),
     };
+    this.service = sidecarService(env, (req) => this.answerDescribe(req));
   }
 
   /**
    * Registers a controller reconciling objects of options.for with fn. When
-   * options.for is a kind from defineKind ("@polyop/sidecar/crd"), fn
-   * receives its static type; otherwise name the type: reconciler<Widget>(...).
+   * options.for is a typed model (defineKind's, or a kubernetes-models
+   * class), fn receives its static type; otherwise name the type:
+   * reconciler<Widget>(...). Name a finalizer in options.finalizer and
+   * register its handler with finalizer(kind, fn).
    */
-  reconciler<K extends TypedKind>(options: ControllerOptions<K["static"]> & { for: K }, fn: Reconciler<K["static"]>): this;
-  reconciler<T extends KubeResource>(options: ControllerOptions<T>, fn: Reconciler<T>): this;
-  reconciler<T extends KubeResource>(options: ControllerOptions<T>, fn: Reconciler<T>): this {
+  reconciler<K extends TypedKindRef>(options: ControllerOptions<ObjectOf<K>> & { for: K }, fn: Reconciler<ObjectOf<K>>): this;
+  reconciler<T = KubeResource>(options: ControllerOptions<T>, fn: Reconciler<T>): this;
+  reconciler<T>(options: ControllerOptions<T>, fn: Reconciler<T>): this {
+    // The deprecated handlers in the options still work, and say so.
+    if (options.finalize) {
+      deprecated("POLYOP_FINALIZE_OPTION", "the controller option finalize: register the handler with sidecar.finalizer(kind, fn), and name the finalizer in the option finalizer");
+    }
+    if (options.deleted) {
+      deprecated("POLYOP_DELETED_OPTION", "the controller option deleted: register the handler with sidecar.deleted(kind, fn)");
+    }
     this.registry.addController(options, fn);
     return this;
   }
 
-  /** Registers a mutating admission webhook for options.for (a kind from defineKind gives fn its static type). */
-  defaulter<K extends TypedKind>(options: WebhookOptions & { for: K }, fn: Defaulter<K["static"]>): this;
-  defaulter<T extends KubeResource>(options: WebhookOptions, fn: Defaulter<T>): this;
-  defaulter<T extends KubeResource>(options: WebhookOptions, fn: Defaulter<T>): this {
+  /**
+   * Registers the clean-up of objects of kind being deleted: the controllers
+   * reconciling kind that name a finalizer in their options (finalizer) call
+   * fn, instead of the reconciler, for an object being deleted; once it
+   * returns nothing, the host removes the finalizer.
+   *
+   *     sidecar
+   *       .reconciler({ for: Widget, finalizer: "example.com/cleanup" }, reconcileWidget)
+   *       .finalizer(Widget, async (widget, ctx) => { ... });
+   *
+   * Two controllers of one kind, each with its own finalizer, each get their
+   * own handler: finalizer(kind, fn, { controller: name }).
+   */
+  finalizer<K extends TypedKindRef>(kind: K, fn: Finalizer<ObjectOf<K>>, options?: FinalizerOptions): this;
+  finalizer<T>(kind: KindRef, fn: Finalizer<T>): this;
+  finalizer<T>(kind: KindRef, fn: Finalizer<T>, options: FinalizerOptions): this;
+  finalizer<T>(kind: KindRef, fn: Finalizer<T>, options: FinalizerOptions = {}): this {
+    this.registry.addFinalizer(kind, fn as unknown as Finalizer<KubeResource>, options.controller);
+    return this;
+  }
+
+  /**
+   * Registers what to do when a reconciled object of kind is gone (no
+   * finalizer held it): fn gets the context, whose key names the object.
+   */
+  deleted(kind: KindRef, fn: DeletedHandler): this {
+    this.registry.addDeleted(kind, fn);
+    return this;
+  }
+
+  /**
+   * Registers a mutating admission webhook for options.for. A defineKind
+   * model gives fn its static type, and refuses an object it does not accept
+   * with its field errors before fn runs.
+   */
+  defaulter<K extends TypedKindRef>(options: WebhookOptions & { for: K }, fn: Defaulter<ObjectOf<K>>): this;
+  defaulter<T = KubeResource>(options: WebhookOptions, fn: Defaulter<T>): this;
+  defaulter<T>(options: WebhookOptions, fn: Defaulter<T>): this {
     this.registry.addWebhook(options, "defaulter").defaulter = fn as unknown as Defaulter<KubeResource>;
     return this;
   }
 
-  /** Registers a validating admission webhook for options.for (a kind from defineKind gives fn its static type). */
-  validator<K extends TypedKind>(options: WebhookOptions & { for: K }, fn: Validator<K["static"]>): this;
-  validator<T extends KubeResource>(options: WebhookOptions, fn: Validator<T>): this;
-  validator<T extends KubeResource>(options: WebhookOptions, fn: Validator<T>): this {
+  /**
+   * Registers a validating admission webhook for options.for: fn returns
+   * warnings and throws DeniedError to refuse. A defineKind model gives fn
+   * its static type, and refuses an object it does not accept with its field
+   * errors before fn runs.
+   */
+  validator<K extends TypedKindRef>(options: WebhookOptions & { for: K }, fn: Validator<ObjectOf<K>>): this;
+  validator<T = KubeResource>(options: WebhookOptions, fn: Validator<T>): this;
+  /** @deprecated A validator returns warnings and throws DeniedError with its field errors (see Validator). */
+  validator<T = KubeResource>(options: WebhookOptions, fn: FieldErrorValidator<T>): this;
+  validator<T>(options: WebhookOptions, fn: Validator<T> | FieldErrorValidator<T>): this {
     this.registry.addWebhook(options, "validator").validator = fn as unknown as Validator<KubeResource>;
     return this;
   }
@@ -144,10 +205,13 @@ export class Sidecar {
   /**
    * Declares a cache index the host keeps on a kind (see IndexOptions):
    *
-   *     sidecar.index({ apiVersion: "batch/v1", kind: "Job", name: ".metadata.controller",
-   *                     path: ".metadata.ownerReferences[?(@.controller==true)].name" });
+   *     sidecar.index({ for: "batch/v1/Job", name: ".metadata.controller",
+   *                     fieldPath: ".metadata.ownerReferences[?(@.controller==true)].name" });
    */
   index(options: IndexOptions): this {
+    if ("path" in options && options.path !== undefined) {
+      deprecated("POLYOP_INDEX_PATH", "the index option path: name it fieldPath, as the protocol does");
+    }
     this.registry.addIndex(options);
     return this;
   }
@@ -159,12 +223,12 @@ export class Sidecar {
   }
 
   /** The indexes declared with index, for FakeCluster.indexAs. */
-  get declaredIndexes(): IndexOptions[] {
+  get declaredIndexes(): DeclaredIndex[] {
     return [...this.registry.indexes.values()].map((ix) => ({
       apiVersion: ix.kind.group ? `${ix.kind.group}/${ix.kind.version}` : ix.kind.version,
       kind: ix.kind.kind,
       name: ix.name,
-      ...(ix.value.case === "fieldPath" ? { path: ix.value.value } : { cel: ix.value.value ?? "" }),
+      ...(ix.value.case === "fieldPath" ? { fieldPath: ix.value.value } : { cel: ix.value.value ?? "" }),
     }));
   }
 
@@ -211,9 +275,9 @@ export class Sidecar {
    *     void (async () => {
    *       for await (const event of sidecar.watch<ConfigMap>(configMaps, { namespace: "shop", signal })) { ... }
    *     })();
-   *     await sidecar.serve(address, { signal });
+   *     await sidecar.serve({ address, signal });
    */
-  async *watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
+  async *watch<T extends Manifest = KubeResource>(type: KindRef, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
     if (!this.clusterOverride && !this.clusterAddressOption && !this.hostClusterAddress && !process.env[CLUSTER_ADDRESS_ENV]) {
       if (this.stopped) {
         return;
@@ -234,83 +298,102 @@ export class Sidecar {
     yield* this.cluster.watch<T>(type, options);
   }
 
-  /** The sidecar's self-description, as Describe answers it. */
-  describe(): DescribeResponse {
-    return description(this.name, this.registry, { reconcileStream: this.reconcileStream });
+  /**
+   * The sidecar's self-description, as Describe answers it; options are
+   * those it serves with (by default, once it serves, those it was given).
+   */
+  describe(options: Pick<ServeOptions, "reconcileStream"> = this.serving ?? this.serveDefaults): DescribeResponse {
+    return description(this.name, this.registry, { reconcileStream: options.reconcileStream ?? true });
   }
 
   /**
-   * Listens on address and serves until the returned server is stopped. Next
-   * to SidecarService it serves grpc.health.v1.Health, SERVING while it serves.
+   * Serves in the background and resolves once listening, to the
+   * RunningSidecar (its address; stop() stops it gracefully). Next to
+   * SidecarService it serves grpc.health.v1.Health, SERVING while it serves.
+   * It stops by itself when options.signal aborts.
    */
-  async listen(address: string = DEFAULT_ADDRESS): Promise<RunningServer> {
+  async start(options: ServeOptions = {}): Promise<RunningSidecar> {
     if (this.registry.empty) {
       throw new Error("polyop: nothing is registered: register a reconciler, defaulter, validator or converter before serving");
     }
     if (this.registry.sealed) {
       throw new Error("polyop: the sidecar is already serving");
     }
+    const resolved = resolveServeOptions({ ...this.serveDefaults, ...options });
     this.registry.sealed = true;
+    this.serving = resolved;
+    let running: RunningSidecar;
     try {
-      return await listen(this, address);
+      running = await serve(this.service, this, resolved);
     } catch (err) {
       this.registry.sealed = false;
+      this.serving = undefined;
       throw err;
     }
-  }
-
-  /**
-   * Serves on address until signal aborts, then stops gracefully: health
-   * reports NOT_SERVING, new calls are refused, calls in flight finish (at
-   * most gracefulShutdownTimeoutMs). Resolves once stopped.
-   */
-  async serve(address: string = DEFAULT_ADDRESS, options: { signal?: AbortSignal } = {}): Promise<void> {
-    const server = await this.listen(address);
-    const stop = () => void server.stop();
-    if (options.signal?.aborted) {
+    const signal = resolved.signal;
+    const stop = () => void running.stop();
+    signal?.addEventListener("abort", stop, { once: true });
+    if (signal?.aborted) {
       stop();
     }
-    options.signal?.addEventListener("abort", stop, { once: true });
-    try {
-      await server.closed;
-    } finally {
-      options.signal?.removeEventListener("abort", stop);
+    void running.closed.then(() => {
+      signal?.removeEventListener("abort", stop);
       this.clusterClient?.close();
       this.stopped = true;
       for (const waiting of [...this.addressWaiters]) {
         waiting();
       }
-    }
+    });
+    return running;
   }
 
   /**
-   * The implementation of polyop.v1alpha1.SidecarService, as Connect's
-   * router takes it; the test harness in "@polyop/sidecar/testing" calls it
-   * directly.
+   * Serves until options.signal aborts, then stops gracefully: health
+   * reports NOT_SERVING, new calls are refused, calls in flight finish (at
+   * most gracefulShutdownTimeoutMs), the Cluster client closes. Resolves once
+   * stopped.
+   *
+   *     await sidecar.serve({ signal: shutdownSignal() });
    */
-  readonly service = {
-    describe: (req: DescribeRequest) => {
-      if (req.protocolVersion !== PROTOCOL_VERSION) {
-        this.log.info("The host speaks another protocol version; answering anyway, the host decides", {
-          hostProtocolVersion: ProtocolVersion[req.protocolVersion] ?? req.protocolVersion,
-          protocolVersion: ProtocolVersion[PROTOCOL_VERSION],
-        });
+  async serve(options?: ServeOptions): Promise<void>;
+  /** @deprecated Pass the address in the options: serve({ address, signal }). */
+  async serve(address: string, options?: { signal?: AbortSignal }): Promise<void>;
+  async serve(first: ServeOptions | string = {}, legacy: { signal?: AbortSignal } = {}): Promise<void> {
+    if (typeof first === "string") {
+      deprecated("POLYOP_SERVE_ADDRESS", "sidecar.serve(address, { signal }): pass one ServeOptions, serve({ address, signal })", this.log);
+    }
+    const options: ServeOptions = typeof first === "string" ? { ...legacy, address: first } : first;
+    const running = await this.start(options);
+    await running.closed;
+  }
+
+  /**
+   * Listens on address and serves until the returned RunningSidecar is stopped.
+   *
+   * @deprecated Use start({ address }).
+   */
+  async listen(address?: string): Promise<RunningSidecar> {
+    deprecated("POLYOP_LISTEN", "sidecar.listen(address): use sidecar.start({ address })", this.log);
+    return this.start(address === undefined ? {} : { address });
+  }
+
+  /** Answers Describe: remembers the Cluster service's address the host sent, and describes the sidecar. */
+  private answerDescribe(req: DescribeRequest): DescribeResponse {
+    if (req.protocolVersion !== PROTOCOL_VERSION) {
+      this.log.info("The host speaks another protocol version; answering anyway, the host decides", {
+        hostProtocolVersion: ProtocolVersion[req.protocolVersion] ?? req.protocolVersion,
+        protocolVersion: ProtocolVersion[PROTOCOL_VERSION],
+      });
+    }
+    this.hostClusterAddress = req.clusterAddress;
+    if (req.clusterAddress) {
+      for (const announced of [...this.addressWaiters]) {
+        announced();
       }
-      this.hostClusterAddress = req.clusterAddress;
-      if (req.clusterAddress) {
-        for (const announced of [...this.addressWaiters]) {
-          announced();
-        }
-      }
-      this.log.info("Described the sidecar to the host", { hostVersion: req.hostVersion, clusterAddress: req.clusterAddress });
-      return this.describe();
-    },
-    reconcile: (req: ReconcileRequest, call: Call) => reconcile(this.env, req, call),
-    finalize: (req: FinalizeRequest, call: Call) => finalize(this.env, req, call),
-    default: (req: DefaultRequest, call: Call) => defaultObject(this.env, req, call),
-    validate: (req: ValidateRequest, call: Call) => validate(this.env, req, call),
-    convert: (req: ConvertRequest, call: Call) => convert(this.env, req, call),
-  };
+    }
+    this.log.info("Described the sidecar to the host", { hostVersion: req.hostVersion, clusterAddress: req.clusterAddress });
+    return this.describe();
+  }
 
   /** The Cluster for a call: bound to its signal and trace context when it is the host's. */
   private clusterFor(signal: AbortSignal, traceContext: Context): Cluster {

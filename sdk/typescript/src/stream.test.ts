@@ -25,6 +25,7 @@ import { SidecarService } from "./gen/polyop/v1alpha1/sidecar_pb.js";
 import { GrpcClient, status, type ServiceError } from "./grpcjs.testutil.js";
 import { discardLogger } from "./log.js";
 import type { KubeObject } from "./objects.js";
+import type { ServeOptions } from "./serve.js";
 import { Sidecar, type SidecarOptions } from "./sidecar.js";
 
 type Widget = KubeObject<
@@ -71,14 +72,7 @@ function newSidecar(options: Partial<SidecarOptions> = {}) {
     answered: () => markAnswered(),
   };
   const sidecar = new Sidecar({ name: "widget-operator", logger: discardLogger, ...options }).reconciler<Widget>(
-    {
-      for: widgets,
-      finalizer: "example.com/cleanup",
-      finalize: (w, ctx) => {
-        ctx.event("Normal", "CleanedUp", String(w.spec.size));
-        return { requeueAfter: w.spec.size * 1000 };
-      },
-    },
+    { for: widgets, finalizer: "example.com/cleanup" },
     async (w, ctx) => {
       seen.calls++;
       seen.maxRunning = Math.max(seen.maxRunning, ++seen.running);
@@ -112,6 +106,10 @@ function newSidecar(options: Partial<SidecarOptions> = {}) {
       }
     },
   );
+  sidecar.finalizer<Widget>(widgets, (w, ctx) => {
+    ctx.event("Normal", "CleanedUp", String(w.spec.size));
+    return { requeueAfter: w.spec.size * 1000 };
+  });
   return { sidecar, seen };
 }
 
@@ -177,12 +175,12 @@ class HostStream {
   }
 }
 
-async function setUp(t: TestContext, options: Partial<SidecarOptions> = {}) {
+async function setUp(t: TestContext, options: ServeOptions = {}, sidecarOptions: Partial<SidecarOptions> = {}) {
   const dir = await mkdtemp(join(tmpdir(), "po-"));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const address = `unix://${join(dir, "sidecar.sock")}`;
-  const { sidecar, seen } = newSidecar(options);
-  const server = await sidecar.listen(address);
+  const { sidecar, seen } = newSidecar(sidecarOptions);
+  const server = await sidecar.start({ ...options, address });
   t.after(() => server.stop());
   const client = new GrpcClient(address);
   t.after(() => client.close());
@@ -278,7 +276,7 @@ describe("ReconcileStream", () => {
     const dir = await mkdtemp(join(tmpdir(), "po-"));
     t.after(() => rm(dir, { recursive: true, force: true }));
     const address = `unix://${join(dir, "sidecar.sock")}`;
-    const server = await new Sidecar({ name: "widget-operator", logger: discardLogger }).reconciler<Widget>({ for: widgets }, () => {}).listen(address);
+    const server = await new Sidecar({ name: "widget-operator", logger: discardLogger }).reconciler<Widget>({ for: widgets }, () => {}).start({ address });
     t.after(() => server.stop());
     const client = new GrpcClient(address);
     t.after(() => client.close());
@@ -365,7 +363,7 @@ describe("ReconcileStream", () => {
   });
 
   test("a request larger than maxMessageSize ends the stream with the unary call's RESOURCE_EXHAUSTED", async (t) => {
-    const { open, unaryReconcile } = await setUp(t, { maxMessageSize: 1024 });
+    const { open, unaryReconcile } = await setUp(t, {}, { maxMessageSize: 1024 });
     const big = reconcileRequest({ size: 1 }, { object: json({ ...widgets, metadata: { namespace: "default", name: "w" }, spec: { size: 1 }, pad: "x".repeat(2000) }) });
     const stream = open();
     assert.equal((await stream.call1({ id: 1n, call: { case: "reconcile", value: reconcileRequest({ size: 1 }) } })).case, "reconcile");
@@ -380,7 +378,7 @@ describe("ReconcileStream", () => {
     t.after(() => rm(dir, { recursive: true, force: true }));
     const address = `unix://${join(dir, "sidecar.sock")}`;
     const { sidecar, seen } = newSidecar();
-    const server = await sidecar.listen(address);
+    const server = await sidecar.start({ address });
     const client = new GrpcClient(address);
     t.after(() => client.close());
     const open = () => new HostStream(client.bidiStream(SidecarService, "ReconcileStream", ReconcileStreamRequestSchema, ReconcileStreamResponseSchema));

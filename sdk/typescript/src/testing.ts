@@ -44,7 +44,8 @@ import {
   type Failure,
 } from "./gen/polyop/v1alpha1/reconcile_pb.js";
 import { APIErrorSchema, ClusterService, DeletePropagation, PatchType as PatchTypeProto, ReadSource, WatchEventType } from "./gen/polyop/v1alpha1/cluster_pb.js";
-import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type ObjectKey, type TypeMeta } from "./objects.js";
+import { kindOf, typeMetaOf, type KindRef, type ObjectOf, type TypedKindRef } from "./kinds.js";
+import { apiVersionOf, decodeJSON, encodeJSON, gvkOf, keyOf, type KubeResource, type Manifest, type ObjectKey, type TypeMeta } from "./objects.js";
 import type { Operation } from "./admission.js";
 import type { Sidecar } from "./sidecar.js";
 import { compilePath, controlledBy, OWNER_UID_INDEX } from "./indexes.js";
@@ -337,8 +338,8 @@ export class FakeCluster implements Cluster {
    * its values, for an index declared by CEL, which FakeCluster does not
    * evaluate.
    */
-  index(type: TypeMeta, name: string, values: string | ((obj: KubeResource) => Iterable<string>)): this {
-    const gvk = gvkOf(type);
+  index(kind: KindRef, name: string, values: string | ((obj: KubeResource) => Iterable<string>)): this {
+    const gvk = kindOf(kind, "FakeCluster.index");
     const fn = typeof values === "string" ? compilePath(values) : (o: KubeResource) => [...new Set(values(o))].filter(Boolean);
     this.indexes.set(`${gvk.group}/${gvk.kind}/${name}`, fn);
     return this;
@@ -351,8 +352,8 @@ export class FakeCluster implements Cluster {
    */
   indexAs(sidecar: Sidecar): this {
     for (const ix of sidecar.declaredIndexes) {
-      if (ix.path) {
-        this.index(ix, ix.name, ix.path);
+      if (ix.fieldPath) {
+        this.index(ix, ix.name, ix.fieldPath);
         continue;
       }
       const gvk = gvkOf(ix);
@@ -427,40 +428,46 @@ export class FakeCluster implements Cluster {
     return obj;
   }
 
-  async get<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, options?: GetOptions): Promise<T> {
+  get<K extends TypedKindRef>(kind: K, key: ObjectKey, options?: GetOptions): Promise<ObjectOf<K>>;
+  get<T extends Manifest = KubeResource>(kind: KindRef, key: ObjectKey, options?: GetOptions): Promise<T>;
+  async get<T extends Manifest>(kind: KindRef, key: ObjectKey, options?: GetOptions): Promise<T> {
+    const type = typeMetaOf(kind, "FakeCluster.get");
     const subresource = options?.subresource ?? "";
     this.intercept(subresource ? `get/${subresource}` : "get", type, key);
     const obj = this.find(type, key);
     if (subresource && subresource !== "status") {
       throw apiError(NotFoundError, 404, "NotFound", `the FakeCluster has no ${subresource} subresource of ${resourceOf(type)}`);
     }
-    return clone(obj) as T;
+    return clone(obj) as unknown as T;
   }
 
-  async list<T extends KubeResource = KubeResource>(type: TypeMeta, options: ListOptions = {}): Promise<ObjectList<T>> {
+  list<K extends TypedKindRef>(kind: K, options?: ListOptions): Promise<ObjectList<ObjectOf<K>>>;
+  list<T extends Manifest = KubeResource>(kind: KindRef, options?: ListOptions): Promise<ObjectList<T>>;
+  async list<T extends Manifest>(kind: KindRef, options: ListOptions = {}): Promise<ObjectList<T>> {
+    const type = typeMetaOf(kind, "FakeCluster.list");
     this.intercept("list", type);
     const selector = parseSelector(options.labelSelector ?? "");
     const fields = this.fieldTest(type, options.fieldSelector ?? "");
-    const items = this.all<T>(type).filter(
+    const items = this.all<KubeResource>(type).filter(
       (o) => (!options.namespace || o.metadata.namespace === options.namespace) && selector(o.metadata.labels ?? {}) && fields(o),
     );
-    return { items, continue: "", resourceVersion: String(this.version), source: "cache" };
+    return { items: items as unknown as T[], continue: "", resourceVersion: String(this.version), source: "cache" };
   }
 
-  async create<T extends KubeResource>(obj: T, options: WriteOptions = {}): Promise<T> {
+  async create<T extends Manifest>(obj: T, options: WriteOptions = {}): Promise<T> {
     this.intercept("create", obj, keyOf(obj));
-    if (!obj.metadata.name) {
+    if (!obj.metadata?.name) {
       throw apiError(InvalidError, 422, "Invalid", `${obj.kind} is invalid: metadata.name: Required value`);
     }
     if (this.store.has(storeKey(obj, keyOf(obj)))) {
       throw apiError(AlreadyExistsError, 409, "AlreadyExists", `${resourceOf(obj)} "${obj.metadata.name}" already exists`);
     }
-    const copy = clone(obj);
+    const copy = clone(obj) as unknown as KubeResource;
     copy.metadata = { ...copy.metadata, uid: randomUUID(), resourceVersion: String(++this.version), generation: 1, creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, "Z") };
     if (!options.dryRun) {
       this.put(copy);
     }
-    return clone(copy);
+    return clone(copy) as unknown as T;
   }
 
   /**
@@ -469,12 +476,13 @@ export class FakeCluster implements Cluster {
    * protected by a disruption budget; any other subresource answers body.
    */
   async createSubresource<T extends TypeMeta = TypeMeta>(
-    type: TypeMeta,
+    kind: KindRef,
     key: ObjectKey,
     subresource: string,
     body: object,
     options: WriteOptions = {},
   ): Promise<T> {
+    const type = typeMetaOf(kind, "FakeCluster.createSubresource");
     this.intercept(`create/${subresource}`, type, key);
     this.find(type, key);
     this.subresources.push({ apiVersion: type.apiVersion, kind: type.kind, ...key, subresource, body: clone(body) });
@@ -487,10 +495,10 @@ export class FakeCluster implements Cluster {
     return clone(body) as T;
   }
 
-  async update<T extends KubeResource>(obj: T, options: UpdateOptions = {}): Promise<T> {
+  async update<T extends Manifest>(obj: T, options: UpdateOptions = {}): Promise<T> {
     this.intercept(options.subresource ? `update/${options.subresource}` : "update", obj, keyOf(obj));
     const current = this.find(obj, keyOf(obj));
-    if (obj.metadata.resourceVersion && obj.metadata.resourceVersion !== current.metadata.resourceVersion) {
+    if (obj.metadata?.resourceVersion && obj.metadata.resourceVersion !== current.metadata.resourceVersion) {
       throw apiError(
         ConflictError,
         409,
@@ -498,10 +506,11 @@ export class FakeCluster implements Cluster {
         `Operation cannot be fulfilled on ${resourceOf(obj)} "${obj.metadata.name}": the object has been modified; please apply your changes to the latest version and try again`,
       );
     }
-    return this.write(current, clone(obj), options);
+    return this.write(current, withMetadata(clone(obj)), options) as unknown as T;
   }
 
-  async patch<T extends KubeResource = KubeResource>(type: TypeMeta, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T> {
+  async patch<T extends Manifest = KubeResource>(kind: KindRef, key: ObjectKey, patch: unknown, options: PatchOptions): Promise<T> {
+    const type = typeMetaOf(kind, "FakeCluster.patch");
     this.intercept(`patch/${options.type}`, type, key);
     if (options.type === "json" || options.type === "strategic") {
       throw new ClusterError(`FakeCluster does not apply ${options.type} patches`, Code.Unimplemented);
@@ -511,14 +520,15 @@ export class FakeCluster implements Cluster {
       return this.create(body as T, options);
     }
     const current = this.find(type, key);
-    return this.write(current, mergePatch(clone(current), body) as T, options);
+    return this.write(current, mergePatch(clone(current), body) as KubeResource, options) as unknown as T;
   }
 
-  apply<T extends KubeResource>(obj: T, options: UpdateOptions & { force?: boolean } = {}): Promise<T> {
+  apply<T extends Manifest>(obj: T, options: UpdateOptions & { force?: boolean } = {}): Promise<T> {
     return this.patch<T>(obj, keyOf(obj), obj, { ...options, type: "apply" });
   }
 
-  async delete(type: TypeMeta, key: ObjectKey, options: DeleteOptions = {}): Promise<void> {
+  async delete(kind: KindRef, key: ObjectKey, options: DeleteOptions = {}): Promise<void> {
+    const type = typeMetaOf(kind, "FakeCluster.delete");
     this.intercept("delete", type, key);
     const current = this.find(type, key);
     if (options.preconditions?.uid && options.preconditions.uid !== current.metadata.uid) {
@@ -529,12 +539,13 @@ export class FakeCluster implements Cluster {
     }
   }
 
-  async recordEvent(obj: KubeResource, event: EventSpec): Promise<void> {
+  async recordEvent(obj: Manifest, event: EventSpec): Promise<void> {
     this.intercept("recordEvent", obj, keyOf(obj));
     this.events.push({ ...event, object: { apiVersion: obj.apiVersion, kind: obj.kind, ...keyOf(obj) } });
   }
 
-  async resolveKind(type: TypeMeta): Promise<ResolvedKind> {
+  async resolveKind(kind: KindRef): Promise<ResolvedKind> {
+    const type = typeMetaOf(kind, "FakeCluster.resolveKind");
     this.intercept("resolveKind", type);
     return { ...type, resource: resourceOf(type), namespaced: type.kind !== "Namespace" };
   }
@@ -551,7 +562,10 @@ export class FakeCluster implements Cluster {
    * selection is "deleted", one entering it "added". The stream never breaks,
    * so there is nothing to resume.
    */
-  async *watch<T extends KubeResource = KubeResource>(type: TypeMeta, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
+  watch<K extends TypedKindRef>(kind: K, options?: WatchOptions): AsyncGenerator<WatchEvent<ObjectOf<K>>, void, undefined>;
+  watch<T extends Manifest = KubeResource>(kind: KindRef, options?: WatchOptions): AsyncGenerator<WatchEvent<T>, void, undefined>;
+  async *watch<T extends Manifest>(kind: KindRef, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>, void, undefined> {
+    const type = typeMetaOf(kind, "FakeCluster.watch");
     this.intercept("watch", type);
     const { signal } = options;
     const labels = parseSelector(options.labelSelector ?? "");
@@ -565,17 +579,17 @@ export class FakeCluster implements Cluster {
       fields(o);
     // The list and the subscription together, with no await between them:
     // no change falls in between, and none comes twice.
-    const queue: Array<WatchEvent<T>> = this.all<T>(type)
+    const queue: Array<WatchEvent<T>> = this.all<KubeResource>(type)
       .filter(match)
-      .map((object) => ({ type: "added" as const, object }));
+      .map((object) => ({ type: "added" as const, object: object as unknown as T }));
     queue.push({ type: "synced" });
     let wake: (() => void) | undefined;
     const listener = (before: KubeResource | undefined, after: KubeResource | undefined) => {
       const was = match(before);
       if (match(after)) {
-        queue.push({ type: was ? "modified" : "added", object: clone(after) as T });
+        queue.push({ type: was ? "modified" : "added", object: clone(after) as unknown as T });
       } else if (was) {
-        queue.push({ type: "deleted", object: clone(after ?? before) as T });
+        queue.push({ type: "deleted", object: clone(after ?? before) as unknown as T });
       } else {
         return;
       }
@@ -652,6 +666,11 @@ function storeKey(type: TypeMeta, key: ObjectKey): string {
 function resourceOf(type: TypeMeta): string {
   const group = gvkOf(type).group;
   return `${type.kind.toLowerCase()}s${group ? `.${group}` : ""}`;
+}
+
+/** obj with a metadata object, as every stored object has. */
+function withMetadata(obj: Manifest): KubeResource {
+  return { ...obj, metadata: obj.metadata ?? {} };
 }
 
 function clone<T>(value: T): T {

@@ -182,7 +182,7 @@ async function reconcileOnce(t: TestContext, env: Record<string, string>) {
       await ctx.cluster.get(configMaps, { namespace: "default", name: "settings" });
     },
   );
-  const server = await sidecar.listen(`unix://${join(dir, "sidecar.sock")}`);
+  const server = await sidecar.start({ address: `unix://${join(dir, "sidecar.sock")}` });
   const client = new GrpcClient(`unix://${join(dir, "sidecar.sock")}`);
   try {
     await client.unary(
@@ -252,6 +252,6 @@ describe("tracing configured by OTEL_* environment variables", () => {
     process.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:4318";
     process.env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/json";
     const sidecar = new Sidecar({ name: "widget-operator", logger: discardLogger }).reconciler({ for: widgets }, () => {});
-    await assert.rejects(sidecar.listen(`unix://${join(dir, "sidecar.sock")}`), /OTEL_EXPORTER_OTLP_PROTOCOL=http\/json: .* grpc or http\/protobuf/);
+    await assert.rejects(sidecar.start({ address: `unix://${join(dir, "sidecar.sock")}` }), /OTEL_EXPORTER_OTLP_PROTOCOL=http\/json: .* grpc or http\/protobuf/);
   });
 });

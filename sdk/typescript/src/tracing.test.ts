@@ -81,7 +81,7 @@ async function setUp(t: TestContext) {
         throw new DeniedError("size must not be negative");
       }
     });
-  const server = await sidecar.listen(`unix://${join(dir, "sidecar.sock")}`);
+  const server = await sidecar.start({ address: `unix://${join(dir, "sidecar.sock")}` });
   t.after(() => server.stop());
   const client = new GrpcClient(`unix://${join(dir, "sidecar.sock")}`);
   t.after(() => client.close());

@@ -16,7 +16,7 @@ import {
 import { ConnectError } from "@connectrpc/connect";
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
 
-import { SDK_NAME, SDK_VERSION } from "./describe.js";
+import { SDK_NAME, SDK_VERSION } from "./version.js";
 import type { LogFields, Logger } from "./log.js";
 
 // OpenTelemetry tracing of the calls a sidecar serves and makes. The SDK

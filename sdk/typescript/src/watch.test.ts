@@ -283,7 +283,7 @@ describe("Sidecar.watch", () => {
     const sidecar = new Sidecar({ name: "s", logger: discardLogger }).reconciler({ for: configMaps }, () => {});
     const waiting = take(sidecar.watch(configMaps), 1);
     const stop = new AbortController();
-    const serving = sidecar.serve(`unix://${join(dir, "sidecar.sock")}`, { signal: stop.signal });
+    const serving = sidecar.serve({ address: `unix://${join(dir, "sidecar.sock")}`, signal: stop.signal });
     stop.abort();
     await serving;
     assert.deepEqual(await waiting, []);

@@ -9,7 +9,7 @@ import { Code } from "@connectrpc/connect";
 import { clusterError } from "./errors.js";
 import { WatchEventType, type WatchRequestSchema, type WatchResponse } from "./gen/polyop/v1alpha1/cluster_pb.js";
 import { discardLogger, type Logger } from "./log.js";
-import { decodeJSON, gvkOf, keyOf, type KubeResource, type TypeMeta } from "./objects.js";
+import { decodeJSON, gvkOf, keyOf, type KubeResource, type Manifest, type TypeMeta } from "./objects.js";
 
 /**
  * One event of a watch: an object "added" (also each object of the initial
@@ -18,7 +18,7 @@ import { decodeJSON, gvkOf, keyOf, type KubeResource, type TypeMeta } from "./ob
  * the watch listed (or listed again) has been delivered, so a view built
  * from the events is complete.
  */
-export type WatchEvent<T extends KubeResource = KubeResource> =
+export type WatchEvent<T extends Manifest = KubeResource> =
   | { type: "added" | "modified" | "deleted"; object: T }
   | { type: "synced" };
 
@@ -65,7 +65,7 @@ const terminal = new Set([Code.InvalidArgument, Code.NotFound, Code.PermissionDe
  * refuses) is thrown as a ClusterError. Breaking out of the loop, or aborting
  * options.signal, cancels the stream.
  */
-export async function* watchEvents<T extends KubeResource = KubeResource>(
+export async function* watchEvents<T extends Manifest = KubeResource>(
   open: WatchOpener,
   type: TypeMeta,
   options: WatchOptions = {},
