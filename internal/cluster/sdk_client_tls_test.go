@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/polyop/polyop/internal/testenv"
+	testcerts "github.com/polyop/polyop/internal/testenv/certs"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
 )
 
@@ -18,7 +18,7 @@ import (
 
 // serveSDKMutualTLS serves the test server (with its cached ConfigMap
 // cached/a) on a loopback TCP port with mutual TLS, and returns its address.
-func serveSDKMutualTLS(t *testing.T, m testenv.MutualTLS) string {
+func serveSDKMutualTLS(t *testing.T, m testcerts.MutualTLS) string {
 	t.Helper()
 	cfg, err := MutualTLS(m.ServerCertFile, m.ServerKeyFile, m.CAFile)
 	if err != nil {
@@ -51,7 +51,7 @@ func getCached(t *testing.T, opts polyopclient.Options) error {
 }
 
 func TestTheSDKClientDialsTheClusterServiceWithMutualTLSFromTheEnvironment(t *testing.T) {
-	m := testenv.NewMutualTLS(t)
+	m := testcerts.NewMutualTLS(t)
 	address := serveSDKMutualTLS(t, m)
 
 	t.Setenv(polyopclient.TLSCAFileEnv, m.CAFile)
@@ -80,7 +80,7 @@ func TestTheSDKClientDialsTheClusterServiceWithMutualTLSFromTheEnvironment(t *te
 
 func TestTheSDKClientDialsTheClusterServiceWithMutualTLSFromOptions(t *testing.T) {
 	t.Parallel()
-	m := testenv.NewMutualTLS(t)
+	m := testcerts.NewMutualTLS(t)
 	address := serveSDKMutualTLS(t, m)
 
 	cfg, err := polyopclient.TLSConfig(m.CAFile, m.ClientCertFile, m.ClientKeyFile)

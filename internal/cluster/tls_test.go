@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/polyop/polyop/internal/testenv"
+	testcerts "github.com/polyop/polyop/internal/testenv/certs"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -38,7 +38,7 @@ func TestListenRefusesPlainTextOnTheNetwork(t *testing.T) {
 
 func TestTheClusterServiceServesMutualTLS(t *testing.T) {
 	t.Parallel()
-	m := testenv.NewMutualTLS(t)
+	m := testcerts.NewMutualTLS(t)
 	cfg, err := MutualTLS(m.ServerCertFile, m.ServerKeyFile, m.CAFile)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestTheClusterServiceServesMutualTLS(t *testing.T) {
 
 func TestMutualTLSRefusesFilesItCannotLoad(t *testing.T) {
 	t.Parallel()
-	m := testenv.NewMutualTLS(t)
+	m := testcerts.NewMutualTLS(t)
 	for name, files := range map[string][3]string{
 		"a missing certificate": {"/nonexistent.crt", m.ServerKeyFile, m.CAFile},
 		"a key of another":      {m.ServerCertFile, m.ClientKeyFile, m.CAFile},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/testenv"
+	testcerts "github.com/polyop/polyop/internal/testenv/certs"
 )
 
 func TestClusterAddress(t *testing.T) {
@@ -34,7 +35,7 @@ func TestClusterAddress(t *testing.T) {
 
 func TestClusterServiceTLS(t *testing.T) {
 	t.Parallel()
-	m := testenv.NewMutualTLS(t)
+	m := testcerts.NewMutualTLS(t)
 	for name, tc := range map[string]struct {
 		address, cert, key, ca string
 		wantTLS                bool

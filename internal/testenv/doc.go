@@ -1,14 +1,21 @@
 // Package testenv gives polyop's integration tests, benchmarks and `make run`
-// a real control plane and real processes.
+// a real control plane and real processes. Its parts live in packages of
+// their own, as controller-runtime's envtest splits its internals:
 //
-// Start runs a kube-apiserver and etcd through controller-runtime's envtest,
-// from the binaries `make envtest` builds from source (KUBEBUILDER_ASSETS, or
-// bin/k8s-<version> in the repository), with the given CRDs installed, and
-// writes an admin kubeconfig that child processes and kubectl can use. Build
-// compiles a main package of the module once per test binary; Start of a
-// Process runs it with its output captured and mirrored to the test log.
+//   - controlplane: a kube-apiserver and etcd through envtest, from the
+//     binaries `make envtest` builds from source, with CRDs, feature gates
+//     and an audit log; the webhook configurations of a kubebuilder project.
+//   - process: child processes with their output kept and mirrored to the
+//     test log.
+//   - build: the Go and TypeScript builds the tests run, once per test
+//     binary.
+//   - certs: a throwaway CA and mutual TLS certificates.
 //
-// Eventually and Consistently are the tests' one way to wait on a condition,
-// built on apimachinery's wait.PollUntilContextTimeout: they report what was
-// awaited and what the condition saw last.
+// This package re-exports their everyday names (Start, Env, Build,
+// StartProcess, Process, …), so that a test imports one package for the
+// common case, and holds what every test shares: Eventually and Consistently,
+// the tests' one way to wait on a condition, built on apimachinery's
+// wait.PollUntilContextTimeout (they report what was awaited and what the
+// condition saw last), and Suite, what the TestMain of an integration test
+// package sets up.
 package testenv

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/polyop/polyop/internal/testenv"
+	"github.com/polyop/polyop/internal/testenv/controlplane"
 	conformancev1 "github.com/polyop/polyop/test/conformance/indexsidecar/api/v1"
 )
 
@@ -282,7 +283,7 @@ func refusal(ns string, err error) string {
 // where it must serve, with which certificate.
 func installCrewWebhooks(t *testing.T, f *fixture) *envtest.WebhookInstallOptions {
 	t.Helper()
-	return testenv.InstallWebhookManifests(t, env.Config, k8s,
+	return controlplane.InstallWebhookManifests(t, env.Config, k8s,
 		filepath.Join(testenv.RepoRoot(), "test", "conformance", "indexsidecar", "config", "webhook", "manifests.yaml"), "crew-"+f.ns, f.ns)
 }
 

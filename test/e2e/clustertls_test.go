@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/testenv"
+	testcerts "github.com/polyop/polyop/internal/testenv/certs"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -41,7 +42,7 @@ func TestTheClusterServiceOnTheNetworkNeedsMutualTLS(t *testing.T) {
 		}
 	}
 
-	m := testenv.NewMutualTLS(t)
+	m := testcerts.NewMutualTLS(t)
 	f.startChildSidecar()
 	f.startHost("--cluster-address", everywhere,
 		"--cluster-tls-cert-file", m.ServerCertFile, "--cluster-tls-key-file", m.ServerKeyFile, "--cluster-tls-client-ca-file", m.CAFile)

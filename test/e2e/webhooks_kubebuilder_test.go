@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/polyop/polyop/internal/testenv"
+	"github.com/polyop/polyop/internal/testenv/controlplane"
 )
 
 // TestKubebuilderWebhookManifestsWork applies the webhook configurations
@@ -33,7 +34,7 @@ func TestKubebuilderWebhookManifestsWork(t *testing.T) {
 
 	// Tests run in parallel against one API server: each configuration gets
 	// the fixture's name and admits the fixture's namespace only.
-	opts := testenv.InstallWebhookManifests(t, env.Config, k8s,
+	opts := controlplane.InstallWebhookManifests(t, env.Config, k8s,
 		filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "kubebuilder-webhooks.yaml"), "kubebuilder-"+f.ns, f.ns)
 	f.startHostWithWebhooks([]string{
 		"--webhook-host", "127.0.0.1",

@@ -1,4 +1,4 @@
-package testenv
+package build
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"syscall"
 )
 
-// ErrNoNode is returned by BuildTypeScript when node, or the packages `make
+// ErrNoNode is returned by TypeScript when node, or the packages `make
 // node_modules` installs, are missing.
 var ErrNoNode = errors.New("no node, or no node_modules in the repository (run make node_modules)")
 
@@ -19,24 +19,24 @@ var (
 	tsBuilt = map[string]error{}
 )
 
-// BuildTypeScript compiles the TypeScript project in dir (relative to the
+// TypeScript compiles the TypeScript project in dir (relative to the
 // repository root, e.g. "examples/typescript/configmapsync") and the projects
 // it references, once per process, with the repository's pinned tsc (tsc -b:
 // a project that is up to date is not compiled again). Test binaries of
 // several packages may build at the same time, so the build holds a lock
 // file in node_modules.
-func BuildTypeScript(dir string) error {
+func TypeScript(dir string) error {
 	tsMu.Lock()
 	defer tsMu.Unlock()
 	if err, ok := tsBuilt[dir]; ok {
 		return err
 	}
-	err := buildTypeScript(dir)
+	err := typeScript(dir)
 	tsBuilt[dir] = err
 	return err
 }
 
-func buildTypeScript(dir string) error {
+func typeScript(dir string) error {
 	root := RepoRoot()
 	tsc := filepath.Join(root, "node_modules", ".bin", "tsc")
 	if _, err := exec.LookPath("node"); err != nil {

@@ -1,4 +1,4 @@
-package testenv
+package certs
 
 import (
 	"crypto/ecdsa"

@@ -1,16 +1,17 @@
-package testenv
+package controlplane
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/polyop/polyop/internal/testenv/build"
 )
 
 // KubernetesVersion is the version of the control plane `make envtest` builds.
@@ -37,18 +38,12 @@ type Env struct {
 	auditLog string
 }
 
-// RepoRoot is the root of the polyop repository.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 // AssetsDir finds the control-plane binaries: KUBEBUILDER_ASSETS when set,
 // otherwise bin/k8s-<KubernetesVersion> in the repository.
 func AssetsDir() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
-		dir = filepath.Join(RepoRoot(), "bin", "k8s-"+KubernetesVersion)
+		dir = filepath.Join(build.RepoRoot(), "bin", "k8s-"+KubernetesVersion)
 	}
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {

@@ -1,4 +1,4 @@
-package testenv
+package process
 
 import (
 	"bufio"
@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,46 +16,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 )
-
-var (
-	buildMu  sync.Mutex
-	built    = map[string]string{}
-	buildDir string
-)
-
-// Build compiles the main package pkg (relative to the repository root, e.g.
-// "./cmd/host") once per process and returns the binary's path.
-func Build(pkg string) (string, error) {
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if path, ok := built[pkg]; ok {
-		return path, nil
-	}
-	if buildDir == "" {
-		dir, err := os.MkdirTemp("", "polyop-bin-")
-		if err != nil {
-			return "", err
-		}
-		buildDir = dir
-	}
-	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = RepoRoot()
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
-	}
-	built[pkg] = out
-	return out, nil
-}
-
-// CleanBuilds removes the binaries Build made.
-func CleanBuilds() {
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-}
 
 // Logger receives a process's output, line by line (a *testing.T fits).
 type Logger interface {
@@ -78,8 +37,8 @@ type Process struct {
 	out bytes.Buffer
 }
 
-// ProcessOptions are the optional settings of StartProcessWith.
-type ProcessOptions struct {
+// Options are the optional settings of StartWith.
+type Options struct {
 	// Logger receives each line of output, prefixed with the process's name.
 	// Defaults to none.
 	Logger Logger
@@ -91,15 +50,15 @@ type ProcessOptions struct {
 	Dir string
 }
 
-// StartProcess starts bin with args. Each line of its output is kept (see
-// Output) and passed to log with name as a prefix, if log is not nil.
-func StartProcess(log Logger, name, bin string, args ...string) (*Process, error) {
-	return StartProcessWith(name, bin, args, ProcessOptions{Logger: log})
+// Start starts bin with args. Each line of its output is kept (see Output)
+// and passed to log with name as a prefix, if log is not nil.
+func Start(log Logger, name, bin string, args ...string) (*Process, error) {
+	return StartWith(name, bin, args, Options{Logger: log})
 }
 
-// StartProcessWith starts bin with args and opts. The process is killed if
-// the calling process dies.
-func StartProcessWith(name, bin string, args []string, opts ProcessOptions) (*Process, error) {
+// StartWith starts bin with args and opts. The process is killed if the
+// calling process dies.
+func StartWith(name, bin string, args []string, opts Options) (*Process, error) {
 	p := &Process{Name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	if len(opts.Env) > 0 {
 		p.cmd.Env = append(os.Environ(), opts.Env...)
