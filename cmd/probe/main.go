@@ -36,11 +36,12 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/polyop/polyop/internal/address"
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 )
 
 // defaultAddress is the sidecar's default address, as the host's and the
 // SDKs'.
-const defaultAddress = address.DefaultSidecar
+const defaultAddress = sdkaddress.Default
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {

@@ -2,7 +2,8 @@
 // host's --sidecar-address and --cluster-address, a sidecar's serving
 // address, the probe's target — with the Go SDK's parser
 // (github.com/polyop/polyop/sdk/go/address), so that the host and the SDK
-// read an address the same way, and adds what only the host needs.
+// read an address the same way, and adds what only the host needs. The
+// sidecar's default address is the SDK's too: address.Default there.
 package address
 
 import (
@@ -10,11 +11,6 @@ import (
 
 	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 )
-
-// DefaultSidecar is the sidecar's default address, the SDK's
-// (sidecar.DefaultAddress): the host dials it unless --sidecar-address says
-// otherwise.
-const DefaultSidecar = sdkaddress.Default
 
 // Parse splits an address into a network ("unix" or "tcp") and an address,
 // as net.Listen and net.Dial take them. See the SDK's address.Parse.

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/testenv"
 	testcerts "github.com/polyop/polyop/internal/testenv/certs"
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 )
 
 func TestClusterAddress(t *testing.T) {
@@ -14,13 +14,13 @@ func TestClusterAddress(t *testing.T) {
 	for name, tc := range map[string]struct {
 		sidecar, cluster, want string
 	}{
-		"if unset beside the default sidecar socket, then the default":     {sidecar: sidecar.DefaultAddress, want: "unix:///var/run/polyop/cluster.sock"},
+		"if unset beside the default sidecar socket, then the default":     {sidecar: sdkaddress.Default, want: "unix:///var/run/polyop/cluster.sock"},
 		"if unset beside another unix socket, then beside it":              {sidecar: "unix:///tmp/x/sidecar.sock", want: "unix:///tmp/x/cluster.sock"},
 		"if unset beside a relative unix socket, then beside it, absolute": {sidecar: "unix:run/sidecar.sock", want: "unix://" + testenv.WorkingDir(t) + "/run/cluster.sock"},
-		"if set to a relative unix socket, then absolute":                  {sidecar: sidecar.DefaultAddress, cluster: "unix:c.sock", want: "unix://" + testenv.WorkingDir(t) + "/c.sock"},
+		"if set to a relative unix socket, then absolute":                  {sidecar: sdkaddress.Default, cluster: "unix:c.sock", want: "unix://" + testenv.WorkingDir(t) + "/c.sock"},
 		"if unset with a TCP sidecar, then the default":                    {sidecar: "localhost:9000", want: "unix:///var/run/polyop/cluster.sock"},
-		"if set, then as set": {sidecar: sidecar.DefaultAddress, cluster: "tcp://127.0.0.1:9001", want: "tcp://127.0.0.1:9001"},
-		"if 0, then none":     {sidecar: sidecar.DefaultAddress, cluster: "0", want: ""},
+		"if set, then as set": {sidecar: sdkaddress.Default, cluster: "tcp://127.0.0.1:9001", want: "tcp://127.0.0.1:9001"},
+		"if 0, then none":     {sidecar: sdkaddress.Default, cluster: "0", want: ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/polyop/polyop/internal/sharding/replica"
 	"github.com/polyop/polyop/internal/sidecar"
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 )
 
 // Version is the host's version, stamped at build time with
@@ -18,7 +19,7 @@ var Version = "dev"
 // NewOptions, which holds every default, then override.
 type Options struct {
 	// SidecarAddress is the sidecar's gRPC endpoint. Defaults to
-	// sidecar.DefaultAddress, a unix socket in the pod's shared volume.
+	// the SDK's address.Default, a unix socket in the pod's shared volume.
 	SidecarAddress string
 	// ClusterAddress is where the host serves the ClusterService to its
 	// sidecar, in the same forms as SidecarAddress; "0" serves none. Defaults
@@ -137,7 +138,7 @@ type Options struct {
 // NewOptions returns Options holding every default.
 func NewOptions() Options {
 	return Options{
-		SidecarAddress:         sidecar.DefaultAddress,
+		SidecarAddress:         sdkaddress.Default,
 		SidecarWaitTimeout:     2 * time.Minute,
 		DescribeTimeout:        10 * time.Second,
 		ReconcileTimeout:       30 * time.Second,

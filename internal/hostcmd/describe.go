@@ -13,6 +13,7 @@ import (
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -25,7 +26,7 @@ type descriptionSource struct {
 }
 
 func (s *descriptionSource) bindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&s.address, "sidecar-address", sidecar.DefaultAddress, "Ask the sidecar at this address to describe itself.")
+	fs.StringVar(&s.address, "sidecar-address", sdkaddress.Default, "Ask the sidecar at this address to describe itself.")
 	fs.StringVar(&s.file, "description", "", "Read the description from this file (the JSON `host describe` prints) instead of asking a sidecar.")
 	fs.DurationVar(&s.wait, "sidecar-wait-timeout", 30*time.Second, "How long to wait for the sidecar to be ready.")
 }

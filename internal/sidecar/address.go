@@ -6,11 +6,6 @@ import (
 	"github.com/polyop/polyop/internal/address"
 )
 
-// DefaultAddress is where the host looks for its sidecar unless told otherwise:
-// a unix socket in the volume both containers of the pod mount at
-// /var/run/polyop.
-const DefaultAddress = address.DefaultSidecar
-
 // Target turns a sidecar address into a gRPC dial target.
 //
 // Accepted forms are "unix:///absolute/path.sock", "unix:relative/path.sock",

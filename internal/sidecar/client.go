@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/polyop/polyop/internal/description"
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/tracing"
 )
@@ -31,7 +32,8 @@ const DefaultMaxMessageSize = 64 << 20
 // Options configure a Client.
 type Options struct {
 	// Address is the sidecar's endpoint; see Target for the accepted forms.
-	// Defaults to DefaultAddress.
+	// Defaults to the SDK's address.Default, a unix socket in the volume
+	// both containers of the pod mount at /var/run/polyop.
 	Address string
 
 	// MaxMessageSize bounds every message sent or received, in bytes.
@@ -84,7 +86,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Address == "" {
-		o.Address = DefaultAddress
+		o.Address = sdkaddress.Default
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
