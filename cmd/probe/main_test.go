@@ -13,8 +13,8 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/sidecar"
-	"github.com/polyop/polyop/internal/sidecartest"
 	"github.com/polyop/polyop/internal/testenv"
 )
 
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 
 func TestProbe(t *testing.T) {
 	t.Parallel()
-	addr, hs := sidecartest.Serve(t, nil)
+	addr, hs := fakesidecar.Serve(t, nil)
 	hs.SetServingStatus("polyop.v1alpha1.SidecarService", healthpb.HealthCheckResponse_NOT_SERVING)
 
 	// The probe's default timeout (1s) is short for a busy machine: the
@@ -138,7 +138,7 @@ func TestBinaryExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, hs := sidecartest.Serve(t, nil)
+	addr, hs := fakesidecar.Serve(t, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

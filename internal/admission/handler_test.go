@@ -23,7 +23,7 @@ import (
 
 	"github.com/polyop/polyop/internal/admission"
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -179,7 +179,7 @@ func TestDefaultingWebhook(t *testing.T) {
 			}
 			o := opts
 			o.Timeout = 100 * time.Millisecond
-			h := admission.NewDefaulting(&sidecartest.Fake{OnDefault: tc.answer}, widgetWebhook(policy), o)
+			h := admission.NewDefaulting(&fakesidecar.Fake{OnDefault: tc.answer}, widgetWebhook(policy), o)
 			resp := review(t, h, admissionv1.AdmissionRequest{}, "")
 			if resp.Allowed != tc.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%+v)", resp.Allowed, tc.wantAllowed, resp.Result)
@@ -204,7 +204,7 @@ func TestDefaultingWebhookSendsTheRequest(t *testing.T) {
 	t.Parallel()
 	var got *polyopv1alpha1.AdmissionRequest
 	var deadline, called time.Time
-	sc := &sidecartest.Fake{OnDefault: func(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	sc := &fakesidecar.Fake{OnDefault: func(ctx context.Context, req *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
 		called = time.Now()
 		got = req.GetRequest()
 		deadline, _ = ctx.Deadline()
@@ -242,8 +242,8 @@ func TestDefaultingWebhookSendsTheRequest(t *testing.T) {
 
 func TestValidatingWebhook(t *testing.T) {
 	t.Parallel()
-	answer := func(resp *polyopv1alpha1.ValidateResponse) *sidecartest.Fake {
-		return &sidecartest.Fake{OnValidate: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
+	answer := func(resp *polyopv1alpha1.ValidateResponse) *fakesidecar.Fake {
+		return &fakesidecar.Fake{OnValidate: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
 			return resp, nil
 		}}
 	}
@@ -341,7 +341,7 @@ func TestDeadline(t *testing.T) {
 // cannot decode, and does not call the sidecar.
 func TestAReviewWithoutARequestIsABadRequest(t *testing.T) {
 	t.Parallel()
-	sc := &sidecartest.Fake{
+	sc := &fakesidecar.Fake{
 		OnDefault: defaulted(widgetJSON),
 		OnValidate: func(context.Context, *polyopv1alpha1.ValidateRequest) (*polyopv1alpha1.ValidateResponse, error) {
 			return nil, nil

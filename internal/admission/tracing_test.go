@@ -15,7 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/polyop/polyop/internal/admission"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/tracing"
 )
@@ -28,12 +28,12 @@ func TestEachAdmissionCallIsASpanWithItsResult(t *testing.T) {
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
 
 	var inCall trace.SpanContext
-	ok := admission.NewDefaulting(&sidecartest.Fake{OnDefault: func(ctx context.Context, _ *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
+	ok := admission.NewDefaulting(&fakesidecar.Fake{OnDefault: func(ctx context.Context, _ *polyopv1alpha1.DefaultRequest) (*polyopv1alpha1.DefaultResponse, error) {
 		inCall = trace.SpanContextFromContext(ctx)
 		return &polyopv1alpha1.DefaultResponse{}, nil
 	}}, widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL), opts)
 	review(t, ok, admissionv1.AdmissionRequest{}, "")
-	broken := admission.NewDefaulting(&sidecartest.Fake{OnDefault: failing(grpccodes.Internal, "boom")}, widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL), opts)
+	broken := admission.NewDefaulting(&fakesidecar.Fake{OnDefault: failing(grpccodes.Internal, "boom")}, widgetWebhook(polyopv1alpha1.FailurePolicy_FAILURE_POLICY_FAIL), opts)
 	review(t, broken, admissionv1.AdmissionRequest{}, "")
 
 	got := spans.GetSpans()

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -66,7 +66,7 @@ func TestABadAnswerIsRefusedWithAWarningAndNothingWritten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return tc.resp })}
+			sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return tc.resp })}
 			r, _, w := newFlow(t, "", sc, ownerMap())
 			rec := events.NewFakeRecorder(10)
 			r.Recorder = rec
@@ -149,7 +149,7 @@ func TestStatusPatchIsAJSONPatch(t *testing.T) {
 
 func TestStatusAsWritten(t *testing.T) {
 	t.Parallel()
-	r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK}, nil, &sidecartest.Fake{}, ReconcilerOptions{})
+	r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK}, nil, &fakesidecar.Fake{}, ReconcilerOptions{})
 	at := func(rv, status string) *object.Object {
 		o := asObject(t, ownerMap())
 		o.SetResourceVersion(rv)

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 // childrenOf makes a Gadget in a namespace of its own and a Reconciler of
@@ -35,7 +35,7 @@ func childrenOf(tb testing.TB) (*Reconciler, *object.Object, client.Client, *req
 		tb.Fatal(err)
 	}
 	g.SetGroupVersionKind(gadgetGVK)
-	r := NewReconciler(description.Controller{Name: "gadgets", GVK: gadgetGVK}, c, &sidecartest.Fake{}, ReconcilerOptions{
+	r := NewReconciler(description.Controller{Name: "gadgets", GVK: gadgetGVK}, c, &fakesidecar.Fake{}, ReconcilerOptions{
 		Children: []ChildKind{{GVK: configMapGVK, Namespaced: true}},
 	})
 	return r, g, c, counter

@@ -8,14 +8,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 func TestChildrenAreCountedByAction(t *testing.T) {
 	t.Parallel()
 	var resp *polyopv1alpha1.ReconcileResponse
-	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+	sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 	r, _, _ := newFlow(t, "", sc, ownerMap(), controlledBy("theirs", "other", "other-uid", nil))
 	// A controller name of this test's own, so that the counters are its.
 	r.Controller.Name = "children-metrics"

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -184,7 +184,7 @@ func TestValidateChildrenSetsTheControllerLabel(t *testing.T) {
 func TestReconcileNeverWritesAnObjectItDoesNotControlAndPrunesOnlyWhatItApplied(t *testing.T) {
 	t.Parallel()
 	var resp *polyopv1alpha1.ReconcileResponse
-	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+	sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 	r, c, w := newFlow(t, "", sc, ownerMap(),
 		controlledBy("theirs", "other", "other-uid", nil),
 		controlledBy("loose", "", "", nil),
@@ -254,7 +254,7 @@ func TestReconcileReportsOrReplacesAChildRefusedOnAnImmutableField(t *testing.T)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			resp := &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("s", "MQ==")}, ChildrenComplete: true}
-			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+			sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 			r, c, w := newFlow(t, "", sc, ownerMap())
 			ctx := context.Background()
 			if _, err := r.Reconcile(ctx, req); err != nil {

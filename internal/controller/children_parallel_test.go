@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -72,7 +72,7 @@ func TestChildrenAreAppliedConcurrentlyUpToTheLimit(t *testing.T) {
 				names = append(names, fmt.Sprintf("c%d", i))
 			}
 			resp := &polyopv1alpha1.ReconcileResponse{DesiredChildren: manyChildren(names...), ChildrenComplete: true}
-			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+			sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 			r, c, _ := newFlow(t, "", sc, ownerMap())
 			r.maxConcurrentChildWrites = tc.limit
 			var flight inFlight
@@ -111,7 +111,7 @@ func TestChildrenAreAppliedConcurrentlyUpToTheLimit(t *testing.T) {
 func TestEveryFailedConcurrentApplyIsReportedByName(t *testing.T) {
 	t.Parallel()
 	resp := &polyopv1alpha1.ReconcileResponse{DesiredChildren: manyChildren("a", "bad1", "b", "bad2", "c"), ChildrenComplete: true}
-	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+	sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 	r, c, w := newFlow(t, "", sc, ownerMap())
 	var mu sync.Mutex
 	var names []string

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 // laggingCache is a Reconciler whose cache returns the owner at resource
@@ -34,7 +34,7 @@ func laggingCache(t *testing.T, stale int) (*Reconciler, *atomic.Int32) {
 			return err
 		}}).
 		Build()
-	r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK}, c, &sidecartest.Fake{}, ReconcilerOptions{})
+	r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK}, c, &fakesidecar.Fake{}, ReconcilerOptions{})
 	r.written.record(req.NamespacedName, "7")
 	return r, &reads
 }

@@ -8,8 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 )
 
 // TestAFinalizerPatchFromAStaleObjectIsAConflict: the finalizers are written
@@ -18,7 +18,7 @@ import (
 func TestAFinalizerPatchFromAStaleObjectIsAConflict(t *testing.T) {
 	t.Parallel()
 	const finalizer = "example.com/cleanup"
-	r, c, _ := newFlow(t, finalizer, &sidecartest.Fake{}, ownerMap())
+	r, c, _ := newFlow(t, finalizer, &fakesidecar.Fake{}, ownerMap())
 	ctx := context.Background()
 	read := func() *object.Object {
 		t.Helper()

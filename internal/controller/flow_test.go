@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -116,7 +116,7 @@ var req = reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Na
 func TestReconcileAppliesChangedChildrenOnlyAndPrunesOnlyWhenComplete(t *testing.T) {
 	t.Parallel()
 	var resp *polyopv1alpha1.ReconcileResponse
-	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+	sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 	r, c, w := newFlow(t, "", sc, ownerMap())
 	ctx := context.Background()
 	run := func() {
@@ -199,11 +199,11 @@ func TestFinalizerIsAddedFirstAndRemovedAfterFinalize(t *testing.T) {
 	t.Parallel()
 	const finalizer = "example.com/cleanup"
 	var finalizeResp *polyopv1alpha1.FinalizeResponse
-	sc := &sidecartest.Fake{
-		OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	sc := &fakesidecar.Fake{
+		OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 			return &polyopv1alpha1.ReconcileResponse{}
 		}),
-		OnFinalize: sidecartest.Answer(func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse { return finalizeResp }),
+		OnFinalize: fakesidecar.Answer(func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse { return finalizeResp }),
 	}
 	r, c, _ := newFlow(t, finalizer, sc, ownerMap())
 	ctx := context.Background()
@@ -282,7 +282,7 @@ func TestTheObjectReadBackFromAWriteIsAsTheCacheHoldsIt(t *testing.T) {
 				WithReturnManagedFields().
 				WithObjects(asObject(t, owner)).
 				Build()
-			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+			sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 				return &polyopv1alpha1.ReconcileResponse{}
 			})}
 			r := NewReconciler(description.Controller{Name: "maps", GVK: configMapGVK, Finalizer: finalizer}, c, sc, ReconcilerOptions{KeepManagedFields: keep})

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -49,7 +49,7 @@ func TestAnUnreachableSidecarIsLoggedOncePerChangeOfState(t *testing.T) {
 	t.Parallel()
 	// The sidecar fails every call with Unavailable while down is set.
 	var down atomic.Bool
-	sc := &sidecartest.Fake{OnReconcile: func(context.Context, *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+	sc := &fakesidecar.Fake{OnReconcile: func(context.Context, *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 		if down.Load() {
 			return nil, status.Error(codes.Unavailable, "connection refused")
 		}

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -38,11 +38,11 @@ func (p *fakeProgress) Versions(context.Context) []*polyopv1alpha1.CacheVersion 
 func TestEveryCallToTheSidecarCarriesTheCacheVersions(t *testing.T) {
 	t.Parallel()
 	const finalizer = "example.com/cleanup"
-	sc := &sidecartest.Fake{
-		OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	sc := &fakesidecar.Fake{
+		OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 			return &polyopv1alpha1.ReconcileResponse{}
 		}),
-		OnFinalize: sidecartest.Answer(func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse {
+		OnFinalize: fakesidecar.Answer(func(*polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse {
 			return &polyopv1alpha1.FinalizeResponse{}
 		}),
 	}

@@ -10,17 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // skipFlow is a Reconciler of ConfigMaps owning Secrets, as newFlow builds it,
 // named name, skipping unchanged inputs when skip. The sidecar answers
 // *resp; its Reconcile calls are counted by sc.
-func skipFlow(t *testing.T, name string, skip, sendObserved bool, resp **polyopv1alpha1.ReconcileResponse, objs ...client.Object) (*Reconciler, client.Client, *sidecartest.Fake) {
+func skipFlow(t *testing.T, name string, skip, sendObserved bool, resp **polyopv1alpha1.ReconcileResponse, objs ...client.Object) (*Reconciler, client.Client, *fakesidecar.Fake) {
 	t.Helper()
-	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return *resp })}
+	sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return *resp })}
 	r, c, _ := newFlow(t, "", sc, objs...)
 	r.Controller.Name = name
 	r.Controller.SkipUnchangedInputs = skip

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/object"
-	"github.com/polyop/polyop/internal/sidecartest"
 	"github.com/polyop/polyop/internal/testenv"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -49,7 +49,7 @@ func TestAStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(gadget)
 	status := []byte(`{"phase":"Ready","dropped":"by the API server"}`)
-	sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 		return &polyopv1alpha1.ReconcileResponse{Status: status}
 	})}
 	r := NewReconciler(description.Controller{Name: "gadgets", GVK: gadgetGVK}, c, sc, ReconcilerOptions{})

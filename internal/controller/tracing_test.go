@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/tracing"
 )
@@ -54,7 +54,7 @@ func TestAReconcileIsASpanWithTheHostsWritesUnderIt(t *testing.T) {
 	t.Parallel()
 	var inCall trace.SpanContext
 	var logged []string
-	sc := &sidecartest.Fake{OnReconcile: func(ctx context.Context, _ *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+	sc := &fakesidecar.Fake{OnReconcile: func(ctx context.Context, _ *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 		inCall = trace.SpanContextFromContext(ctx)
 		logf.FromContext(ctx).Info("calling the sidecar")
 		return &polyopv1alpha1.ReconcileResponse{
@@ -110,7 +110,7 @@ func TestAFailedReconcileIsAnErrorSpanWithItsResult(t *testing.T) {
 		"if the sidecar reports a terminal error, then the result says terminal": {&polyopv1alpha1.Failure{Message: "never", Terminal: true}, tracing.ResultTerminalError},
 	} {
 		t.Run(name, func(t *testing.T) {
-			sc := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+			sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 				return &polyopv1alpha1.ReconcileResponse{Error: tc.failure}
 			})}
 			r, _, _ := newFlow(t, "", sc, ownerMap())

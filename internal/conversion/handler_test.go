@@ -21,7 +21,7 @@ import (
 
 	"github.com/polyop/polyop/internal/conversion"
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -46,7 +46,7 @@ func relabel(_ context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1al
 	return out, nil
 }
 
-func convert(t *testing.T, sc *sidecartest.Fake, desired string, query string, objects ...[]byte) *apiextensionsv1.ConversionResponse {
+func convert(t *testing.T, sc *fakesidecar.Fake, desired string, query string, objects ...[]byte) *apiextensionsv1.ConversionResponse {
 	t.Helper()
 	review := apiextensionsv1.ConversionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
@@ -145,7 +145,7 @@ func TestConversion(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &sidecartest.Fake{OnConvert: tc.answer}
+			sc := &fakesidecar.Fake{OnConvert: tc.answer}
 			resp := convert(t, sc, tc.desired, "", tc.objects...)
 			if sc.Calls() != tc.wantCalls {
 				t.Errorf("the sidecar was called %d times, want %d", sc.Calls(), tc.wantCalls)
@@ -172,7 +172,7 @@ func TestConversionDeadlineFollowsTheAPIServersTimeout(t *testing.T) {
 	t.Parallel()
 	var deadline, called time.Time
 	var hasDeadline bool
-	sc := &sidecartest.Fake{OnConvert: func(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
+	sc := &fakesidecar.Fake{OnConvert: func(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
 		called = time.Now()
 		deadline, hasDeadline = ctx.Deadline()
 		return relabel(ctx, req)
@@ -224,7 +224,7 @@ func TestConversionRefusesWhatIsNotAConversionReview(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sc := &sidecartest.Fake{OnConvert: relabel}
+			sc := &fakesidecar.Fake{OnConvert: relabel}
 			h := conversion.NewHandler(sc, widgets, conversion.Options{SidecarName: "widgets", MaxRequestBytes: 4096})
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, conversion.Path, tc.body))
@@ -251,7 +251,7 @@ func TestConversionReadsBodiesUpToTheLimit(t *testing.T) {
 		if !declared {
 			r = io.MultiReader(r)
 		}
-		sc := &sidecartest.Fake{OnConvert: relabel}
+		sc := &fakesidecar.Fake{OnConvert: relabel}
 		h := conversion.NewHandler(sc, widgets, conversion.Options{SidecarName: "widgets", MaxRequestBytes: int64(len(body))})
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, conversion.Path, r))

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/tracing"
 )
@@ -24,11 +24,11 @@ func TestEachConversionIsASpanWithItsResult(t *testing.T) {
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
 
 	var inCall trace.SpanContext
-	convert(t, &sidecartest.Fake{OnConvert: func(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
+	convert(t, &fakesidecar.Fake{OnConvert: func(ctx context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
 		inCall = trace.SpanContextFromContext(ctx)
 		return relabel(ctx, req)
 	}}, "example.com/v2", "", widget("v1", "a"))
-	convert(t, &sidecartest.Fake{OnConvert: func(context.Context, *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
+	convert(t, &fakesidecar.Fake{OnConvert: func(context.Context, *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
 		return &polyopv1alpha1.ConvertResponse{Error: "no such field"}, nil
 	}}, "example.com/v2", "", widget("v1", "b"))
 

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/testenv"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -32,9 +32,9 @@ import (
 // socket it serves, once it serves. The host stops when the test ends.
 func runHostFor(t *testing.T, env *testenv.Env, desc *polyopv1alpha1.DescribeResponse) polyopv1alpha1.ClusterServiceClient {
 	t.Helper()
-	sidecarAddress, _ := sidecartest.Serve(t, &sidecartest.Fake{
-		OnDescribe: sidecartest.Answer(func(*polyopv1alpha1.DescribeRequest) *polyopv1alpha1.DescribeResponse { return desc }),
-		OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	sidecarAddress, _ := fakesidecar.Serve(t, &fakesidecar.Fake{
+		OnDescribe: fakesidecar.Answer(func(*polyopv1alpha1.DescribeRequest) *polyopv1alpha1.DescribeResponse { return desc }),
+		OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 			return &polyopv1alpha1.ReconcileResponse{}
 		}),
 	})

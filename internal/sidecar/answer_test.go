@@ -12,18 +12,18 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 // answering is a sidecar that answers every Reconcile with resp.
-func answering(resp *polyopv1alpha1.ReconcileResponse) *sidecartest.Fake {
-	return &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+func answering(resp *polyopv1alpha1.ReconcileResponse) *fakesidecar.Fake {
+	return &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
 }
 
 func reconcileWith(t *testing.T, resp *polyopv1alpha1.ReconcileResponse, opts Options) (*polyopv1alpha1.ReconcileResponse, error) {
 	t.Helper()
-	addr, _ := sidecartest.Serve(t, answering(resp))
+	addr, _ := fakesidecar.Serve(t, answering(resp))
 	opts.Address = addr
 	c, err := New(opts)
 	if err != nil {
@@ -124,7 +124,7 @@ func TestAnOversizedStatusIsNotCopied(t *testing.T) {
 		t.Errorf("the default codec allocated %d bytes, less than the %d-byte status it copies: the comparison measures nothing", plain, size)
 	}
 
-	addr, _ := sidecartest.Serve(t, answering(&polyopv1alpha1.ReconcileResponse{Status: status}))
+	addr, _ := fakesidecar.Serve(t, answering(&polyopv1alpha1.ReconcileResponse{Status: status}))
 	c, err := New(Options{Address: addr})
 	if err != nil {
 		t.Fatal(err)

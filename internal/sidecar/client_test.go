@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -43,11 +43,11 @@ func TestDescribeErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var sc *sidecartest.Fake
+			var sc *fakesidecar.Fake
 			if tc.register {
-				sc = &sidecartest.Fake{OnDescribe: tc.describe}
+				sc = &fakesidecar.Fake{OnDescribe: tc.describe}
 			}
-			addr, _ := sidecartest.Serve(t, sc)
+			addr, _ := fakesidecar.Serve(t, sc)
 			c, err := New(Options{Address: addr})
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +64,7 @@ func TestDescribeErrors(t *testing.T) {
 func TestDescribeSendsTheHostsVersion(t *testing.T) {
 	t.Parallel()
 	var got *polyopv1alpha1.DescribeRequest
-	addr, _ := sidecartest.Serve(t, &sidecartest.Fake{OnDescribe: func(_ context.Context, r *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
+	addr, _ := fakesidecar.Serve(t, &fakesidecar.Fake{OnDescribe: func(_ context.Context, r *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 		got = r
 		return &polyopv1alpha1.DescribeResponse{
 			ProtocolVersion: description.ProtocolVersion,
@@ -97,7 +97,7 @@ func TestWaitReady(t *testing.T) {
 	t.Parallel()
 	t.Run("if the sidecar becomes SERVING, WaitReady returns", func(t *testing.T) {
 		t.Parallel()
-		addr, hs := sidecartest.Serve(t, nil)
+		addr, hs := fakesidecar.Serve(t, nil)
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		c, err := New(Options{Address: addr})
 		if err != nil {

@@ -9,23 +9,23 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
 func TestDescribeSendsTheClusterAddressAndFinalizeIsCalled(t *testing.T) {
 	t.Parallel()
-	svc := &sidecartest.Fake{
-		OnDescribe: sidecartest.Answer(func(*polyopv1alpha1.DescribeRequest) *polyopv1alpha1.DescribeResponse {
+	svc := &fakesidecar.Fake{
+		OnDescribe: fakesidecar.Answer(func(*polyopv1alpha1.DescribeRequest) *polyopv1alpha1.DescribeResponse {
 			return &polyopv1alpha1.DescribeResponse{ProtocolVersion: description.ProtocolVersion, Name: "s", Controllers: []*polyopv1alpha1.ControllerDescription{{
 				Name: "c", ForKind: &polyopv1alpha1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Finalizer: "example.com/f",
 			}}}
 		}),
-		OnFinalize: sidecartest.Answer(func(req *polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse {
+		OnFinalize: fakesidecar.Answer(func(req *polyopv1alpha1.FinalizeRequest) *polyopv1alpha1.FinalizeResponse {
 			return &polyopv1alpha1.FinalizeResponse{RequeueAfter: durationpb.New(time.Duration(req.GetRetries()) * time.Second)}
 		}),
 	}
-	addr, hs := sidecartest.Serve(t, svc)
+	addr, hs := fakesidecar.Serve(t, svc)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	c, err := New(Options{Address: addr, ClusterAddress: "unix:///run/polyop/cluster.sock"})
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -86,7 +86,7 @@ func TestCallsAreCountedByResult(t *testing.T) {
 		"metrics-terminal":  {Error: &polyopv1alpha1.Failure{Message: "bad spec", Terminal: true}},
 		"metrics-transient": {Error: &polyopv1alpha1.Failure{Message: "not yet"}},
 	}
-	fake := &sidecartest.Fake{OnReconcile: func(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
+	fake := &fakesidecar.Fake{OnReconcile: func(ctx context.Context, req *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 		switch req.GetController() {
 		case "metrics-timeout":
 			<-ctx.Done()
@@ -96,7 +96,7 @@ func TestCallsAreCountedByResult(t *testing.T) {
 		}
 		return answers[req.GetController()], nil
 	}}
-	addr, _ := sidecartest.Serve(t, fake)
+	addr, _ := fakesidecar.Serve(t, fake)
 	c, err := New(Options{Address: addr, ReconcileTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +134,10 @@ func TestCallsAreCountedByResult(t *testing.T) {
 
 func TestMessageSizesAreMeasured(t *testing.T) {
 	t.Parallel()
-	fake := &sidecartest.Fake{OnConvert: func(_ context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
+	fake := &fakesidecar.Fake{OnConvert: func(_ context.Context, req *polyopv1alpha1.ConvertRequest) (*polyopv1alpha1.ConvertResponse, error) {
 		return &polyopv1alpha1.ConvertResponse{Objects: req.GetObjects()}, nil
 	}}
-	addr, _ := sidecartest.Serve(t, fake)
+	addr, _ := fakesidecar.Serve(t, fake)
 	c, err := New(Options{Address: addr})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func histogram(t *testing.T, h *prometheus.HistogramVec, method string) *dto.His
 
 func TestSidecarUpFollowsItsHealth(t *testing.T) {
 	t.Parallel()
-	addr, hs := sidecartest.Serve(t, &sidecartest.Fake{})
+	addr, hs := fakesidecar.Serve(t, &fakesidecar.Fake{})
 	c, err := New(Options{Address: addr})
 	if err != nil {
 		t.Fatal(err)

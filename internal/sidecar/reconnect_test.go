@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/testenv"
 )
 
@@ -66,7 +66,7 @@ func TestReconnectDelayIsCapped(t *testing.T) {
 	sock := filepath.Join(dir, "s.sock")
 	start := func() *grpc.Server {
 		t.Helper()
-		srv, _ := sidecartest.ServeOn(t, sock, nil)
+		srv, _ := fakesidecar.ServeOn(t, sock, nil)
 		return srv
 	}
 

@@ -27,8 +27,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/sidecar"
-	"github.com/polyop/polyop/internal/sidecartest"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
 	"github.com/polyop/polyop/sdk/go/tracing"
@@ -406,15 +406,15 @@ func TestASidecarWithoutStreamsIsCalledUnary(t *testing.T) {
 	})
 	t.Run("if opening a stream fails with UNIMPLEMENTED, the call and the next go unary", func(t *testing.T) {
 		t.Parallel()
-		fake := &sidecartest.Fake{
+		fake := &fakesidecar.Fake{
 			OnDescribe: func(context.Context, *polyopv1alpha1.DescribeRequest) (*polyopv1alpha1.DescribeResponse, error) {
 				return streamingDescription(), nil
 			},
-			OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+			OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 				return &polyopv1alpha1.ReconcileResponse{Status: []byte(`{"ok":true}`)}
 			}),
 		}
-		address, _ := sidecartest.Serve(t, fake)
+		address, _ := fakesidecar.Serve(t, fake)
 		c := described(t, sidecar.Options{Address: address})
 		for i := range 2 {
 			resp, err := c.Reconcile(context.Background(), configMapRequest(t, "ok"))

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memcachedv1 "github.com/polyop/polyop/examples/go/memcached/api/v1"
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/testenv"
 	polyopclient "github.com/polyop/polyop/sdk/go/client"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
@@ -56,9 +56,9 @@ var clientSidecar = &polyopv1alpha1.DescribeResponse{
 func hostWithClient(t *testing.T, hostArgs ...string) (*fixture, *polyopclient.Client) {
 	t.Helper()
 	f := newFixture(t)
-	srv, _ := sidecartest.ServeOn(t, strings.TrimPrefix(f.sidecarAddress(), "unix://"), &sidecartest.Fake{
-		OnDescribe: sidecartest.Answer(func(*polyopv1alpha1.DescribeRequest) *polyopv1alpha1.DescribeResponse { return clientSidecar }),
-		OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	srv, _ := fakesidecar.ServeOn(t, strings.TrimPrefix(f.sidecarAddress(), "unix://"), &fakesidecar.Fake{
+		OnDescribe: fakesidecar.Answer(func(*polyopv1alpha1.DescribeRequest) *polyopv1alpha1.DescribeResponse { return clientSidecar }),
+		OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 			return &polyopv1alpha1.ReconcileResponse{}
 		}),
 	})

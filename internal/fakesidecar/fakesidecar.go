@@ -1,12 +1,12 @@
-// Package sidecartest is the fake sidecar of the host's Go tests: one Fake
+// Package fakesidecar is the fake sidecar of the host's Go tests: one Fake
 // whose answers a test sets call by call, which keeps every request it was
 // sent. It stands in-process for the host's sidecar interfaces (those of
 // packages controller, admission and conversion), and Serve serves it over
 // gRPC, with a health service, on a real unix socket for the sidecar client.
 //
-// The end-to-end tests run real sidecar processes instead (test/testsidecar,
-// test/childsidecar, and the SDK's examples).
-package sidecartest
+// The end-to-end tests run real sidecar processes instead (test/testsidecar in
+// its modes, and the SDK's examples).
+package fakesidecar
 
 import (
 	"context"
