@@ -23,7 +23,7 @@ import (
 func TestFinalizeReconcilerBehindTheHost(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.startSidecar(finalizeBin)
+	f.start("sidecar", testSidecarBin, "finalize", "--address", f.sidecarAddress())
 	f.startHost()
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: f.ns, Name: "held"}

@@ -22,7 +22,7 @@ var (
 	scheme  = newScheme()
 	schemes = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, memcachedv1.AddToScheme, websitev1.AddToScheme, conformancev1.AddToScheme}
 
-	hostBin, memcachedBin, websiteBin, finalizeBin, indexBin string
+	hostBin, memcachedBin, websiteBin, testSidecarBin, indexBin string
 )
 
 func TestMain(m *testing.M) {
@@ -34,11 +34,11 @@ func TestMain(m *testing.M) {
 		},
 		Schemes: schemes,
 		Binaries: map[string]*string{
-			"./cmd/host":                         &hostBin,
-			"./examples/go/memcached":            &memcachedBin,
-			"./examples/go/website":              &websiteBin,
-			"./test/conformance/finalizesidecar": &finalizeBin,
-			"./test/conformance/indexsidecar":    &indexBin,
+			"./cmd/host":                      &hostBin,
+			"./examples/go/memcached":         &memcachedBin,
+			"./examples/go/website":           &websiteBin,
+			"./test/testsidecar":              &testSidecarBin,
+			"./test/conformance/indexsidecar": &indexBin,
 		},
 		Env:    &env,
 		Client: &k8s,

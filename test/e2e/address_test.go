@@ -35,7 +35,7 @@ func TestARelativeClusterAddressReachesASidecarInAnotherDirectory(t *testing.T) 
 		t.Cleanup(p.Stop)
 	}
 	// The sidecar runs in the fixture's directory, the host in another.
-	start("sidecar", childSidecarBin, filepath.Dir(f.socket), "--address", f.address(), "--log-file", f.callLog)
+	start("sidecar", testSidecarBin, filepath.Dir(f.socket), "children", "--address", f.address(), "--log-file", f.callLog)
 	start("host", hostBin, hostDir,
 		"--kubeconfig", env.Kubeconfig,
 		"--sidecar-address", f.address(),

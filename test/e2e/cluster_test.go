@@ -33,7 +33,7 @@ var (
 )
 
 // TestClusterService calls the host's cluster service as a sidecar does, with
-// test/childsidecar declaring what the host caches (Widgets, ConfigMaps,
+// testsidecar children declaring what the host caches (Widgets, ConfigMaps,
 // Secrets and ServiceAccounts in the fixture's namespace).
 func TestClusterService(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// TestAFailureWithRetryAfterIsRetriedThen has test/childsidecar answer every
+// TestAFailureWithRetryAfterIsRetriedThen has testsidecar children answer every
 // Reconcile with a Failure whose retry_after is 1s: the host calls again after
 // that second, not after its backoff (5 ms, doubling), and the failures still
 // count in the retries each request carries.

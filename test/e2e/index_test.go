@@ -23,7 +23,7 @@ import (
 func TestASidecarListsByTheIndexesItDeclares(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.start("sidecar", indexSidecarBin, "--address", f.address())
+	f.start("sidecar", testSidecarBin, "index", "--address", f.address())
 	f.startHost()
 	listsByIndexes(t, f)
 
@@ -125,7 +125,7 @@ func waitSummary(t *testing.T, ns, name, byController, byParent string) {
 func TestAHostRefusesAnIndexWhoseCELDoesNotCompile(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.start("sidecar", indexSidecarBin, "--address", f.address(), "--cel", "object.data.(")
+	f.start("sidecar", testSidecarBin, "index", "--address", f.address(), "--cel", "object.data.(")
 	host := f.startHost()
 	if code, err := host.Wait(60 * time.Second); err != nil || code == 0 {
 		t.Fatalf("the host exited with %d (%v), want a failure", code, err)

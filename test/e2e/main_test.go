@@ -14,7 +14,7 @@ var (
 	env *testenv.Env
 	k8s client.Client
 
-	hostBin, testSidecarBin, exampleSidecarBin, childSidecarBin, indexSidecarBin, traceSidecarBin string
+	hostBin, testSidecarBin, exampleSidecarBin string
 )
 
 // crdDirs are the CRDs of the suite's control plane, and of any other a test
@@ -31,9 +31,6 @@ func TestMain(m *testing.M) {
 			"./cmd/host":                      &hostBin,
 			"./test/testsidecar":              &testSidecarBin,
 			"./examples/go/maintenancewindow": &exampleSidecarBin,
-			"./test/childsidecar":             &childSidecarBin,
-			"./test/indexsidecar":             &indexSidecarBin,
-			"./test/tracesidecar":             &traceSidecarBin,
 		},
 		// Server-mode sharding lists and watches by shard selector.
 		FeatureGates: []string{"ShardedListAndWatch"},

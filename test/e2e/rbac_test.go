@@ -25,7 +25,7 @@ import (
 )
 
 // TestHostRunsWithTheRBACItPrints applies what `host rbac --namespace NS`
-// prints for test/childsidecar, then runs the host, scoped to NS as the
+// prints for testsidecar children, then runs the host, scoped to NS as the
 // fixture runs it, as that ServiceAccount (impersonated), with leader
 // election: children, status, watches, the cluster service, events and the
 // finalizer all work, and a kind the description does not name is forbidden.

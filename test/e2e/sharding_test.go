@@ -72,7 +72,7 @@ func testShardedChildren(t *testing.T, mode shardingMode) {
 	f := newFixture(t)
 	s := newShardRing(f, mode, "shardchildren", 6*time.Second)
 	s.sidecar = func(r *shardReplica, socket string) *testenv.Process {
-		return s.process(r.id+"-sidecar", childSidecarBin, "--address", socket, "--name", s.name, "--log-file", r.callLog)
+		return s.process(r.id+"-sidecar", testSidecarBin, "children", "--address", socket, "--name", s.name, "--log-file", r.callLog)
 	}
 	replicas := make([]*shardReplica, 2)
 	for i := range replicas {

@@ -22,7 +22,7 @@ const (
 )
 
 // TestOneReconcileIsOneTraceAcrossHostAndSidecar runs the host and a Go SDK
-// sidecar (test/tracesidecar), both exporting spans to an in-process OTLP
+// sidecar (testsidecar trace), both exporting spans to an in-process OTLP
 // receiver, and reconciles a ConfigMap whose reconcile lists Secrets through
 // the Cluster service and desires a Secret: the host's reconcile span is the
 // root of one trace holding the sidecar call, the sidecar's handler, its
@@ -32,7 +32,7 @@ func TestOneReconcileIsOneTraceAcrossHostAndSidecar(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	receiver := otlptest.Start(t)
-	sc := f.startWith("sidecar", traceSidecarBin, receiver.Env("tracesidecar"), "--address", f.address())
+	sc := f.startWith("sidecar", testSidecarBin, receiver.Env("tracesidecar"), "trace", "--address", f.address())
 	checkOneReconcileTrace(t, f, receiver, tracedSidecar{
 		service: "tracesidecar",
 		process: sc,

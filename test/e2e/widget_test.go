@@ -29,18 +29,18 @@ import (
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
-// This file holds the fixture's helpers for test/childsidecar and its Widget
+// This file holds the fixture's helpers for testsidecar children and its Widget
 // kind (test/e2e/testdata/crd): owned children, watches, finalizers and the
 // cluster service.
 
 var widgetGVK = schema.GroupVersionKind{Group: "e2e.polyop.dev", Version: "v1", Kind: "Widget"}
 
-// startChildSidecar starts test/childsidecar on the fixture's socket, logging
+// startChildSidecar starts testsidecar children on the fixture's socket, logging
 // its calls to the fixture's call log.
 func (f *fixture) startChildSidecar(args ...string) *testenv.Process {
 	f.t.Helper()
-	args = append([]string{"--address", f.address(), "--log-file", f.callLog}, args...)
-	return f.start("sidecar", childSidecarBin, args...)
+	args = append([]string{"children", "--address", f.address(), "--log-file", f.callLog}, args...)
+	return f.start("sidecar", testSidecarBin, args...)
 }
 
 // clusterAddress is where the host serves the cluster service by default:
@@ -118,7 +118,7 @@ func (f *fixture) setSpec(name string, spec map[string]any) *unstructured.Unstru
 	return f.updateWidget(name, func(u *unstructured.Unstructured) { u.Object["spec"] = spec })
 }
 
-// widgetCall is one line of test/childsidecar's call log.
+// widgetCall is one line of testsidecar children's call log.
 type widgetCall struct {
 	Time            time.Time `json:"time"`
 	Method          string    `json:"method"`

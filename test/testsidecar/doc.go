@@ -1,5 +1,16 @@
-// Command testsidecar is a polyop sidecar that exists for the host's
-// end-to-end tests. It is built with the Go SDK and reconciles MaintenanceWindow
+// Command testsidecar is the polyop sidecar of the host's end-to-end and
+// conformance tests, in one binary with several modes, each the first
+// argument:
+//
+//	testsidecar [flags]            MaintenanceWindows, below
+//	testsidecar children [flags]   Widgets with children, watches, finalizers and
+//	                               the Cluster service, on the generated gRPC code
+//	                               alone (package children)
+//	testsidecar index [flags]      declared cache indexes and cached kinds (package index)
+//	testsidecar trace [flags]      tracing through the SDK (package trace)
+//	testsidecar finalize [flags]   the conformance tests of finalizers (package finalize)
+//
+// Without a mode, it is built with the Go SDK and reconciles MaintenanceWindow
 // objects (examples.polyop.dev/v1), but its behaviour is driven by flags and by
 // annotations on each object, so that a test can make it fail, requeue, stall
 // or misdescribe itself on purpose.

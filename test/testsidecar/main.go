@@ -24,9 +24,28 @@ import (
 	v1 "github.com/polyop/polyop/examples/go/maintenancewindow/api/v1"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	"github.com/polyop/polyop/sdk/go/sidecar"
+	"github.com/polyop/polyop/test/testsidecar/children"
+	"github.com/polyop/polyop/test/testsidecar/finalize"
+	"github.com/polyop/polyop/test/testsidecar/index"
+	"github.com/polyop/polyop/test/testsidecar/trace"
 )
 
+// modes are the sidecars testsidecar is besides its own, each the first
+// argument: testsidecar MODE [flags].
+var modes = map[string]func(args []string){
+	"children": children.Main,
+	"finalize": finalize.Main,
+	"index":    index.Main,
+	"trace":    trace.Main,
+}
+
 func main() {
+	if len(os.Args) > 1 {
+		if mode, ok := modes[os.Args[1]]; ok {
+			mode(os.Args[2:])
+			return
+		}
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return

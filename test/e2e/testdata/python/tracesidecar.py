@@ -1,6 +1,6 @@
 """A sidecar for the tracing end-to-end test, in Python.
 
-It does what the Go SDK's test/tracesidecar does: its controller "copier"
+It does what the Go SDK's testsidecar trace does: its controller "copier"
 reconciles ConfigMaps, lists the Secrets of the ConfigMap's namespace through
 the host's Cluster service, and desires one Secret, "<name>-copy", holding the
 ConfigMap's data. Tracing is set up by the SDK from the OTEL_* environment

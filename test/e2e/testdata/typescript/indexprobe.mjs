@@ -1,5 +1,5 @@
 // A sidecar for the end-to-end test of declared indexes in the TypeScript SDK,
-// the counterpart of test/indexsidecar: it reconciles Secrets and, for each,
+// the counterpart of testsidecar index: it reconciles Secrets and, for each,
 // lists the ConfigMaps of its namespace by two declared indexes, from the
 // host's cache — ".metadata.controller" (a field path: the controller owner's
 // name) and "parent" (CEL: data.parent) — and applies what it found to the

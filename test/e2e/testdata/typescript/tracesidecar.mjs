@@ -1,5 +1,5 @@
 // A sidecar for the tracing end-to-end test, in TypeScript: it does what the
-// Go SDK's test/tracesidecar does. Its controller "copier" reconciles
+// Go SDK's testsidecar trace does. Its controller "copier" reconciles
 // ConfigMaps, lists the Secrets of the ConfigMap's namespace through the
 // host's Cluster service, and desires one Secret, "<name>-copy", holding the
 // ConfigMap's data. The SDK sets tracing up from the OTEL_* environment

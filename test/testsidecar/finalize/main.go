@@ -1,4 +1,5 @@
-// Command finalizesidecar is a sidecar built with the Go SDK for the
+// Package finalize is the finalize mode of testsidecar (testsidecar
+// finalize): a sidecar built with the Go SDK for the
 // conformance tests of finalizers: it reconciles the ConfigMaps labelled
 // conformance.polyop.dev/finalize with the finalizer
 // conformance.polyop.dev/cleanup, and its Finalize holds an object while the
@@ -6,8 +7,8 @@
 //
 // Usage:
 //
-//	finalizesidecar --address unix:///path/to/sidecar.sock
-package main
+//	testsidecar finalize --address unix:///path/to/sidecar.sock
+package finalize
 
 import (
 	"context"
@@ -19,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
@@ -49,11 +51,14 @@ func (cleanup) Finalize(ctx context.Context, cm *corev1.ConfigMap) (sidecar.Resu
 	return sidecar.Result{}, nil
 }
 
-func main() {
-	address := flag.String("address", sidecar.DefaultAddress, "Where to serve the sidecar API.")
+// Main runs the mode with the command line args, and exits the process
+// when it fails.
+func Main(args []string) {
+	fs := flag.NewFlagSet("testsidecar finalize", flag.ExitOnError)
+	address := fs.String("address", sdkaddress.Default, "Where to serve the sidecar API.")
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
-	flag.Parse()
+	zapOpts.BindFlags(fs)
+	_ = fs.Parse(args)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	srv, err := sidecar.New(sidecar.Options{Name: "finalize-conformance"})

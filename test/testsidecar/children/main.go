@@ -1,4 +1,4 @@
-package main
+package children
 
 import (
 	"context"
@@ -25,20 +25,24 @@ import (
 
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/sidecar"
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
-func main() {
-	address := flag.String("address", sidecar.DefaultAddress, "Where to serve: unix:///path.sock or host:port.")
-	name := flag.String("name", "childsidecar", "The sidecar's name.")
-	controller := flag.String("controller-name", "widget", "The controller's name.")
-	finalizer := flag.String("finalizer", "e2e.polyop.dev/cleanup", "The controller's finalizer; empty for none.")
-	logFile := flag.String("log-file", "", "Append one JSON line per call to this file.")
-	adoptConfigMaps := flag.Bool("adopt-configmaps", false, "Declare adopt for the owned ConfigMaps.")
-	ownJobs := flag.Bool("own-jobs", false, "Own batch/v1 Jobs too (spec.jobs, spec.jobImage).")
-	replaceJobs := flag.Bool("replace-jobs", false, "Own batch/v1 Jobs and declare replace_on_immutable for them.")
-	skipUnchanged := flag.Bool("skip-unchanged-inputs", false, "Declare skip_unchanged_inputs for the controller, and no watches.")
-	flag.Parse()
+// Main runs the mode with the command line args, and exits the process
+// when it fails.
+func Main(args []string) {
+	fs := flag.NewFlagSet("testsidecar children", flag.ExitOnError)
+	address := fs.String("address", sdkaddress.Default, "Where to serve: unix:///path.sock or host:port.")
+	name := fs.String("name", "childsidecar", "The sidecar's name.")
+	controller := fs.String("controller-name", "widget", "The controller's name.")
+	finalizer := fs.String("finalizer", "e2e.polyop.dev/cleanup", "The controller's finalizer; empty for none.")
+	logFile := fs.String("log-file", "", "Append one JSON line per call to this file.")
+	adoptConfigMaps := fs.Bool("adopt-configmaps", false, "Declare adopt for the owned ConfigMaps.")
+	ownJobs := fs.Bool("own-jobs", false, "Own batch/v1 Jobs too (spec.jobs, spec.jobImage).")
+	replaceJobs := fs.Bool("replace-jobs", false, "Own batch/v1 Jobs and declare replace_on_immutable for them.")
+	skipUnchanged := fs.Bool("skip-unchanged-inputs", false, "Declare skip_unchanged_inputs for the controller, and no watches.")
+	_ = fs.Parse(args)
 
 	s := &server{
 		name: *name, controller: *controller, finalizer: *finalizer,

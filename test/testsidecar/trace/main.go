@@ -1,9 +1,10 @@
-// Command tracesidecar is a sidecar written with the Go SDK for the tracing
+// Package trace is the trace mode of testsidecar (testsidecar trace): a
+// sidecar written with the Go SDK for the tracing
 // end-to-end test: its controller reconciles ConfigMaps, lists the Secrets of
 // the ConfigMap's namespace through the host's Cluster service, and desires
 // one Secret, "<name>-copy", holding the ConfigMap's data. Tracing is set up
 // by the SDK from the OTEL_* environment variables.
-package main
+package trace
 
 import (
 	"context"
@@ -19,12 +20,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
-func main() {
-	address := flag.String("address", sidecar.DefaultAddress, "Where to serve the sidecar API.")
-	flag.Parse()
+// Main runs the mode with the command line args, and exits the process
+// when it fails.
+func Main(args []string) {
+	fs := flag.NewFlagSet("testsidecar trace", flag.ExitOnError)
+	address := fs.String("address", sdkaddress.Default, "Where to serve the sidecar API.")
+	_ = fs.Parse(args)
 	ctrl.SetLogger(zap.New(zap.UseDevMode(false)))
 
 	srv, err := sidecar.New(sidecar.Options{Name: "tracesidecar"})

@@ -1,4 +1,5 @@
-// Command indexsidecar is a polyop sidecar on the Go SDK that exists for the
+// Package index is the index mode of testsidecar (testsidecar index): a
+// polyop sidecar on the Go SDK that exists for the
 // host's end-to-end tests of declared cache indexes and cached kinds. It
 // reconciles Secrets and, for each, lists the ConfigMaps of its namespace
 // through two declared indexes, from the host's cache:
@@ -16,7 +17,7 @@
 //
 // With --cel it declares the "parent" index with that CEL expression instead
 // (for the test of an expression the host refuses).
-package main
+package index
 
 import (
 	"context"
@@ -34,15 +35,19 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 	"github.com/polyop/polyop/sdk/go/client"
 	"github.com/polyop/polyop/sdk/go/sidecar"
 )
 
-func main() {
-	address := flag.String("address", sidecar.DefaultAddress, "Where to serve.")
-	parentCEL := flag.String("cel", "has(object.data) && has(object.data.parent) ? [object.data.parent] : []",
+// Main runs the mode with the command line args, and exits the process
+// when it fails.
+func Main(args []string) {
+	fs := flag.NewFlagSet("testsidecar index", flag.ExitOnError)
+	address := fs.String("address", sdkaddress.Default, "Where to serve.")
+	parentCEL := fs.String("cel", "has(object.data) && has(object.data.parent) ? [object.data.parent] : []",
 		"The CEL expression of the index \"parent\" on ConfigMaps.")
-	flag.Parse()
+	_ = fs.Parse(args)
 	ctrl.SetLogger(zap.New())
 
 	srv, err := sidecar.New(sidecar.Options{Name: "indexsidecar"})

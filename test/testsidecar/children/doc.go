@@ -1,4 +1,5 @@
-// Command childsidecar is a polyop sidecar that exists for the host's
+// Package children is the children mode of testsidecar (testsidecar
+// children): a polyop sidecar that exists for the host's
 // end-to-end tests of owned children, watches, finalizers and the cluster
 // service. It is written on the generated polyop.v1alpha1 gRPC code alone, as a
 // sidecar in a language without an SDK would be, and reconciles Widget objects
@@ -45,4 +46,4 @@
 //	{"time":"…","method":"Reconcile","namespace":"ns","name":"w","exists":true,
 //	 "generation":1,"resourceVersion":"123","retries":0,"children":["ConfigMap/a"],
 //	 "finalizers":["e2e.polyop.dev/cleanup"]}
-package main
+package children
