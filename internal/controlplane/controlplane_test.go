@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 func TestTheEmbeddedToolsModuleIsHackToolsEnvtest(t *testing.T) {
@@ -108,11 +110,11 @@ func TestProgressIsPrintedWhileTheBuildRuns(t *testing.T) {
 	var r recorder
 	p := newProgress("x", r.printf)
 	stop := p.every(time.Millisecond)
-	deadline := time.Now().Add(time.Minute)
-	for len(r.all()) < 2 && time.Now().Before(deadline) {
+	testenv.Eventually(t, time.Minute, "a line every interval", func() (bool, string) {
 		_, _ = p.Write([]byte("example.com/pkg\n"))
-		time.Sleep(time.Millisecond)
-	}
+		got := r.all()
+		return len(got) >= 2, fmt.Sprintf("%q", got)
+	})
 	stop()
 	if got := r.all(); len(got) < 2 || !strings.HasPrefix(got[0], "building x: ") {
 		t.Errorf("printed %q, want a line every interval", got)

@@ -29,6 +29,7 @@ import (
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/fakesidecar"
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/testenv"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 	sdk "github.com/polyop/polyop/sdk/go/sidecar"
 	"github.com/polyop/polyop/sdk/go/tracing"
@@ -314,13 +315,7 @@ func TestACallWithAnEndedContextSpendsNoStream(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within a minute")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, time.Minute, "the condition", func() (bool, string) { return cond(), "not met" })
 }
 
 func TestConcurrentCallersShareAtMostOneStreamEach(t *testing.T) {
