@@ -316,15 +316,15 @@ export class FakeCluster implements Cluster {
   private readonly watchers = new Set<(before: KubeResource | undefined, after: KubeResource | undefined) => void>();
   private version = 0;
 
-  constructor(objects: KubeResource[] = []) {
+  constructor(objects: Manifest[] = []) {
     for (const obj of objects) {
       this.seed(obj);
     }
   }
 
   /** Stores obj as is (with a uid and resourceVersion when it has none), without interceptors. */
-  seed(obj: KubeResource): void {
-    const copy = clone(obj);
+  seed(obj: Manifest): void {
+    const copy = withMetadata(clone(obj));
     copy.metadata.uid ??= randomUUID();
     copy.metadata.resourceVersion = String(++this.version);
     copy.metadata.generation ??= 1;
@@ -407,11 +407,14 @@ export class FakeCluster implements Cluster {
   }
 
   /** Every stored object of the kind, sorted by namespace and name. */
-  all<T extends KubeResource = KubeResource>(type: TypeMeta): T[] {
+  all<K extends TypedKindRef>(kind: K): Array<ObjectOf<K>>;
+  all<T extends Manifest = KubeResource>(kind: KindRef): T[];
+  all<T extends Manifest>(kind: KindRef): T[] {
+    const type = typeMetaOf(kind, "FakeCluster.all");
     return [...this.store.values()]
       .filter((o) => o.apiVersion === type.apiVersion && o.kind === type.kind)
       .sort((a, b) => storeKey(a, keyOf(a)).localeCompare(storeKey(b, keyOf(b))))
-      .map((o) => clone(o) as T);
+      .map((o) => clone(o) as unknown as T);
   }
 
   private intercept(verb: string, type: TypeMeta, key?: ObjectKey) {

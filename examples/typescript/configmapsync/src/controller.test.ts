@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { ClusterError, discardLogger, findCondition, NotFoundError, type KubeResource, type ListOptions } from "@polyop/sidecar";
+import { ClusterError, discardLogger, findCondition, NotFoundError, kindOf, type KindRef, type KubeResource, type ListOptions, type Manifest, type ObjectList, type Received } from "@polyop/sidecar";
 import { FakeCluster, Harness } from "@polyop/sidecar/testing";
 
 import { resyncMs, retryFailedMs } from "./controller.js";
 import { newSidecar } from "./sidecar.js";
-import { configMaps, configMapSyncs, copiesIndex, labels, type ConfigMap, type ConfigMapSync, type ConfigMapSyncSpec } from "./types.js";
+import { ConfigMapKind, configMaps, configMapSyncs, copiesIndex, labels, type ConfigMap, type ConfigMapSync, type ConfigMapSyncSpec } from "./types.js";
 
 // Fixture builders.
 function sync(spec: Partial<ConfigMapSyncSpec> = {}, name = "ca"): ConfigMapSync {
@@ -27,7 +27,7 @@ function namespace(name: string, nsLabels: Record<string, string> = {}): KubeRes
 
 const source = () => configMap("ops", "ca-bundle", { "ca.crt": "CERT-1" });
 
-function setup(...objects: KubeResource[]) {
+function setup(...objects: Manifest[]) {
   const sidecar = newSidecar({ logger: discardLogger });
   // Indexed as the host indexes what the sidecar declares.
   const cluster = new FakeCluster(objects).indexAs(sidecar);
@@ -36,11 +36,24 @@ function setup(...objects: KubeResource[]) {
 }
 
 describe("reconcile", () => {
+  test("reads and writes ConfigMaps as kubernetes-models types them: a copy of a typed source is a valid ConfigMap", async () => {
+    const typedSource = new ConfigMapKind({ metadata: { namespace: "ops", name: "ca-bundle" }, data: { "ca.crt": "CERT-1" } });
+    const { cluster, harness } = setup(typedSource);
+    assert.equal((await harness.reconcile(sync())).error, undefined);
+    // Typed by the kind: no type argument, and data is IConfigMap's.
+    const copy = await cluster.get(ConfigMapKind, { namespace: "team-a", name: "ca-bundle" });
+    const data: Record<string, string> | undefined = copy.data;
+    assert.deepEqual(data, { "ca.crt": "CERT-1" });
+    assert.equal(copy.metadata?.labels?.[labels.owner], "uid-ca");
+    // kubernetes-models checks the object against the Kubernetes OpenAPI schema.
+    assert.doesNotThrow(() => new ConfigMapKind(copy).validate());
+  });
+
   test("copies the source into every target namespace and reports Ready", async () => {
     const { cluster, harness } = setup(source());
     const out = await harness.reconcile(sync());
     assert.equal(out.error, undefined);
-    const copies = cluster.all<ConfigMap>(configMaps).filter((c) => c.metadata.namespace !== "ops");
+    const copies = cluster.all<Received<ConfigMap>>(configMaps).filter((c) => c.metadata.namespace !== "ops");
     assert.deepEqual(
       copies.map((c) => [c.metadata.namespace, c.metadata.name, c.data, c.metadata.labels?.[labels.owner]]),
       [
@@ -115,17 +128,17 @@ describe("reconcile", () => {
     const first = await harness.reconcile(sync());
     // The host sends the object as it is, with the status the last reconcile wrote.
     const out = await harness.reconcile({ ...sync({ targetNamespaces: ["team-a"] }), status: first.status! });
-    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
+    assert.deepEqual(cluster.all<Received<ConfigMap>>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
     assert.match(out.events[0]?.message ?? "", /pruned 1/);
     await harness.reconcile({ ...sync({ targetNamespaces: ["team-a"], targetName: "ca" }), status: out.status! });
-    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca"]);
+    assert.deepEqual(cluster.all<Received<ConfigMap>>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca"]);
   });
 
   test("finds its copies by the declared index, from the host's cache, where it copies now or copied last time", async () => {
     const { cluster, harness } = setup(source(), configMap("team-b", "ca-bundle-old", {}, { [labels.owner]: "uid-ca" }));
     const lists: Array<[string, ListOptions]> = [];
-    const list = cluster.list.bind(cluster);
-    cluster.list = (type, options = {}) => (lists.push([type.kind, options]), list(type, options));
+    const list: (kind: KindRef, options?: ListOptions) => Promise<ObjectList<KubeResource>> = cluster.list.bind(cluster);
+    cluster.list = (kind: KindRef, options: ListOptions = {}) => (lists.push([kindOf(kind, "list").kind, options]), list(kind, options));
     const out = await harness.reconcile({ ...sync({ targetNamespaces: ["team-a"] }), status: { syncedNamespaces: ["team-b"] } });
     assert.deepEqual(
       lists.map(([kind, o]) => [kind, o.namespace, o.fieldSelector, o.uncached]),
@@ -134,7 +147,7 @@ describe("reconcile", () => {
         ["ConfigMap", "team-b", "copyOf=uid-ca", undefined],
       ],
     );
-    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
+    assert.deepEqual(cluster.all<Received<ConfigMap>>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-a/ca-bundle"]);
     assert.match(out.events[0]?.message ?? "", /pruned 1/);
     assert.deepEqual(newSidecar().declaredIndexes, [copiesIndex]);
   });
@@ -143,7 +156,7 @@ describe("reconcile", () => {
     const { cluster, harness } = setup(source(), namespace("ops", { ca: "yes" }), namespace("team-c", { ca: "yes" }), namespace("team-d"));
     const out = await harness.reconcile(sync({ targetNamespaces: ["ops"], namespaceSelector: "ca=yes" }));
     assert.deepEqual(out.status?.syncedNamespaces, ["team-c"]);
-    assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => c.metadata.namespace), ["ops", "team-c"]);
+    assert.deepEqual(cluster.all<Received<ConfigMap>>(configMaps).map((c) => c.metadata.namespace), ["ops", "team-c"]);
     assert.deepEqual((await cluster.get<ConfigMap>(configMaps, { namespace: "ops", name: "ca-bundle" })).data, { "ca.crt": "CERT-1" });
   });
 
@@ -165,6 +178,6 @@ test("finalize deletes every copy", async () => {
   await harness.reconcile(sync());
   const out = await harness.finalize({ ...sync(), metadata: { ...sync().metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } });
   assert.equal(out.error, undefined);
-  assert.deepEqual(cluster.all<ConfigMap>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-z/other"]);
+  assert.deepEqual(cluster.all<Received<ConfigMap>>(configMaps).map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ["ops/ca-bundle", "team-z/other"]);
   assert.deepEqual(out.events.map((e) => e.message), ["deleted 2 copies of ca-bundle"]);
 });

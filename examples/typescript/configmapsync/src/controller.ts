@@ -1,21 +1,25 @@
 import {
-  findCondition,
   formatKey,
   ignoreNotFound,
+  isConditionTrue,
+  markConditionFalse,
+  markConditionTrue,
   NotFoundError,
-  setCondition,
+  READY,
   type Cluster,
+  type Received,
   type ReconcileContext,
   type Result,
 } from "@polyop/sidecar";
 
 import {
   annotations,
+  ConfigMapKind,
   configMaps,
   copiesIndex,
   labels,
   managedByValue,
-  namespaces,
+  Namespace,
   type ConfigMap,
   type ConfigMapSync,
   type ConfigMapSyncStatus,
@@ -36,25 +40,25 @@ export const retryFailedMs = 30_000;
  * they are found by a label holding the ConfigMapSync's uid; the finalizer
  * (finalizeConfigMapSync) deletes them with it.
  */
-export async function reconcileConfigMapSync(sync: ConfigMapSync, ctx: ReconcileContext): Promise<Result> {
+export async function reconcileConfigMapSync(sync: Received<ConfigMapSync>, ctx: ReconcileContext): Promise<Result> {
   const cluster = ctx.cluster;
-  const namespace = sync.metadata.namespace!;
+  const namespace = sync.metadata.namespace;
   const generation = sync.metadata.generation;
   const previouslySynced = sync.status?.syncedNamespaces ?? [];
   const status: ConfigMapSyncStatus = { conditions: sync.status?.conditions ?? [] };
   sync.status = status;
   status.observedGeneration = generation;
 
-  const source = await cluster.get<ConfigMap>(configMaps, { namespace, name: sync.spec.source }).catch(ignoreNotFound);
+  const source = await cluster.get(ConfigMapKind, { namespace, name: sync.spec.source }).catch(ignoreNotFound);
   if (!source) {
     const message = `ConfigMap ${namespace}/${sync.spec.source} does not exist`;
-    if (setCondition(status, { type: "Ready", status: "False", reason: "SourceNotFound", message, observedGeneration: generation })) {
+    if (markConditionFalse(status, READY, "SourceNotFound", message, generation)) {
       ctx.event("Warning", "SourceNotFound", message);
     }
     // The host watches ConfigMaps named by spec.source: creating it reconciles again.
     return { requeueAfter: resyncMs };
   }
-  status.sourceResourceVersion = source.metadata.resourceVersion;
+  status.sourceResourceVersion = source.metadata?.resourceVersion;
 
   const targetName = sync.spec.targetName || sync.spec.source;
   const targets = await targetNamespaces(sync, cluster);
@@ -83,11 +87,11 @@ export async function reconcileConfigMapSync(sync: ConfigMapSync, ctx: Reconcile
   // copied last time (the status says where), and the index finds them there
   // in the host's cache.
   for (const where of new Set([...targets, ...previouslySynced])) {
-    const copies = await cluster.list<ConfigMap>(configMaps, { namespace: where, fieldSelector: `${copiesIndex.name}=${sync.metadata.uid}` });
-    for (const copy of copies.items) {
-      const wanted = copy.metadata.name === targetName && targets.includes(where);
-      if (!wanted) {
-        await cluster.delete(configMaps, { namespace: where, name: copy.metadata.name! }, { preconditions: { uid: copy.metadata.uid! } }).catch(ignoreNotFound);
+    const copies = await cluster.list(ConfigMapKind, { namespace: where, fieldSelector: `${copiesIndex.name}=${sync.metadata.uid}` });
+    for (const { metadata = {} } of copies.items) {
+      const wanted = metadata.name === targetName && targets.includes(where);
+      if (!wanted && metadata.name) {
+        await cluster.delete(ConfigMapKind, { namespace: where, name: metadata.name }, { preconditions: { uid: metadata.uid ?? "" } }).catch(ignoreNotFound);
         changes.pruned++;
       }
     }
@@ -105,18 +109,12 @@ export async function reconcileConfigMapSync(sync: ConfigMapSync, ctx: Reconcile
   }
   if (failed.length > 0) {
     const message = failed.map((f) => `${f.namespace}: ${f.message}`).join("; ");
-    setCondition(status, { type: "Ready", status: "False", reason: "SyncFailed", message, observedGeneration: generation });
+    markConditionFalse(status, READY, "SyncFailed", message, generation);
     ctx.event("Warning", "SyncFailed", message);
     return { requeueAfter: retryFailedMs };
   }
-  const becameReady = findCondition(status, "Ready")?.status !== "True";
-  setCondition(status, {
-    type: "Ready",
-    status: "True",
-    reason: "Synced",
-    message: `${synced.length} copies up to date`,
-    observedGeneration: generation,
-  });
+  const becameReady = !isConditionTrue(status, READY);
+  markConditionTrue(status, READY, "Synced", `${synced.length} copies up to date`, generation);
   if (becameReady) {
     ctx.log.info("The ConfigMapSync is ready", { targets: synced });
   }
@@ -124,17 +122,19 @@ export async function reconcileConfigMapSync(sync: ConfigMapSync, ctx: Reconcile
 }
 
 /** The explicit target namespaces and those the selector matches, deduplicated and sorted. */
-async function targetNamespaces(sync: ConfigMapSync, cluster: Cluster): Promise<string[]> {
+async function targetNamespaces(sync: Received<ConfigMapSync>, cluster: Cluster): Promise<string[]> {
   const targets = new Set(sync.spec.targetNamespaces ?? []);
   if (sync.spec.namespaceSelector) {
-    const selected = await cluster.list(namespaces, { labelSelector: sync.spec.namespaceSelector });
+    const selected = await cluster.list(Namespace, { labelSelector: sync.spec.namespaceSelector });
     for (const ns of selected.items) {
-      targets.add(ns.metadata.name!);
+      if (ns.metadata?.name) {
+        targets.add(ns.metadata.name);
+      }
     }
   }
   // Never overwrite the source with its own copy.
   if ((sync.spec.targetName || sync.spec.source) === sync.spec.source) {
-    targets.delete(sync.metadata.namespace!);
+    targets.delete(sync.metadata.namespace);
   }
   return [...targets].sort();
 }
@@ -152,24 +152,24 @@ class TargetError extends Error {
 /** Creates or updates one copy; returns what it did, or undefined when the copy was up to date. */
 async function syncCopy(
   cluster: Cluster,
-  sync: ConfigMapSync,
+  sync: Received<ConfigMapSync>,
   source: ConfigMap,
   key: { namespace: string; name: string },
 ): Promise<"created" | "updated" | undefined> {
-  const desired: ConfigMap = {
+  const desired = {
     ...configMaps,
     metadata: {
       ...key,
-      labels: { [labels.owner]: sync.metadata.uid!, [labels.managedBy]: managedByValue },
+      labels: { [labels.owner]: sync.metadata.uid ?? "", [labels.managedBy]: managedByValue },
       annotations: {
-        [annotations.source]: formatKey({ namespace: source.metadata.namespace!, name: source.metadata.name! }),
-        [annotations.sourceResourceVersion]: source.metadata.resourceVersion ?? "",
+        [annotations.source]: formatKey({ namespace: sync.metadata.namespace, name: sync.spec.source }),
+        [annotations.sourceResourceVersion]: source.metadata?.resourceVersion ?? "",
       },
     },
     ...(source.data ? { data: source.data } : {}),
     ...(source.binaryData ? { binaryData: source.binaryData } : {}),
-  };
-  const existing = await cluster.get<ConfigMap>(configMaps, key).catch(ignoreNotFound);
+  } satisfies ConfigMap;
+  const existing = await cluster.get(ConfigMapKind, key).catch(ignoreNotFound);
   if (!existing) {
     try {
       await cluster.create(desired);
@@ -181,13 +181,13 @@ async function syncCopy(
       throw err;
     }
   }
-  if (existing.metadata.labels?.[labels.owner] !== sync.metadata.uid) {
+  if (existing.metadata?.labels?.[labels.owner] !== sync.metadata.uid) {
     throw new TargetError("TargetExists", `ConfigMap ${formatKey(key)} exists and is not managed by this ConfigMapSync; leaving it alone`);
   }
   const upToDate =
     JSON.stringify(existing.data ?? {}) === JSON.stringify(desired.data ?? {}) &&
     JSON.stringify(existing.binaryData ?? {}) === JSON.stringify(desired.binaryData ?? {}) &&
-    existing.metadata.annotations?.[annotations.sourceResourceVersion] === desired.metadata.annotations?.[annotations.sourceResourceVersion];
+    existing.metadata?.annotations?.[annotations.sourceResourceVersion] === desired.metadata.annotations[annotations.sourceResourceVersion];
   if (upToDate) {
     return undefined;
   }
@@ -196,8 +196,8 @@ async function syncCopy(
     ...existing,
     metadata: {
       ...existing.metadata,
-      labels: { ...existing.metadata.labels, ...desired.metadata.labels },
-      annotations: { ...existing.metadata.annotations, ...desired.metadata.annotations },
+      labels: { ...existing.metadata?.labels, ...desired.metadata.labels },
+      annotations: { ...existing.metadata?.annotations, ...desired.metadata.annotations },
     },
   };
   delete updated.data;
@@ -213,10 +213,12 @@ async function syncCopy(
  * from the API server, so that no copy stays behind, not even one in a
  * namespace the status never recorded.
  */
-export async function finalizeConfigMapSync(sync: ConfigMapSync, ctx: ReconcileContext): Promise<void> {
-  const copies = await ctx.cluster.list<ConfigMap>(configMaps, { labelSelector: `${labels.owner}=${sync.metadata.uid}`, uncached: true });
-  for (const copy of copies.items) {
-    await ctx.cluster.delete(configMaps, { namespace: copy.metadata.namespace!, name: copy.metadata.name! }).catch(ignoreNotFound);
+export async function finalizeConfigMapSync(sync: Received<ConfigMapSync>, ctx: ReconcileContext): Promise<void> {
+  const copies = await ctx.cluster.list(ConfigMapKind, { labelSelector: `${labels.owner}=${sync.metadata.uid}`, uncached: true });
+  for (const { metadata = {} } of copies.items) {
+    if (metadata.name) {
+      await ctx.cluster.delete(ConfigMapKind, { namespace: metadata.namespace ?? "", name: metadata.name }).catch(ignoreNotFound);
+    }
   }
   if (copies.items.length > 0) {
     ctx.event("Normal", "CopiesDeleted", `deleted ${copies.items.length} copies of ${sync.spec.source}`);

@@ -60,7 +60,7 @@ test("the sidecar process serves Describe, Default and Reconcile, and stops on S
   assert.deepEqual(controller.watches[0]?.mapping, { case: "fieldPath", value: "spec.source" });
   assert.deepEqual(
     description.indexes.map((ix) => [ix.kind?.kind, ix.name, ix.value]),
-    [["ConfigMap", copiesIndex.name, { case: "fieldPath", value: copiesIndex.path }]],
+    [["ConfigMap", copiesIndex.name, { case: "fieldPath", value: copiesIndex.fieldPath }]],
   );
   assert.deepEqual([description.webhooks[0]?.default, description.webhooks[0]?.validate], [true, true]);
 

@@ -25,4 +25,4 @@ const sidecar = newSidecar({
   logger: jsonLogger({ level, name: "configmapsync" }),
   ...(values["cluster-address"] ? { clusterAddress: values["cluster-address"] } : {}),
 });
-await sidecar.serve(values.address, { signal: shutdownSignal() });
+await sidecar.serve({ address: values.address, signal: shutdownSignal() });

@@ -5,8 +5,9 @@ import { ConfigMapSync, configMaps, copiesIndex, finalizer } from "./types.js";
 import { defaultConfigMapSync, validateConfigMapSync } from "./webhooks.js";
 
 /**
- * The example's sidecar: one controller and the two admission webhooks of
- * ConfigMapSync, and the index of ConfigMaps by the sync that copied them.
+ * The example's sidecar: one controller, its finalizer's handler and the two
+ * admission webhooks of ConfigMapSync, and the index of ConfigMaps by the
+ * sync that copied them.
  */
 export function newSidecar(options: Partial<SidecarOptions> = {}): Sidecar {
   return new Sidecar({ name: "configmapsync-operator", ...options })
@@ -20,10 +21,10 @@ export function newSidecar(options: Partial<SidecarOptions> = {}): Sidecar {
         watches: [{ ...configMaps, fieldPath: "spec.source" }],
         maxConcurrentReconciles: 2,
         finalizer,
-        finalize: finalizeConfigMapSync,
       },
       reconcileConfigMapSync,
     )
+    .finalizer(ConfigMapSync, finalizeConfigMapSync)
     .defaulter({ for: ConfigMapSync }, defaultConfigMapSync)
     .validator({ for: ConfigMapSync }, validateConfigMapSync);
 }

@@ -1,10 +1,15 @@
 import { Type, type Static } from "@sinclair/typebox";
 
-import type { KubeResource } from "@polyop/sidecar";
 import { defineKind, Kube } from "@polyop/sidecar/crd";
+import type { IConfigMap } from "kubernetes-models/v1/ConfigMap";
 
+// The built-in kinds are kubernetes-models' typed classes (ConfigMap,
+// Namespace): given as the kind of a Cluster call, they type what it reads.
+export { ConfigMap as ConfigMapKind } from "kubernetes-models/v1/ConfigMap";
+export { Namespace } from "kubernetes-models/v1/Namespace";
+
+/** ConfigMap's apiVersion and kind, spread into the index and the watch. */
 export const configMaps = { apiVersion: "v1", kind: "ConfigMap" } as const;
-export const namespaces = { apiVersion: "v1", kind: "Namespace" } as const;
 
 /** Labels and annotations the example sets, all under its own prefix. */
 export const labels = {
@@ -32,7 +37,7 @@ export const managedByValue = "configmapsync.examples.polyop.dev";
  * children by an owner index (copies cannot carry owner references: they
  * live in other namespaces).
  */
-export const copiesIndex = { ...configMaps, name: "copyOf", path: `.metadata.labels['${labels.owner}']` } as const;
+export const copiesIndex = { ...configMaps, name: "copyOf", fieldPath: `.metadata.labels['${labels.owner}']` } as const;
 
 /** The finalizer that lets the copies be deleted with their ConfigMapSync. */
 export const finalizer = "configmapsync.examples.polyop.dev/cleanup";
@@ -102,8 +107,5 @@ export type ConfigMapSync = Static<typeof ConfigMapSync>;
 /** ConfigMapSync's apiVersion and kind, for objects and registrations. */
 export const configMapSyncs = { apiVersion: ConfigMapSync.apiVersion, kind: ConfigMapSync.kind };
 
-export interface ConfigMap extends KubeResource {
-  data?: Record<string, string>;
-  binaryData?: Record<string, string>;
-  immutable?: boolean;
-}
+/** A ConfigMap, as kubernetes-models types it. */
+export type ConfigMap = IConfigMap;

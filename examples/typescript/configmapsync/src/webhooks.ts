@@ -1,4 +1,4 @@
-import { field, type AdmissionContext, type FieldError } from "@polyop/sidecar";
+import { DeniedError, field, type AdmissionContext, type FieldError, type Received } from "@polyop/sidecar";
 
 import { labels, type ConfigMapSync } from "./types.js";
 
@@ -11,7 +11,7 @@ const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
  * configmapsync.examples.polyop.dev/source=ca-bundle` finds every sync of a
  * ConfigMap.
  */
-export function defaultConfigMapSync(sync: ConfigMapSync, ctx: AdmissionContext<ConfigMapSync>): void {
+export function defaultConfigMapSync(sync: Received<ConfigMapSync>, ctx: AdmissionContext<ConfigMapSync>): void {
   sync.spec.targetName ||= sync.spec.source;
   if (sync.spec.targetNamespaces) {
     const sorted = [...new Set(sync.spec.targetNamespaces)].sort();
@@ -28,9 +28,11 @@ export function defaultConfigMapSync(sync: ConfigMapSync, ctx: AdmissionContext<
 /**
  * Refuses a ConfigMapSync that cannot work, as a validating webhook, with one
  * field error per problem: no target at all, a target namespace that is not a
- * namespace name, or a copy that would overwrite its own source.
+ * namespace name, or a copy that would overwrite its own source. (A spec the
+ * ConfigMapSync model itself refuses, say a source that is no string, is
+ * denied with the model's field errors before this runs.)
  */
-export function validateConfigMapSync(sync: ConfigMapSync, ctx: AdmissionContext<ConfigMapSync>): FieldError[] {
+export function validateConfigMapSync(sync: Received<ConfigMapSync>, ctx: AdmissionContext<ConfigMapSync>): string[] {
   if (ctx.operation === "DELETE") {
     return [];
   }
@@ -45,11 +47,14 @@ export function validateConfigMapSync(sync: ConfigMapSync, ctx: AdmissionContext
     }
   });
   const targetName = sync.spec.targetName || sync.spec.source;
-  const own = targets.indexOf(sync.metadata.namespace ?? "");
+  const own = targets.indexOf(sync.metadata.namespace);
   if (own >= 0 && targetName === sync.spec.source) {
     errors.push(
       field.invalid(`spec.targetNamespaces[${own}]`, targets[own], "the source's own namespace: the copy would overwrite the source; set spec.targetName"),
     );
   }
-  return errors;
+  if (errors.length > 0) {
+    throw new DeniedError("", errors);
+  }
+  return [];
 }
