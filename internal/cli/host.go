@@ -6,19 +6,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/polyop/polyop/internal/hostcmd"
+	polyoprun "github.com/polyop/polyop/internal/run"
 )
-
-// HostCommandName is the hidden subcommand that runs the host, as cmd/host
-// does: polyop run starts `polyop host`, so that installing polyop is all a
-// project needs to run locally.
-const HostCommandName = "host"
 
 // NewHostCommand returns polyop host, which runs the host with its own
 // command line (host --help lists it). It exits the process with the host's
 // exit code.
 func NewHostCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:                HostCommandName + " [flags] | " + HostCommandName + " <describe|webhooks|rbac> [flags]",
+		Use:                polyoprun.HostCommandName + " [flags] | " + polyoprun.HostCommandName + " <describe|webhooks|rbac> [flags]",
 		Short:              "Run the polyop host (as cmd/host does), for polyop run",
 		Hidden:             true,
 		DisableFlagParsing: true,

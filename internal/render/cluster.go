@@ -1,9 +1,10 @@
-package cli
+package render
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/polyop/polyop/internal/cluster"
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/index"
+	"github.com/polyop/polyop/internal/sidecarprocess"
 )
 
 // clusterSocketName is the name of the Cluster service's socket in render's
@@ -76,7 +78,7 @@ type renderCluster struct {
 // temporary directory of its own. Give it its kinds and objects with
 // setObjects before the sidecar reads through it; Stop it on every path.
 func startRenderCluster() (*renderCluster, error) {
-	dir, err := shortTempDir("polyop-cluster-", clusterSocketName)
+	dir, err := sidecarprocess.ShortTempDir("polyop-cluster-", clusterSocketName)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,7 @@ func startRenderCluster() (*renderCluster, error) {
 		Recorder:  &eventRecorder{c: c},
 	}, cluster.Options{FieldManager: "polyop-render"})
 	if err := srv.Listen(c.Address); err != nil {
-		removeAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,7 +137,7 @@ func (c *renderCluster) Stop() {
 	c.stop.Do(func() {
 		c.cancel()
 		<-c.done
-		removeAll(c.dir)
+		_ = os.RemoveAll(c.dir)
 	})
 }
 

@@ -1,4 +1,4 @@
-package cli
+package render
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -27,7 +27,7 @@ func TestRenderServesTheGivenObjectsThroughTheClusterServiceAndRecordsWritesWith
 		got     = map[string]string{}
 		address string
 	)
-	f := &sidecartest.Fake{}
+	f := &fakesidecar.Fake{}
 	f.OnReconcile = func(ctx context.Context, _ *polyopv1alpha1.ReconcileRequest) (*polyopv1alpha1.ReconcileResponse, error) {
 		d := f.Describes()
 		if len(d) == 0 {

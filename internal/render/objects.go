@@ -1,4 +1,4 @@
-package cli
+package render
 
 import (
 	"encoding/json"
@@ -22,6 +22,21 @@ type fileObject struct {
 }
 
 func (o fileObject) where() string { return fmt.Sprintf("%s:%d", o.Path, o.Line) }
+
+// ReadObjects reads the Kubernetes objects of a YAML (or JSON) file as
+// readObjects does, without where each starts: polyop run reads the
+// project's manifests with it.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	objs, err := readObjects(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.Unstructured)
+	}
+	return out, nil
+}
 
 // readObjects reads the Kubernetes objects of a YAML (or JSON) file: a
 // stream of documents separated by "---" lines, each an object or a List of

@@ -1,4 +1,4 @@
-package cli
+package render
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/polyop/polyop/internal/sidecartest"
+	"github.com/polyop/polyop/internal/fakesidecar"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -61,12 +61,12 @@ func writeFile(t *testing.T, name, content string) string {
 
 // render runs Render against f with the options o (its SidecarAddress set to
 // f's) and returns what it printed.
-func render(t *testing.T, f *sidecartest.Fake, o RenderOptions) (string, string, error) {
+func render(t *testing.T, f *fakesidecar.Fake, o RenderOptions) (string, string, error) {
 	t.Helper()
 	if f.OnDescribe == nil {
 		f.OnDescribe = fakeDescription
 	}
-	o.SidecarAddress, _ = sidecartest.Serve(t, f)
+	o.SidecarAddress, _ = fakesidecar.Serve(t, f)
 	if o.Output == "" {
 		o.Output = "yaml"
 	}
@@ -78,7 +78,7 @@ func render(t *testing.T, f *sidecartest.Fake, o RenderOptions) (string, string,
 
 func TestRenderSendsTheObjectAndItsObservedChildrenAsTheHostWould(t *testing.T) {
 	t.Parallel()
-	f := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	f := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 		return &polyopv1alpha1.ReconcileResponse{
 			RequeueAfter:     durationpb.New(90 * time.Second),
 			Status:           []byte(`{"phase":"Ready","observedGeneration":1}`),
@@ -163,7 +163,7 @@ reconcile:
 
 func TestRenderPrintsAFailureAsPartOfTheAnswer(t *testing.T) {
 	t.Parallel()
-	f := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	f := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 		return &polyopv1alpha1.ReconcileResponse{Error: &polyopv1alpha1.Failure{Message: "the backend is down", RetryAfter: durationpb.New(5 * time.Second)}}
 	})}
 	out, _, err := render(t, f, RenderOptions{ObjectFile: writeFile(t, "w.yaml", widgetYAML), Output: "json"})
@@ -181,7 +181,7 @@ func TestRenderPrintsAFailureAsPartOfTheAnswer(t *testing.T) {
 
 func TestRenderRefusesAnAnswerTheHostWouldRefuse(t *testing.T) {
 	t.Parallel()
-	f := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	f := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 		return &polyopv1alpha1.ReconcileResponse{
 			Status:          []byte(`"Ready"`),
 			DesiredChildren: [][]byte{[]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"w"}}`)},
@@ -231,7 +231,7 @@ func TestRenderChoosesTheController(t *testing.T) {
 			if tc.object == "" {
 				tc.object = writeFile(t, "w.yaml", widgetYAML)
 			}
-			f := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+			f := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 				return &polyopv1alpha1.ReconcileResponse{}
 			})}
 			_, _, err := render(t, f, RenderOptions{ObjectFile: tc.object, Controller: tc.controller})
@@ -250,7 +250,7 @@ func TestRenderChoosesTheController(t *testing.T) {
 func TestRenderObservedChildOfAKindNotOwnedIsAnErrorNamingTheFileAndLine(t *testing.T) {
 	t.Parallel()
 	observed := writeFile(t, "observed.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n")
-	f := &sidecartest.Fake{}
+	f := &fakesidecar.Fake{}
 	_, _, err := render(t, f, RenderOptions{ObjectFile: writeFile(t, "w.yaml", widgetYAML), ObservedFile: observed})
 	want := observed + `:6: Deployment.apps/v1 "d" is not of a kind controller "widget" owns (it owns ConfigMap.v1, Secret.v1)`
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -260,15 +260,15 @@ func TestRenderObservedChildOfAKindNotOwnedIsAnErrorNamingTheFileAndLine(t *test
 
 func TestRenderAdmitsTheObjectBeforeReconcilingIt(t *testing.T) {
 	t.Parallel()
-	f := &sidecartest.Fake{
-		OnDefault: sidecartest.Answer(func(req *polyopv1alpha1.DefaultRequest) *polyopv1alpha1.DefaultResponse {
+	f := &fakesidecar.Fake{
+		OnDefault: fakesidecar.Answer(func(req *polyopv1alpha1.DefaultRequest) *polyopv1alpha1.DefaultResponse {
 			var obj map[string]any
 			_ = json.Unmarshal(req.GetRequest().GetObject(), &obj)
 			obj["spec"].(map[string]any)["color"] = "blue"
 			raw, _ := json.Marshal(obj)
 			return &polyopv1alpha1.DefaultResponse{Object: raw, Warnings: []string{"color defaulted"}}
 		}),
-		OnValidate: sidecartest.Answer(func(req *polyopv1alpha1.ValidateRequest) *polyopv1alpha1.ValidateResponse {
+		OnValidate: fakesidecar.Answer(func(req *polyopv1alpha1.ValidateRequest) *polyopv1alpha1.ValidateResponse {
 			if strings.Contains(string(req.GetRequest().GetObject()), `"size":3`) {
 				return &polyopv1alpha1.ValidateResponse{}
 			}
@@ -276,7 +276,7 @@ func TestRenderAdmitsTheObjectBeforeReconcilingIt(t *testing.T) {
 				Field: "spec.size", Type: polyopv1alpha1.FieldErrorType_FIELD_ERROR_TYPE_INVALID, BadValue: []byte("7"), Detail: "must be at most 5",
 			}}}}
 		}),
-		OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+		OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 			return &polyopv1alpha1.ReconcileResponse{}
 		}),
 	}
@@ -298,7 +298,7 @@ func TestRenderAdmitsTheObjectBeforeReconcilingIt(t *testing.T) {
 
 	// An invalid object is denied with the status the API server returns,
 	// and not reconciled.
-	f2 := &sidecartest.Fake{OnDefault: f.OnDefault, OnValidate: f.OnValidate, OnReconcile: f.OnReconcile}
+	f2 := &fakesidecar.Fake{OnDefault: f.OnDefault, OnValidate: f.OnValidate, OnReconcile: f.OnReconcile}
 	invalid := strings.Replace(widgetYAML, "size: 3", "size: 7", 1)
 	out, _, err = render(t, f2, RenderOptions{ObjectFile: writeFile(t, "w.yaml", invalid), Admission: "create"})
 	if err != nil {
@@ -322,7 +322,7 @@ func TestRenderAdmitsTheObjectBeforeReconcilingIt(t *testing.T) {
 
 func TestRenderPicksTheObjectOfAKindTheSidecarReconciles(t *testing.T) {
 	t.Parallel()
-	f := &sidecartest.Fake{OnReconcile: sidecartest.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
+	f := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse {
 		return &polyopv1alpha1.ReconcileResponse{}
 	})}
 	path := writeFile(t, "sample.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: content\n---\n"+widgetYAML)
@@ -338,7 +338,7 @@ func TestRenderPicksTheObjectOfAKindTheSidecarReconciles(t *testing.T) {
 	}
 
 	two := writeFile(t, "two.yaml", widgetYAML+"---\n"+strings.Replace(widgetYAML, "name: w", "name: w2", 1))
-	_, _, err = render(t, &sidecartest.Fake{}, RenderOptions{ObjectFile: two})
+	_, _, err = render(t, &fakesidecar.Fake{}, RenderOptions{ObjectFile: two})
 	if want := two + ` holds 2 objects the sidecar reconciles (Widget "w" (line 1), Widget "w2" (line 9)): render takes one`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error = %v; want %q", err, want)
 	}

@@ -1,4 +1,4 @@
-package cli
+package run
 
 import (
 	"context"
@@ -74,13 +74,13 @@ func (r *runner) startCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if kubeconfig, ok := configuredKubeconfig(r.o.kubeconfig); ok && !r.o.local {
+	if kubeconfig, ok := configuredKubeconfig(r.o.Kubeconfig); ok && !r.o.Local {
 		c, err := r.existingCluster(ctx, kubeconfig, crds)
 		r.setCluster(c)
 		if err != nil {
 			return err
 		}
-		if r.o.applySamples {
+		if r.o.ApplySamples {
 			// kubectl applies the samples; without them it is not needed.
 			r.kubectl, err = findKubectl(os.Getenv("KUBEBUILDER_ASSETS"))
 		}

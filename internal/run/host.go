@@ -1,4 +1,4 @@
-package cli
+package run
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/polyop/polyop/internal/description"
 	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/sidecarprocess"
 )
 
 // describe waits for the sidecar to serve and asks it what it implements,
@@ -28,8 +29,8 @@ func (r *runner) describe(ctx context.Context) (*description.Resolved, error) {
 		return nil, err
 	}
 	defer c.Close()
-	r.console.printf("waiting up to %s for the sidecar at %s", r.o.timeout, r.address)
-	err = waitServing(ctx, c, r.sidecarDone(), r.o.timeout)
+	r.console.printf("waiting up to %s for the sidecar at %s", r.o.Timeout, r.address)
+	err = sidecarprocess.WaitServing(ctx, c, r.sidecarDone(), r.o.Timeout)
 	var desc *description.Description
 	if err == nil {
 		raw, derr := c.DescribeRaw(ctx, host.Version)
@@ -91,7 +92,7 @@ func (r *runner) startHost(res *description.Resolved) error {
 	} else {
 		args = append(args, "--webhook-port", "0")
 	}
-	args = append(args, r.o.hostArgs...)
+	args = append(args, r.o.HostArgs...)
 
 	program, err := r.hostProgram()
 	if err != nil {
@@ -112,8 +113,8 @@ func (r *runner) startHost(res *description.Resolved) error {
 // hostProgram is the host's program and its first arguments: --host-binary,
 // or this polyop's host command.
 func (r *runner) hostProgram() ([]string, error) {
-	if r.o.hostBinary != "" {
-		return []string{r.o.hostBinary}, nil
+	if r.o.HostBinary != "" {
+		return []string{r.o.HostBinary}, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -126,10 +127,10 @@ func (r *runner) hostProgram() ([]string, error) {
 // is healthy, and the webhook server, when there is one, serves.
 func (r *runner) waitHostReady(ctx context.Context) error {
 	url := "http://" + r.hostAddr.health + "/readyz?verbose"
-	r.console.printf("waiting up to %s for the host to be ready (%s)", r.o.timeout, url)
+	r.console.printf("waiting up to %s for the host to be ready (%s)", r.o.Timeout, url)
 	client := &http.Client{Timeout: 2 * time.Second}
 	last := "no answer yet"
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, r.o.timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, r.o.Timeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case ch := <-r.exited:
 			return false, ch.exitError()
@@ -159,7 +160,7 @@ func (r *runner) waitHostReady(ctx context.Context) error {
 		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return fmt.Errorf("the host was not ready within %s (%s: %s); its output above says why", r.o.timeout, url, last)
+		return fmt.Errorf("the host was not ready within %s (%s: %s); its output above says why", r.o.Timeout, url, last)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package cli
+package run
 
 import (
 	"fmt"

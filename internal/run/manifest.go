@@ -1,4 +1,4 @@
-package cli
+package run
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/polyop/polyop/internal/render"
 )
 
 // manifestFiles lists the manifests in dir (YAML or JSON), in the folders
@@ -43,17 +45,15 @@ func manifestFiles(dir string, recursive bool) ([]string, error) {
 	return files, nil
 }
 
-// readManifests decodes every object in files (see readObjects).
+// readManifests decodes every object in files (see render.ReadObjects).
 func readManifests(files []string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, file := range files {
-		fileObjs, err := readObjects(file)
+		fileObjs, err := render.ReadObjects(file)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range fileObjs {
-			objs = append(objs, o.Unstructured)
-		}
+		objs = append(objs, fileObjs...)
 	}
 	return objs, nil
 }

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package cli
+package run
 
 import "syscall"
 

@@ -1,10 +1,12 @@
-package cli
+package run
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/polyop/polyop/internal/sidecarprocess"
 )
 
 // stopTimeout is how long a child process gets to exit after it is asked to
@@ -59,16 +61,16 @@ func (ch *child) stop() {
 	select {
 	case <-ch.done:
 	default:
-		signalGroup(ch.cmd, terminate)
+		sidecarprocess.SignalGroup(ch.cmd, sidecarprocess.StopSignal)
 		select {
 		case <-ch.done:
 		case <-time.After(stopTimeout):
-			signalGroup(ch.cmd, kill)
+			sidecarprocess.SignalGroup(ch.cmd, sidecarprocess.KillSignal)
 			<-ch.done
 		}
 	}
 	// Whatever the child started goes with it.
-	signalGroup(ch.cmd, kill)
+	sidecarprocess.SignalGroup(ch.cmd, sidecarprocess.KillSignal)
 }
 
 // environ returns this process's environment with the given variables set.

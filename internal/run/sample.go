@@ -1,4 +1,4 @@
-package cli
+package run
 
 import (
 	"bytes"
@@ -93,8 +93,8 @@ func (r *runner) applySamples(ctx context.Context) ([]sample, error) {
 // waitReady waits until every sample has a Ready condition that is True for
 // its current generation, for at most the --timeout.
 func (r *runner) waitReady(ctx context.Context, samples []sample) error {
-	r.console.printf("waiting up to %s for %d sample(s) to be Ready", r.o.timeout, len(samples))
-	waitCtx, cancel := context.WithTimeout(ctx, r.o.timeout)
+	r.console.printf("waiting up to %s for %d sample(s) to be Ready", r.o.Timeout, len(samples))
+	waitCtx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
@@ -132,7 +132,7 @@ func (r *runner) waitReady(ctx context.Context, samples []sample) error {
 			for _, s := range pending {
 				lines = append(lines, fmt.Sprintf("%s: %s", s, last[s]))
 			}
-			return fmt.Errorf("timed out after %s waiting for the samples to be Ready:\n  %s", r.o.timeout, strings.Join(lines, "\n  "))
+			return fmt.Errorf("timed out after %s waiting for the samples to be Ready:\n  %s", r.o.Timeout, strings.Join(lines, "\n  "))
 		case ch := <-r.exited:
 			return ch.exitError()
 		case <-r.sidecarDone():

@@ -1,4 +1,4 @@
-package cli
+package sidecarprocess
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func StartSidecarIn(dir string, command []string, logs io.Writer, clusterAddress
 	if len(command) == 0 {
 		return nil, errors.New("no sidecar command")
 	}
-	tmp, err := shortTempDir("polyop-sidecar-", socketName)
+	tmp, err := ShortTempDir("polyop-sidecar-", socketName)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +109,9 @@ func StartSidecarIn(dir string, command []string, logs io.Writer, clusterAddress
 // the Cluster service's address in.
 const clusterAddressEnv = "POLYOP_CLUSTER_ADDRESS"
 
-// shortTempDir makes a temporary directory in which socket, a file name,
+// ShortTempDir makes a temporary directory in which socket, a file name,
 // makes a path short enough for a unix socket.
-func shortTempDir(prefix, socket string) (string, error) {
+func ShortTempDir(prefix, socket string) (string, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return "", err
@@ -148,17 +148,22 @@ func (p *SidecarProcess) ExitedError() error {
 	if p.err != nil {
 		how = "exited: " + p.err.Error()
 	}
-	return fmt.Errorf("the sidecar command %q %s%s", strings.Join(p.command, " "), how, p.outputNote())
+	return fmt.Errorf("the sidecar command %q %s%s", strings.Join(p.command, " "), how, p.OutputNote())
 }
 
-// outputNote is the end of the sidecar's output, for an error message.
-func (p *SidecarProcess) outputNote() string {
-	tail := p.OutputTail(20)
-	if tail == "" {
-		return " (it printed nothing)"
-	}
-	return "; the end of its output:\n" + tail
+// OutputNote is the end of the sidecar's output, for an error message.
+func (p *SidecarProcess) OutputNote() string { return outputNote(p.OutputTail(20)) }
+
+// Kill ends the sidecar and the processes it started at once, with
+// KillSignal, and removes its temporary directory without waiting for it to
+// exit (a second Ctrl-C to polyop run).
+func (p *SidecarProcess) Kill() {
+	SignalGroup(p.cmd, KillSignal)
+	_ = os.RemoveAll(p.dir)
 }
+
+// Pid is the sidecar process's id.
+func (p *SidecarProcess) Pid() int { return p.cmd.Process.Pid }
 
 // OutputTail is the last n lines the sidecar printed, at most.
 func (p *SidecarProcess) OutputTail(n int) string { return p.output.tail(n) }
@@ -171,17 +176,17 @@ func (p *SidecarProcess) Stop() {
 		select {
 		case <-p.done:
 		default:
-			signalGroup(p.cmd, terminate)
+			SignalGroup(p.cmd, StopSignal)
 			select {
 			case <-p.done:
 			case <-time.After(stopGracePeriod):
-				signalGroup(p.cmd, kill)
+				SignalGroup(p.cmd, KillSignal)
 				<-p.done
 			}
 		}
 		// `go run` leaves the program it built behind when it is killed:
 		// the group is ended as a whole, whatever its leader did.
-		signalGroup(p.cmd, kill)
+		SignalGroup(p.cmd, KillSignal)
 		_ = os.RemoveAll(p.dir)
 	})
 }
@@ -213,10 +218,10 @@ func (b *tailBuffer) tail(n int) string {
 	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
 
-// waitServing waits up to timeout for the sidecar c calls to serve, and
+// WaitServing waits up to timeout for the sidecar c calls to serve, and
 // gives up as soon as done (the sidecar process's Done, or nil for a sidecar
 // polyop did not start) is closed: a process that exited will never serve.
-func waitServing(ctx context.Context, c *sidecar.Client, done <-chan struct{}, timeout time.Duration) error {
+func WaitServing(ctx context.Context, c *sidecar.Client, done <-chan struct{}, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -229,10 +234,10 @@ func waitServing(ctx context.Context, c *sidecar.Client, done <-chan struct{}, t
 	return c.WaitReady(ctx, timeout, logr.Discard())
 }
 
-// buildSidecar runs the PROJECT file's sidecar.build, if any, in the
+// Build runs the PROJECT file's sidecar.build, if any, in the
 // project's root, with its output to stdout and stderr. A failure names the
 // command and where it comes from.
-func buildSidecar(ctx context.Context, p *scaffold.Project, root string, stdout, stderr io.Writer) error {
+func Build(ctx context.Context, p *scaffold.Project, root string, stdout, stderr io.Writer) error {
 	build := p.Sidecar.Build
 	if len(build) == 0 {
 		return nil

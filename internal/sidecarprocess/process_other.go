@@ -1,22 +1,23 @@
 //go:build !unix
 
-package cli
+package sidecarprocess
 
 import (
 	"os"
 	"os/exec"
 )
 
+// Without process groups, StopSignal and KillSignal both kill the process.
 var (
-	terminate = os.Kill
-	kill      = os.Kill
+	StopSignal = os.Kill
+	KillSignal = os.Kill
 )
 
 func ownProcessGroup(*exec.Cmd) {}
 
-// signalGroup ends cmd's process: without process groups, the processes it
+// SignalGroup ends cmd's process: without process groups, the processes it
 // started are not reached.
-func signalGroup(cmd *exec.Cmd, sig os.Signal) {
+func SignalGroup(cmd *exec.Cmd, sig os.Signal) {
 	if cmd.Process != nil {
 		_ = cmd.Process.Signal(sig)
 	}

@@ -1,18 +1,19 @@
 //go:build unix
 
-package cli
+package sidecarprocess
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// The sidecar is stopped as Ctrl-C stops a program: SIGINT, which every SDK
-// handles and `go run` passes on to the program it built and then cleans up
-// after (SIGTERM would end `go run` at once, leaving its build directory).
+// A process is stopped as Ctrl-C stops a program: StopSignal (SIGINT), which
+// every SDK handles and `go run` passes on to the program it built and then
+// cleans up after (SIGTERM would end `go run` at once, leaving its build
+// directory); KillSignal ends it at once.
 const (
-	terminate = syscall.SIGINT
-	kill      = syscall.SIGKILL
+	StopSignal = syscall.SIGINT
+	KillSignal = syscall.SIGKILL
 )
 
 // ownProcessGroup starts cmd in a process group of its own, so that the
@@ -22,8 +23,8 @@ func ownProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }
 
-// signalGroup sends sig to cmd's process group.
-func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
+// SignalGroup sends sig to cmd's process group.
+func SignalGroup(cmd *exec.Cmd, sig syscall.Signal) {
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, sig)
 	}
