@@ -78,8 +78,8 @@ GENERATED_PATHS ?= sdk/go/gen \
 	':(glob)$(PYTHON_GEN_DIR)/*_pb2*' \
 	':(glob)examples/**/zz_generated.*.go' \
 	':(glob)examples/**/config/crd/**' \
-	':(glob)internal/benchmark/api/**/zz_generated.*.go' \
-	':(glob)internal/benchmark/config/crd/**' \
+	':(glob)test/benchmark/api/**/zz_generated.*.go' \
+	':(glob)test/benchmark/config/crd/**' \
 	':(glob)examples/**/config/rbac/**' \
 	':(glob)config/overlays/*/generated/**' \
 	$(TS_GEN_DIR)
@@ -141,7 +141,7 @@ generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NO
 # kind (src/types.ts) through polyop-crd, as a generated project's do.
 .PHONY: generate-examples
 generate-examples: $(CONTROLLER_GEN) $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Generate the CRDs and deepcopy functions of the examples and the benchmark's Widget (go generate), and the Python and TypeScript examples' CRDs from their types (polyop.crd, polyop-crd).
-	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/... ./internal/benchmark/
+	PATH="$(LOCALBIN):$$PATH" CONTROLLER_GEN="$(CONTROLLER_GEN)" go generate ./examples/... ./test/benchmark/
 	cd examples/python/tenant && $(CURDIR)/$(VENV)/bin/python -m polyop.crd tenant.api -o config/crd
 	node_modules/.bin/tsc -b examples/typescript/configmapsync
 	node sdk/typescript/dist/crd-cli.js examples/typescript/configmapsync/dist/types.js -o examples/typescript/configmapsync/config/crd

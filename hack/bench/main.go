@@ -1,5 +1,5 @@
 // Command bench runs polyop's end-to-end benchmark (package
-// internal/benchmark) and prints its report, a markdown section for
+// test/benchmark) and prints its report, a markdown section for
 // BENCHMARKS.md. `make bench` runs it.
 //
 // Usage:
@@ -34,8 +34,8 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/polyop/polyop/internal/benchmark"
 	"github.com/polyop/polyop/internal/testenv"
+	"github.com/polyop/polyop/test/benchmark"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/polyop/polyop/internal/benchmark"
+	"github.com/polyop/polyop/test/benchmark"
 )
 
 func TestUpdateSection(t *testing.T) {

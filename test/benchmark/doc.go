@@ -1,7 +1,8 @@
-// Package benchmark is polyop's end-to-end benchmark: the host and its
-// sidecars reconciling real objects on a real API server, side by side with
-// an in-process controller-runtime operator doing the same work, every
-// figure reported as a ratio to that baseline. `make bench` runs it through
+// Package benchmark is polyop's end-to-end benchmark harness, a tool of the
+// repository rather than part of polyop: the host and its sidecars
+// reconciling real objects on a real API server, side by side with an
+// in-process controller-runtime operator doing the same work, every figure
+// reported as a ratio to that baseline. `make bench` runs it through
 // hack/bench; TestSmoke runs it small in `make test`.
 //
 // The workload is the Widget kind (api/v1alpha1, CRD in config/crd): each
@@ -47,5 +48,9 @@
 // Widget's ring owner, which the harness follows through a metadata cache of
 // its own.
 //
-// Run returns a Report; Report.Markdown renders it for BENCHMARKS.md.
+// Run returns a Report; Report.Markdown renders it for BENCHMARKS.md. The
+// runner is run.go (a run's phases), sharding.go, variant.go and the
+// measuring files (metrics.go, proc.go, measure.go, tracker.go); the report
+// is result.go (what a run measured), report.go and sharding_report.go (the
+// tables and goals).
 package benchmark

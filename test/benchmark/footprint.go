@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsjson "sigs.k8s.io/json"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
-	"github.com/polyop/polyop/internal/benchmark/widget"
 	"github.com/polyop/polyop/internal/object"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
+	"github.com/polyop/polyop/test/benchmark/widget"
 )
 
 // footprintObjects is how many objects each footprint is measured over.

@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/polyop/polyop/internal/benchmark/widget"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/encoding/protodelim"
+
+	"github.com/polyop/polyop/test/benchmark/widget"
 )
 
 // The protobuf exposition format carries native histograms, which

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
-	"github.com/polyop/polyop/internal/benchmark/widget"
 	"github.com/polyop/polyop/internal/testenv"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
+	"github.com/polyop/polyop/test/benchmark/widget"
 )
 
 // CRDDir is the directory of the benchmark's CRD.

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 
-	"github.com/polyop/polyop/internal/benchmark/widget"
+	"github.com/polyop/polyop/test/benchmark/widget"
 )
 
 // shardRing is the ring of the sharding runs: the Go sidecar's name

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
 	"github.com/polyop/polyop/internal/sharding"
 	"github.com/polyop/polyop/internal/sharding/ring"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
 )
 
 // placements follows the shard labels of a run's Widgets and ConfigMaps

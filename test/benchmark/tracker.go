@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
-	"github.com/polyop/polyop/internal/benchmark/widget"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
+	"github.com/polyop/polyop/test/benchmark/widget"
 )
 
 // readyTracker watches the Widgets of a namespace and notes the moment all n

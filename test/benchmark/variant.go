@@ -55,8 +55,8 @@ type binaries struct {
 // Packages built for the runs, relative to the repository root.
 const (
 	hostPackage      = "./cmd/host"
-	inprocessPackage = "./internal/benchmark/inprocess"
-	goSidecarPackage = "./internal/benchmark/gosidecar"
+	inprocessPackage = "./test/benchmark/inprocess"
+	goSidecarPackage = "./test/benchmark/gosidecar"
 )
 
 // buildBinaries builds the programs into dir with one go build, which links
@@ -119,7 +119,7 @@ func (v Variant) Unavailable() error {
 
 func always() error { return nil }
 
-// The sidecars in other languages live in internal/benchmark/sidecars, one
+// The sidecars in other languages live in test/benchmark/sidecars, one
 // directory each, built on that language's SDK. They run from the
 // repository's own environments, which make sets up: the Python virtualenv
 // .venv (with sdk/python installed) and the npm workspace's node_modules

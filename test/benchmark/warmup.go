@@ -11,8 +11,8 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
-	"github.com/polyop/polyop/internal/benchmark/widget"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
+	"github.com/polyop/polyop/test/benchmark/widget"
 )
 
 // warmupObjects is how many Widgets warm a control plane up.

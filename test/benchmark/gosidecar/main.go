@@ -35,9 +35,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
-	"github.com/polyop/polyop/internal/benchmark/widget"
 	"github.com/polyop/polyop/sdk/go/sidecar"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
+	"github.com/polyop/polyop/test/benchmark/widget"
 )
 
 func main() {

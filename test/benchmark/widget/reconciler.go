@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
 )
 
 // Reconciler is the Widget controller written for controller-runtime: it

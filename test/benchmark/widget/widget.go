@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	benchv1alpha1 "github.com/polyop/polyop/internal/benchmark/api/v1alpha1"
+	benchv1alpha1 "github.com/polyop/polyop/test/benchmark/api/v1alpha1"
 )
 
 // ControllerName is the name of the Widget controller in every variant, and

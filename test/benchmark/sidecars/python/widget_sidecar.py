@@ -1,6 +1,6 @@
 """The Widget controller of polyop's end-to-end benchmark, as a Python sidecar.
 
-The same logic as the Go variants (internal/benchmark/widget): each reconcile
+The same logic as the Go variants (test/benchmark/widget): each reconcile
 declares the Widget's ConfigMap, holding spec.data, as the complete set of its
 children, and marks the Widget Ready. The host applies the ConfigMap with
 server-side apply, makes the Widget its controller owner, and writes the status
