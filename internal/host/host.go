@@ -110,7 +110,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	if shards != nil {
-		if err := shards.SetUp(mgr, res); err != nil {
+		var leader fencing.Fence
+		if lock != nil {
+			leader = lock
+		}
+		if err := shards.SetUp(mgr, res, leader); err != nil {
 			return err
 		}
 		probes.addReadyz("shard-lease", shards.Member().Check, true)

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/fencing"
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sharding"
 	"github.com/polyop/polyop/internal/sharding/membership"
@@ -339,10 +340,10 @@ func (s *Runtime) CacheOptions(o *cache.Options) {
 }
 
 // SetUp adds the replica's membership to mgr, which releases the Lease last
-// (lastToLetGo); in label mode the sharder (on the leader) from a metadata
-// cache of its own, in server mode the handoff barrier; and the count of the
-// objects the replica caches.
-func (s *Runtime) SetUp(mgr ctrl.Manager, res *description.Resolved) error {
+// (lastToLetGo); in label mode the sharder (on the leader, fenced by leader,
+// the leader election's lock) from a metadata cache of its own, in server
+// mode the handoff barrier; and the count of the objects the replica caches.
+func (s *Runtime) SetUp(mgr ctrl.Manager, res *description.Resolved, leader fencing.Fence) error {
 	held := &lastToLetGo{member: s.member, active: s.active, bound: s.releaseAfter}
 	runnables := []manager.LeaderElectionRunnable{held, s.source, s.ring}
 	if s.barrier != nil {
@@ -363,7 +364,7 @@ func (s *Runtime) SetUp(mgr ctrl.Manager, res *description.Resolved) error {
 		if err != nil {
 			return err
 		}
-		if err := sharder.Add(mgr, sharder.Options{Ring: s.plan.Shard.Ring, GVK: s.plan.Primary, Source: s.ring, Cache: sc}); err != nil {
+		if err := sharder.Add(mgr, sharder.Options{Ring: s.plan.Shard.Ring, GVK: s.plan.Primary, Source: s.ring, Cache: sc, Fence: leader}); err != nil {
 			return err
 		}
 	}
