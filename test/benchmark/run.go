@@ -30,7 +30,7 @@ import (
 
 // CRDDir is the directory of the benchmark's CRD.
 func CRDDir() string {
-	return filepath.Join(testenv.RepoRoot(), "internal", "benchmark", "config", "crd")
+	return filepath.Join(testenv.RepoRoot(), "test", "benchmark", "config", "crd")
 }
 
 // Run builds the programs, then runs every variant at every size, one run

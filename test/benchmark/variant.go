@@ -126,7 +126,7 @@ func always() error { return nil }
 // (with sdk/typescript). A variant whose environment is missing says so and
 // is skipped.
 var (
-	sidecarsDir            = filepath.Join(testenv.RepoRoot(), "internal", "benchmark", "sidecars")
+	sidecarsDir            = filepath.Join(testenv.RepoRoot(), "test", "benchmark", "sidecars")
 	pythonSidecarScript    = filepath.Join(sidecarsDir, "python", "widget_sidecar.py")
 	pythonInterpreter      = filepath.Join(testenv.RepoRoot(), ".venv", "bin", "python")
 	typescriptSidecarDir   = filepath.Join(sidecarsDir, "typescript")
