@@ -50,6 +50,10 @@ type project struct {
 	passed *regexp.Regexp
 	// prepare runs before the project's first make target.
 	prepare func(t *testing.T)
+	// deprecated, when set, is what the SDK prints when the project uses
+	// one of its deprecated shapes: make test's output and the sidecar's
+	// under polyop run must not hold it.
+	deprecated string
 }
 
 var projects = []project{
@@ -65,6 +69,9 @@ var projects = []project{
 	{
 		language: "typescript",
 		passed:   regexp.MustCompile(`(?m)^# pass [1-9][0-9]*\n# fail 0$`),
+		// Node.js prints "(node:PID) [POLYOP_…] DeprecationWarning: …", which
+		// node --test passes on; the SDK's logger writes "Deprecated: …".
+		deprecated: "Deprecat",
 		// Setup packs the checkout's SDK (make dist-typescript, which runs
 		// tsc -b on it): build it first under the lock the other suites'
 		// builds take, so that Setup's tsc finds it up to date and writes
@@ -140,8 +147,12 @@ func testProject(t *testing.T, polyop string, lang project) {
 	frigate, harbor := p.FindResource("ship", "v1", "Frigate"), p.FindResource("ship", "v1", "Harbor")
 
 	t.Run("make test passes", func(t *testing.T) {
-		if out := run(t, "make", "test"); !lang.passed.MatchString(out) {
+		out := run(t, "make", "test")
+		if !lang.passed.MatchString(out) {
 			t.Errorf("make test printed no %q:\n%s", lang.passed, out)
+		}
+		if lang.deprecated != "" && strings.Contains(out, lang.deprecated) {
+			t.Errorf("make test printed %q: the scaffolded code uses a deprecated shape of the SDK:\n%s", lang.deprecated, out)
 		}
 	})
 	t.Run("make lint passes", func(t *testing.T) { run(t, "make", "lint") })
@@ -166,7 +177,7 @@ func testProject(t *testing.T, polyop string, lang project) {
 	}
 
 	t.Run("polyop run reconciles the sample and wires the webhooks and removes them on SIGTERM", func(t *testing.T) {
-		testRun(t, ctx, polyop, dir, frigate)
+		testRun(t, ctx, polyop, dir, frigate, lang.deprecated)
 	})
 
 	sidecar := append([]string{"--"}, p.Sidecar.Command...)
@@ -214,8 +225,10 @@ func testProject(t *testing.T, polyop string, lang project) {
 }
 
 // testRun runs polyop run in the project against a control plane the test
-// owns, so that it can look at the cluster after polyop has gone.
-func testRun(t *testing.T, ctx context.Context, polyop, dir string, frigate *scaffold.Resource) {
+// owns, so that it can look at the cluster after polyop has gone. The
+// output of polyop run, the sidecar's included, must not hold deprecated
+// (when not empty).
+func testRun(t *testing.T, ctx context.Context, polyop, dir string, frigate *scaffold.Resource, deprecated string) {
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -305,6 +318,13 @@ func testRun(t *testing.T, ctx context.Context, polyop, dir string, frigate *sca
 	}
 	if code, err := proc.Wait(2 * time.Minute); err != nil || code != 0 {
 		t.Errorf("polyop run after SIGTERM: exit code %d, %v; want 0\n%s", code, err, testenv.Tail(proc.Output(), 30))
+	}
+	if deprecated != "" {
+		for _, line := range strings.Split(proc.Output(), "\n") {
+			if strings.Contains(line, deprecated) {
+				t.Errorf("polyop run printed %q: the sidecar uses a deprecated shape of the SDK: %s", deprecated, line)
+			}
+		}
 	}
 	var validating admissionregistrationv1.ValidatingWebhookConfigurationList
 	var mutating admissionregistrationv1.MutatingWebhookConfigurationList

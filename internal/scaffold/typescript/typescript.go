@@ -406,11 +406,20 @@ func (Scaffolder) CreateWebhook(w *scaffold.Writer, p *scaffold.Project, r *scaf
 	for _, v := range d.Versions {
 		versions = append(versions, fmt.Sprintf("%q", v.Version))
 	}
+	// The registration names the kind by one of its typed versions (only
+	// its group and kind count): r's own, unless r has no type.
+	t, err := typeResource(p, r)
+	if err != nil {
+		return err
+	}
+	if err := ensureKindImport(w, t); err != nil {
+		return err
+	}
 	if err := w.Insert(sidecarFile, importsMarker, fmt.Sprintf("import { convert%s } from %q;", r.Kind, relModule(".", module))); err != nil {
 		return err
 	}
-	return w.Insert(sidecarFile, registerMarker, fmt.Sprintf("sidecar.converter({ group: %q, kind: %q, versions: [%s] }, convert%s);",
-		d.Group, r.Kind, strings.Join(versions, ", "), r.Kind))
+	return w.Insert(sidecarFile, registerMarker, fmt.Sprintf("sidecar.converter({ for: %s, versions: [%s] }, convert%s);",
+		ident(t), strings.Join(versions, ", "), r.Kind))
 }
 
 // GenerateCRDs compiles the project (its Sidecar.Build, npm run build) and

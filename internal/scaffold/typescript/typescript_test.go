@@ -74,7 +74,8 @@ func TestInitWritesAnNPMPackageOnThePublishedSDK(t *testing.T) {
 	}
 	mustContain(t, "tsconfig.json", read(t, root, "tsconfig.json"), `"strict": true`, `"module": "NodeNext"`, `"outDir": "dist"`)
 	mustContain(t, "src/sidecar.ts", read(t, root, "src/sidecar.ts"), importsMarker, registerMarker, `new Sidecar({ name: "fleet"`)
-	mustContain(t, "src/main.ts", read(t, root, "src/main.ts"), `address: { type: "string"`)
+	mustContain(t, "src/main.ts", read(t, root, "src/main.ts"), `address: { type: "string"`,
+		`.serve({ address: values.address, signal: shutdownSignal() });`) // one ServeOptions, no positional address
 	mustContain(t, "Dockerfile", read(t, root, "Dockerfile"), "npm ci --omit=dev", "USER 65532:65532", "ARG NODE_IMAGE="+NodeImage)
 	if strings.Contains(read(t, root, "Dockerfile"), "vendor") {
 		t.Error("the Dockerfile of a project on the published SDK copies vendor/")
@@ -162,7 +163,7 @@ func TestCreateAPIAndWebhookRegisterAboveTheMarkers(t *testing.T) {
 		`sidecar.reconciler({ for: HarborV1 }, reconcileHarbor);`,
 		`sidecar.defaulter({ for: FrigateV1 }, defaultFrigateV1);`,
 		`sidecar.validator({ for: FrigateV1 }, validateFrigateV1);`,
-		`sidecar.converter({ group: "ship.example.com", kind: "Frigate", versions: ["v1", "v2"] }, convertFrigate);`,
+		`sidecar.converter({ for: FrigateV1, versions: ["v1", "v2"] }, convertFrigate);`,
 		"// " + registerMarker,
 	}
 	at := 0
@@ -187,16 +188,19 @@ func TestCreateAPIAndWebhookRegisterAboveTheMarkers(t *testing.T) {
 	mustContain(t, "src/api/v1/harbor.ts", read(t, root, "src/api/v1/harbor.ts"), `scope: "Cluster"`)
 
 	mustContain(t, "src/controllers/frigate.ts", read(t, root, "src/controllers/frigate.ts"),
-		`import type { Frigate } from "../api/v1/frigate.js";`, "data: { message: frigate.spec.message ?? \"\" }", `reason: "Reconciled"`,
+		`import type { Frigate } from "../api/v1/frigate.js";`, "reconcileFrigate(frigate: Received<Frigate>): Result {", "data: { message: frigate.spec.message ?? \"\" }", `reason: "Reconciled"`,
 		"frigate.status.observedGeneration = frigate.metadata.generation;")
 	harbor := read(t, root, "src/controllers/harbor.ts")
 	if strings.Contains(harbor, "ConfigMap =") {
 		t.Errorf("the cluster-scoped Harbor desires a ConfigMap:\n%s", harbor)
 	}
+	// A validator returns warnings and refuses by throwing DeniedError; the
+	// handlers take the Received objects the SDK hands them.
 	mustContain(t, "src/webhooks/v1/frigate-validator.ts", read(t, root, "src/webhooks/v1/frigate-validator.ts"),
-		`field.tooLongCharacters("spec.message", message, maxMessageLength)`, "maxMessageLength = 64")
+		`throw new DeniedError("", [field.tooLongCharacters("spec.message", message, maxMessageLength)]);`, "maxMessageLength = 64",
+		"(frigate: Received<Frigate>, ctx: AdmissionContext<Frigate>): string[] {")
 	mustContain(t, "src/webhooks/v1/frigate-defaulter.ts", read(t, root, "src/webhooks/v1/frigate-defaulter.ts"),
-		`defaultMessage = "`+scaffold.SampleMessage+`"`)
+		`defaultMessage = "`+scaffold.SampleMessage+`"`, "(frigate: Received<Frigate>): void {")
 	mustContain(t, "src/webhooks/frigate-converter.ts", read(t, root, "src/webhooks/frigate-converter.ts"),
 		`import { Frigate as FrigateV2 } from "../api/v2/frigate.js";`, "[FrigateV1.apiVersion, FrigateV2.apiVersion]")
 	for _, test := range []string{"src/controllers/frigate.test.ts", "src/controllers/harbor.test.ts", "src/webhooks/v1/frigate-defaulter.test.ts",
@@ -210,7 +214,7 @@ func TestAKindNamedLikeAReservedWordGetsAVariableOfItsOwn(t *testing.T) {
 	if _, err := scaffold.CreateAPI(scaffold.APIOptions{Dir: root, Group: "ship", Version: "v1", Kind: "Default", Namespaced: true, Resource: true, Controller: true}); err != nil {
 		t.Fatal(err)
 	}
-	mustContain(t, "src/controllers/default.ts", read(t, root, "src/controllers/default.ts"), "export function reconcileDefault(defaultObj: Default): Result {")
+	mustContain(t, "src/controllers/default.ts", read(t, root, "src/controllers/default.ts"), "export function reconcileDefault(defaultObj: Received<Default>): Result {")
 }
 
 func TestGenerateCRDsAsksForTheDependenciesFirst(t *testing.T) {
