@@ -17,6 +17,9 @@ from collections.abc import Callable
 import polyop
 
 sidecar = polyop.Sidecar("cluster-probe")
+# The probe writes and reads Secrets through the Cluster service, which serves
+# only the kinds the description declares.
+sidecar.cache_kind("v1/Secret")
 
 
 @sidecar.reconciler("v1/ConfigMap", label_selector="polyop.dev/probe=true", update_filters=[polyop.UpdateFilter.GENERATION_CHANGED])
