@@ -2,6 +2,7 @@ package fencing
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,20 +110,11 @@ func (l *LeaderLock) RecordEvent(s string) {
 		l.Interface.RecordEvent(s)
 		return
 	}
-	ns, name := splitDescription(l.Describe())
+	// A lock describes itself as "<namespace>/<name>".
+	ns, name, _ := strings.Cut(l.Describe(), "/")
 	subject := &coordinationv1.Lease{
 		TypeMeta:   metav1.TypeMeta{APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 	}
 	(*rec).Eventf(subject, corev1.EventTypeNormal, "LeaderElection", "%v %v", l.Identity(), s)
-}
-
-// splitDescription splits a lock's Describe, "<namespace>/<name>".
-func splitDescription(d string) (namespace, name string) {
-	for i := range len(d) {
-		if d[i] == '/' {
-			return d[:i], d[i+1:]
-		}
-	}
-	return "", d
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -440,29 +439,17 @@ func (fc *fencingCheck) rejoined(victim *shardReplica, resumed time.Time) time.T
 	return at
 }
 
-// logTimePattern finds the timestamp controller-runtime's logger starts a
-// line with.
-var logTimePattern = regexp.MustCompile(`^\S+`)
-
-// logTime reads the time a host's log line was written.
+// logTime reads the time a host's log line was written: the hosts of the
+// fencing test log JSON with RFC 3339 times to the nanosecond
+// (--zap-time-encoding rfc3339nano).
 func logTime(line string) (time.Time, bool) {
-	if strings.HasPrefix(line, "{") {
-		var l struct {
-			TS any `json:"ts"`
-		}
-		if json.Unmarshal([]byte(line), &l) != nil {
-			return time.Time{}, false
-		}
-		switch ts := l.TS.(type) {
-		case float64:
-			return time.Unix(0, int64(ts*float64(time.Second))), true
-		case string:
-			t, err := time.Parse(time.RFC3339Nano, ts)
-			return t, err == nil
-		}
+	var l struct {
+		TS string `json:"ts"`
+	}
+	if json.Unmarshal([]byte(line), &l) != nil {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(time.RFC3339Nano, logTimePattern.FindString(line))
+	t, err := time.Parse(time.RFC3339Nano, l.TS)
 	return t, err == nil
 }
 
