@@ -352,6 +352,38 @@ $(PYTHON_WHEELHOUSE)/.done: $(VENV_STAMP)
 		--constraint $(PYTHON_REQUIREMENTS) --dest $(PYTHON_WHEELHOUSE) ./sdk/python
 	touch $@
 
+##@ Release
+
+# release builds every artefact of a release of VERSION into DIST_DIR (see
+# docs/releasing.md, which says what a maintainer publishes where): the polyop
+# binaries of PLATFORMS (stripped, static) with their archives, checksums and
+# SBOM; the Python wheels (one per platform, each carrying its binary) and the
+# sdist; the npm packages (@polyop/cli, one @polyop/cli-<os>-<cpu> per platform,
+# and @polyop/sidecar); the host image as an OCI image tarball (a multi-arch
+# index of its linux PLATFORMS, built without a container engine); and a
+# GOPROXY=file:// folder holding the Go modules a release tags (v$(SDK_VERSION),
+# sdk/go/v$(SDK_VERSION)). Nothing is published from here.
+#
+# PLATFORMS are GOOS/GOARCH pairs; the tests build the machine's own only:
+# make release PLATFORMS=$$(go env GOOS)/$$(go env GOARCH).
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# A release binary: static, without paths of the build machine, without the
+# symbol table and DWARF (see docs/releasing.md for what its size is made of).
+RELEASE_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w"
+
+.PHONY: release
+release: release-binaries release-python release-npm release-image release-goproxy ## Build every artefact of a release into DIST_DIR (dist/): binaries, checksums and SBOM, wheels, npm packages, the host image (OCI tarball), a Go module proxy folder.
+
+.PHONY: release-binaries
+release-binaries: ## Build polyop for PLATFORMS into DIST_DIR/bin/polyop-<os>-<arch>, with archives, SHA256SUMS and an SBOM.
+	rm -rf $(DIST_DIR)/bin
+	mkdir -p $(DIST_DIR)/bin
+	@for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		echo "Building polyop $(SDK_VERSION) for $$os/$$arch"; \
+		GOOS=$$os GOARCH=$$arch $(RELEASE_BUILD) -o $(DIST_DIR)/bin/polyop-$$os-$$arch ./cmd/polyop || exit 1; \
+	done
+
 ##@ Deployment
 
 # The examples config/overlays deploys, one folder each. For an example NAME,
