@@ -13,7 +13,6 @@ ARG GO_IMAGE=golang:1.26.8
 FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS builder
 ARG TARGETOS
 ARG TARGETARCH
-ARG VERSION=dev
 WORKDIR /workspace
 # The modules first: a source change then reuses the download layer. The
 # host's module requires the Go SDK's (sdk/go) through a replace, so the SDK's
@@ -28,7 +27,7 @@ COPY internal/ internal/
 COPY sdk/go/ sdk/go/
 # Static binaries for the target platform (cross-compiled under buildx).
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-	go build -trimpath -ldflags "-s -w -X github.com/polyop/polyop/internal/host.Version=${VERSION}" \
+	go build -trimpath -ldflags "-s -w" \
 	-o /out/host ./cmd/host && \
 	CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
 	go build -trimpath -ldflags "-s -w" -o /out/probe ./cmd/probe

@@ -75,6 +75,7 @@ ENVTEST_ASSETS ?= $(LOCALBIN)/k8s-$(K8S_VERSION)
 EXAMPLE_DIR ?= examples/go/maintenancewindow
 EXAMPLE_PKG ?= ./$(EXAMPLE_DIR)
 GENERATED_PATHS ?= sdk/go/gen \
+	internal/version/zz_generated.version.go \
 	':(glob)$(PYTHON_GEN_DIR)/*_pb2*' \
 	':(glob)examples/**/zz_generated.*.go' \
 	':(glob)examples/**/config/crd/**' \
@@ -125,7 +126,19 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: generate
-generate: generate-proto generate-examples ## Regenerate all generated code.
+generate: generate-version generate-proto generate-examples ## Regenerate all generated code.
+
+# The VERSION file is polyop's one version (see internal/version): the Go
+# binaries read it from internal/version, where go generate writes it, so that
+# a `go install …@v<version>` knows its version without -ldflags.
+.PHONY: generate-version
+generate-version: ## Write the VERSION file's version into internal/version (go generate) and the host's requirement on the Go SDK.
+	go generate ./internal/version
+	go mod edit -require=github.com/polyop/polyop/sdk/go@v$(SDK_VERSION)
+	@old=$$(sed -n 's|^replace github.com/polyop/polyop/sdk/go \(v[^ ]*\) => ./sdk/go$$|\1|p' go.work); \
+	if [ "$$old" != "v$(SDK_VERSION)" ]; then \
+		go work edit -dropreplace=github.com/polyop/polyop/sdk/go@$$old -replace=github.com/polyop/polyop/sdk/go@v$(SDK_VERSION)=./sdk/go; \
+	fi
 
 .PHONY: generate-proto
 generate-proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Generate code from proto/ with buf (removes the generated code first so deleted protos vanish).
@@ -200,11 +213,35 @@ lint-go: $(GOLANGCI_LINT) ## Lint the Go code with golangci-lint (.golangci.yml)
 
 # check-tidy fails when a module's go.mod or go.sum is not what go mod tidy
 # makes of it, each module on its own (GOWORK=off), as its users build it.
-.PHONY: check-tidy
-check-tidy: ## Fail if go mod tidy would change the go.mod or go.sum of a Go module (the host's, the SDK's, hack/tools/promcheck's).
-	@for m in $(GO_MODULES) hack/tools/promcheck; do \
-		(cd $$m && GOWORK=off go mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run go mod tidy in $$m"; exit 1; }; \
+#
+# The host's module requires the SDK's at polyop's version, which only a
+# release publishes: outside go.work it resolves through GOPROXY_DIR, the
+# working tree's modules as a release's tags will serve them (hack/goproxy),
+# in a module cache of its own (a version, once cached, never changes there),
+# fed from the machine's module cache and then the proxy.
+GOPROXY_DIR := $(LOCALBIN)/goproxy
+GO_TIDY_ENV = GOWORK=off GOMODCACHE="$$modcache" GOFLAGS="$$(go env GOFLAGS) -modcacherw" \
+	GOPROXY="file://$(GOPROXY_DIR),file://$$(go env GOMODCACHE)/cache/download,$$(go env GOPROXY)" \
+	GONOSUMDB=github.com/polyop/polyop
+
+# go-tidy runs go mod tidy with the flags $(1) in each Go module: the host's
+# through GOPROXY_DIR, the others each on its own.
+define go-tidy
+	@go run ./hack/goproxy -out $(GOPROXY_DIR) -version $(SDK_VERSION) >/dev/null
+	@modcache=$$(mktemp -d); trap 'rm -rf "$$modcache"' EXIT; \
+	{ $(GO_TIDY_ENV) go mod tidy $(1) 2>&1 | { grep -v '^go: downloading' || true; }; } || { echo "go.mod or go.sum is not tidy: run make tidy"; exit 1; }
+	@for m in $(filter-out .,$(GO_MODULES)) hack/tools/promcheck hack/tools/release; do \
+		(cd $$m && GOWORK=off go mod tidy $(1)) || { echo "$$m: go.mod or go.sum is not tidy: run make tidy"; exit 1; }; \
 	done
+endef
+
+.PHONY: check-tidy
+check-tidy: | $(LOCALBIN) ## Fail if go mod tidy would change the go.mod or go.sum of a Go module (the host's, the SDK's, hack/tools/promcheck's, hack/tools/release's).
+	$(call go-tidy,-diff)
+
+.PHONY: tidy
+tidy: | $(LOCALBIN) ## Run go mod tidy in each Go module (the host's resolves the SDK at VERSION from the working tree, and records its go.sum lines).
+	$(call go-tidy,)
 
 ##@ Test
 
@@ -216,6 +253,7 @@ test: tools envtest lint-proto check-breaking check-generated check-tidy vet lin
 .PHONY: test-go
 test-go: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) ## Run the Go tests (against a real API server, see KUBEBUILDER_ASSETS; the end-to-end tests run the Python example from .venv and the TypeScript example with node).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -count=1 -timeout $(GO_TEST_TIMEOUT) -p $(GO_TEST_PARALLEL) $(GO_TEST_FLAGS) $(GO_TEST_PKGS)
+	cd hack/tools/release && GOWORK=off go test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 # fuzz finds the packages with fuzz targets among the tracked test files. go
 # test runs their seeds (f.Add and testdata/fuzz) without -fuzz, in test-go.
@@ -275,15 +313,13 @@ bench: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) | $(LOCALBIN) ## Run the end-
 
 ##@ Build
 
-# The host and polyop are stamped with the VERSION file's version: the SDK
-# version polyop init makes projects depend on, and the host image tag their
-# config/ pins.
-VERSION_LDFLAGS = -ldflags "-X github.com/polyop/polyop/internal/host.Version=$(SDK_VERSION)"
-
+# The host and polyop know the VERSION file's version from internal/version
+# (make generate-version): the SDK version polyop init makes projects depend
+# on, and the host image tag their config/ pins.
 .PHONY: build
 build: | $(LOCALBIN) ## Build the host, polyop, the example sidecar and the test sidecar into bin/.
-	go build $(VERSION_LDFLAGS) -o $(LOCALBIN)/host ./cmd/host
-	go build $(VERSION_LDFLAGS) -o $(LOCALBIN)/polyop ./cmd/polyop
+	go build -o $(LOCALBIN)/host ./cmd/host
+	go build -o $(LOCALBIN)/polyop ./cmd/polyop
 	go build -o $(LOCALBIN)/maintenancewindow-sidecar $(EXAMPLE_PKG)
 	go build -o $(LOCALBIN)/testsidecar ./test/testsidecar
 
@@ -293,7 +329,7 @@ build: | $(LOCALBIN) ## Build the host, polyop, the example sidecar and the test
 # after a Ctrl-C however its program ended, and does not pass SIGTERM on.
 .PHONY: run
 run: envtest | $(LOCALBIN) ## Run the example with polyop run (your cluster, else a local control plane; webhooks wired), apply its samples and show them Ready. Pass flags with ARGS=...
-	go build $(VERSION_LDFLAGS) -o $(LOCALBIN)/polyop ./cmd/polyop
+	go build -o $(LOCALBIN)/polyop ./cmd/polyop
 	cd $(EXAMPLE_DIR) && KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/polyop run --apply-samples $(ARGS)
 
 .PHONY: clean
@@ -370,19 +406,94 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 # A release binary: static, without paths of the build machine, without the
 # symbol table and DWARF (see docs/releasing.md for what its size is made of).
 RELEASE_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w"
+# The tools module the release builds with, outside go.work (GOWORK=off):
+# cyclonedx-gomod (a tool of its go.mod), which writes the SBOMs, and the
+# program of hack/tools/release/image, which builds the host image.
+RELEASE_TOOLS := hack/tools/release
+# The time in every archive and image, so that the same commit gives the same
+# bytes: SOURCE_DATE_EPOCH if set, else the time of the commit built.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# GNU tar, which the archives are written with (gtar on macOS).
+TAR ?= tar
+# The host image holds the linux platforms of PLATFORMS and is named as the
+# config/ of a project pins it: HOST_IMAGE_REPOSITORY, which is
+# internal/scaffold's HostImageRepository (test/packaging checks that they
+# agree), at VERSION's tag. RELEASE_SOURCE is the repository its annotations
+# name.
+HOST_IMAGE_REPOSITORY := polyop-host
+IMAGE_PLATFORMS = $(filter linux/%,$(PLATFORMS))
+RELEASE_SOURCE ?= https://github.com/polyop/polyop
 
 .PHONY: release
-release: release-binaries release-python release-npm release-image release-goproxy ## Build every artefact of a release into DIST_DIR (dist/): binaries, checksums and SBOM, wheels, npm packages, the host image (OCI tarball), a Go module proxy folder.
+release: release-binaries release-python release-npm release-image release-goproxy release-checksums ## Build every artefact of a release into DIST_DIR (dist/): binaries, checksums and SBOM, wheels, npm packages, the host image (OCI tarball), a Go module proxy folder.
 
 .PHONY: release-binaries
-release-binaries: ## Build polyop for PLATFORMS into DIST_DIR/bin/polyop-<os>-<arch>, with archives, SHA256SUMS and an SBOM.
+release-binaries: ## Build polyop for PLATFORMS into DIST_DIR/bin/polyop-<os>-<arch>, with an archive polyop_<version>_<os>_<arch>.tar.gz and its SBOM (.cdx.json) in DIST_DIR.
 	rm -rf $(DIST_DIR)/bin
+	rm -f $(DIST_DIR)/polyop_*.tar.gz $(DIST_DIR)/polyop_*.cdx.json
 	mkdir -p $(DIST_DIR)/bin
 	@for p in $(PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; \
 		echo "Building polyop $(SDK_VERSION) for $$os/$$arch"; \
 		GOOS=$$os GOARCH=$$arch $(RELEASE_BUILD) -o $(DIST_DIR)/bin/polyop-$$os-$$arch ./cmd/polyop || exit 1; \
 	done
+	@# Each archive holds the binary as polyop, README.md and LICENSE (when
+	@# there is one), owned by root, with the time SOURCE_DATE_EPOCH. Each
+	@# SBOM (CycloneDX JSON) lists the modules the binary records it is built
+	@# from (cyclonedx-gomod bin reads them from the binary, whatever its
+	@# platform), with their hashes and detected licenses.
+	@test -n "$(SOURCE_DATE_EPOCH)" || { echo "no time for the archives: set SOURCE_DATE_EPOCH (seconds since the epoch) outside a git checkout"; exit 1; }
+	@$(TAR) --version 2>/dev/null | grep -q 'GNU tar' || { echo "$(TAR) is not GNU tar, which writes the archives: set TAR (TAR=gtar on macOS)"; exit 1; }
+	@stage=$$(mktemp -d); trap 'rm -rf "$$stage"' EXIT; \
+	cdx=$$(GOWORK=off go tool -n -modfile=$(RELEASE_TOOLS)/go.mod cyclonedx-gomod) || exit 1; \
+	for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=polyop_$(SDK_VERSION)_$${os}_$${arch}; \
+		echo "Archiving $(DIST_DIR)/$$name.tar.gz and writing its SBOM $(DIST_DIR)/$$name.cdx.json"; \
+		rm -rf "$$stage"/*; \
+		cp $(DIST_DIR)/bin/polyop-$$os-$$arch "$$stage/polyop"; \
+		cp README.md $(wildcard LICENSE) "$$stage/"; \
+		$(TAR) --format=ustar --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH) --mode=go-w,a+rX \
+			-C "$$stage" -cf - polyop $(wildcard LICENSE) README.md | gzip -n -9 >$(DIST_DIR)/$$name.tar.gz || exit 1; \
+		"$$cdx" bin -json -licenses -noserial -notimestamp -version v$(SDK_VERSION) \
+			-output $(DIST_DIR)/$$name.cdx.json $(DIST_DIR)/bin/polyop-$$os-$$arch 2>$$stage/cdx.log || { cat $$stage/cdx.log; exit 1; }; \
+	done
+
+# release-image cross-compiles the host and the probe for IMAGE_PLATFORMS as
+# release-binaries does polyop (into DIST_DIR/image) and puts them into an OCI
+# image layout tarball with hack/tools/release/image: a multi-arch index,
+# each image the host at /host and the probe at /probe on an empty base with
+# CA certificates, /etc/passwd and /etc/group, run as 65532:65532, as the
+# Dockerfile builds it. Its annotations name VERSION, RELEASE_SOURCE and the
+# commit; every time in it is SOURCE_DATE_EPOCH, so that a second build gives
+# the same digests.
+.PHONY: release-image
+release-image: ## Build the host image of the linux PLATFORMS as an OCI image layout tarball, DIST_DIR/polyop-host-<version>.oci.tar, without a container engine.
+	@test -n "$(IMAGE_PLATFORMS)" || { echo "PLATFORMS ($(PLATFORMS)) has no linux platform for the host image"; exit 1; }
+	@test -n "$(SOURCE_DATE_EPOCH)" || { echo "no time for the image: set SOURCE_DATE_EPOCH (seconds since the epoch) outside a git checkout"; exit 1; }
+	rm -rf $(DIST_DIR)/image
+	rm -f $(DIST_DIR)/polyop-host-*.oci.tar
+	mkdir -p $(DIST_DIR)/image
+	@for p in $(IMAGE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		echo "Building the host and the probe $(SDK_VERSION) for $$os/$$arch"; \
+		GOOS=$$os GOARCH=$$arch $(RELEASE_BUILD) -o $(DIST_DIR)/image/host-$$os-$$arch ./cmd/host || exit 1; \
+		GOOS=$$os GOARCH=$$arch $(RELEASE_BUILD) -o $(DIST_DIR)/image/probe-$$os-$$arch ./cmd/probe || exit 1; \
+	done
+	cd $(RELEASE_TOOLS) && GOWORK=off go run ./image -bin $(abspath $(DIST_DIR)/image) -platforms "$(IMAGE_PLATFORMS)" \
+		-ref $(HOST_IMAGE_REPOSITORY):$(SDK_VERSION) -version $(SDK_VERSION) -source $(RELEASE_SOURCE) \
+		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created $(SOURCE_DATE_EPOCH) -o $(abspath $(DIST_DIR))/polyop-host-$(SDK_VERSION).oci.tar
+
+# release-checksums writes DIST_DIR/SHA256SUMS, in sha256sum's format, over
+# every file at DIST_DIR's top level: what a maintainer attaches to the
+# release page (the archives, their SBOMs, the image tarball). `release` runs
+# it last; `sha256sum -c SHA256SUMS` in DIST_DIR checks them.
+.PHONY: release-checksums
+release-checksums: ## Write DIST_DIR/SHA256SUMS over the files at DIST_DIR's top level (archives, SBOMs, image tarball).
+	@cd $(DIST_DIR) && rm -f SHA256SUMS && LC_ALL=C && files=() && \
+	for f in *; do if [ -f "$$f" ]; then files+=("$$f"); fi; done; \
+	[ $${#files[@]} -gt 0 ] || { echo "no file in $(DIST_DIR) to checksum: run make release-binaries or release-image first"; exit 1; }; \
+	sha256sum -- "$${files[@]}" >SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS
+	@echo "Wrote $(DIST_DIR)/SHA256SUMS:" && cat $(DIST_DIR)/SHA256SUMS
 
 ##@ Deployment
 
@@ -419,7 +530,6 @@ OVERLAY ?= go-maintenancewindow/certmanager
 EXAMPLE = $(firstword $(subst /, ,$(OVERLAY)))
 IMG ?= polyop-host:dev
 SIDECAR_IMG ?= polyop-$(EXAMPLE):dev
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 CONTAINER_TOOL ?= docker
 KUBECTL ?= kubectl
 # kubectl's built-in kustomize, from the control-plane build.
@@ -472,7 +582,7 @@ undeploy: $(ENVTEST_ASSETS)/kubectl ## Remove OVERLAY from the cluster. Call wit
 # them takes Docker (or CONTAINER_TOOL=podman), which the tests do not need.
 .PHONY: docker-build
 docker-build: ## Build the host image IMG and the image SIDECAR_IMG of OVERLAY's example sidecar.
-	$(CONTAINER_TOOL) build -t $(IMG) --build-arg VERSION=$(VERSION) .
+	$(CONTAINER_TOOL) build -t $(IMG) .
 	$(CONTAINER_TOOL) build -t $(SIDECAR_IMG) -f $($(EXAMPLE)_DOCKERFILE) .
 
 .PHONY: docker-push

@@ -2,16 +2,18 @@ module github.com/polyop/polyop
 
 go 1.26.0
 
-// The Go SDK is a module of its own; the host builds against the one in this
-// repository (go.work uses both for development).
-replace github.com/polyop/polyop/sdk/go => ./sdk/go
-
+// The Go SDK is a module of its own, required at polyop's version (the
+// VERSION file): a release tags both (v<version>, sdk/go/v<version>), so that
+// `go install github.com/polyop/polyop/cmd/polyop@v<version>` resolves it from
+// the module proxy. Inside this repository go.work builds the host against the
+// SDK's working tree, and `make tidy` resolves it through a proxy folder made
+// from that tree (hack/goproxy), which also keeps its go.sum lines current.
 require (
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/go-logr/logr v1.4.4
 	github.com/gobuffalo/flect v1.0.3
 	github.com/google/cel-go v0.29.2
-	github.com/polyop/polyop/sdk/go v0.0.0-00010101000000-000000000000
+	github.com/polyop/polyop/sdk/go v0.1.0
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/spf13/cobra v1.10.2
@@ -23,6 +25,7 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0
 	go.uber.org/zap v1.27.1
 	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/mod v0.41.0
 	golang.org/x/sync v0.23.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -35,6 +38,11 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	golang.org/x/sys v0.48.0
+	sigs.k8s.io/controller-runtime/tools/setup-envtest v0.25.2
 )
 
 require (
@@ -77,6 +85,7 @@ require (
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/spf13/afero v1.12.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -89,7 +98,6 @@ require (
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/polyop/polyop/internal/scaffold"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // NewCreateCommand returns polyop create, with api and webhook.
@@ -35,6 +36,7 @@ Run make manifests (polyop generate) afterwards for the CRD and RBAC.`,
   polyop create api --group ship --version v1 --kind Harbor --namespaced=false --controller=false`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			warnVersionSkew(cmd, o.Dir)
 			files, err := scaffold.CreateAPI(o)
 			printWritten(cmd.OutOrStdout(), files)
 			if err != nil {
@@ -73,6 +75,7 @@ manifests writes their configurations for a deployment.`,
   polyop create webhook --group ship --version v1 --kind Frigate --conversion`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			warnVersionSkew(cmd, o.Dir)
 			files, err := scaffold.CreateWebhook(o)
 			printWritten(cmd.OutOrStdout(), files)
 			if err != nil {
@@ -94,4 +97,15 @@ manifests writes their configurations for a deployment.`,
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
+}
+
+// warnVersionSkew warns, on standard error, when the project at dir was made
+// by another version of polyop (see scaffold.Project.VersionSkew). A project
+// that does not load is left to the command, which says why.
+func warnVersionSkew(cmd *cobra.Command, dir string) {
+	if p, _, err := scaffold.LoadProject(dir); err == nil {
+		if skew := p.VersionSkew(version.Version); skew != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", skew)
+		}
+	}
 }

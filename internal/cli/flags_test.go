@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/polyop/polyop/internal/controlplane"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // run runs polyop with args and returns its output and error.
@@ -120,7 +123,12 @@ func TestVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := CurrentVersion()
-	for _, want := range []string{"polyop:     " + v.Version, "protocol:   v1alpha1", "host image: polyop-host:" + v.Version, "go:         go", "platform:   " + v.Platform} {
+	if v.Version != version.Version || v.Host != v.Version || v.SDKs != (SDKVersions{Go: v.Version, Python: v.Version, TypeScript: v.Version}) {
+		t.Errorf("versions %+v: want polyop's %s for polyop, its host and every SDK", v, version.Version)
+	}
+	for _, want := range []string{"polyop:     " + v.Version, "host:       " + v.Version, "sdk/go:     " + v.Version, "sdk/python: " + v.Version,
+		"sdk/ts:     " + v.Version, "protocol:   v1alpha1", "kubernetes: " + controlplane.Version(), "host image: polyop-host:" + v.Version,
+		"go:         go", "platform:   " + v.Platform} {
 		if !strings.Contains(out, want) {
 			t.Errorf("polyop version does not print %q:\n%s", want, out)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/polyop/polyop/internal/scaffold"
 	"github.com/polyop/polyop/internal/sidecarprocess"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // GenerateOptions are polyop generate's.
@@ -82,6 +83,9 @@ func Generate(ctx context.Context, o GenerateOptions, out, errOut io.Writer) err
 	p, root, err := scaffold.LoadProject(o.Dir)
 	if err != nil {
 		return err
+	}
+	if skew := p.VersionSkew(version.Version); skew != "" {
+		fmt.Fprintf(errOut, "Warning: %s\n", skew)
 	}
 	if err := scaffold.Generate(ctx, root, errOut); err != nil {
 		return err

@@ -9,11 +9,12 @@ import (
 
 	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/scaffold"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // NewInitCommand returns polyop init.
 func NewInitCommand() *cobra.Command {
-	o := scaffold.InitOptions{Dir: ".", Version: host.Version}
+	o := scaffold.InitOptions{Dir: ".", Version: version.Version}
 	var language string
 	cmd := &cobra.Command{
 		Use:   "init --language go|python|typescript --domain DOMAIN",

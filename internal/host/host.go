@@ -23,6 +23,7 @@ import (
 	"github.com/polyop/polyop/internal/object"
 	"github.com/polyop/polyop/internal/sharding/replica"
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // Run runs the host until ctx is done: it waits for the sidecar, asks it to
@@ -50,7 +51,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := sc.WaitReady(ctx, opts.SidecarWaitTimeout, log); err != nil {
 		return err
 	}
-	desc, err := sc.Describe(ctx, Version)
+	desc, err := sc.Describe(ctx, version.Version)
 	if err != nil {
 		return err
 	}

@@ -11,10 +11,6 @@ import (
 	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 )
 
-// Version is the host's version, stamped at build time with
-// -ldflags "-X github.com/polyop/polyop/internal/host.Version=…".
-var Version = "dev"
-
 // Options configure the host. The zero value is not useful: start from
 // NewOptions, which holds every default, then override.
 type Options struct {

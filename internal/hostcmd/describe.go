@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/version"
 	sdkaddress "github.com/polyop/polyop/sdk/go/address"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
@@ -52,7 +52,7 @@ func (s *descriptionSource) load(ctx context.Context) (*polyopv1alpha1.DescribeR
 		if err := c.WaitReady(ctx, s.wait, logr.Discard()); err != nil {
 			return nil, nil, err
 		}
-		if raw, err = c.DescribeRaw(ctx, host.Version); err != nil {
+		if raw, err = c.DescribeRaw(ctx, version.Version); err != nil {
 			return nil, nil, err
 		}
 	}

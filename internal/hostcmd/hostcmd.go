@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/polyop/polyop/internal/host"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // command is a subcommand of the host: it prints something derived from the
@@ -68,7 +69,7 @@ func Main(args []string) int {
 	// brings them back.
 	zapOpts := zap.Options{StacktraceLevel: zapcore.PanicLevel}
 	zapOpts.BindFlags(fs)
-	version := fs.Bool("version", false, "Print the host's version and exit.")
+	printVersion := fs.Bool("version", false, "Print the host's version and exit.")
 	fs.Usage = func() {
 		usage(fs.Output())
 		fmt.Fprintln(fs.Output(), "\nFlags of host (running the controllers):")
@@ -80,8 +81,8 @@ func Main(args []string) int {
 	// flag.CommandLine exits on a bad flag (2) and on --help (0), as a
 	// program's own flags do.
 	_ = fs.Parse(args)
-	if *version {
-		fmt.Println(host.Version)
+	if *printVersion {
+		fmt.Println(version.Version)
 		return 0
 	}
 	if fs.NArg() > 0 {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/polyop/polyop/internal/controller"
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/sidecarprocess"
+	"github.com/polyop/polyop/internal/version"
 	polyopv1alpha1 "github.com/polyop/polyop/sdk/go/gen/polyop/v1alpha1"
 )
 
@@ -126,7 +126,7 @@ func Render(ctx context.Context, o RenderOptions, out, errOut io.Writer) error {
 		}
 	}
 
-	desc, err := sc.Describe(ctx, host.Version)
+	desc, err := sc.Describe(ctx, version.Version)
 	if err != nil {
 		return explain(err)
 	}

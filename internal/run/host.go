@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/sidecar"
 	"github.com/polyop/polyop/internal/sidecarprocess"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // describe waits for the sidecar to serve and asks it what it implements,
@@ -33,7 +33,7 @@ func (r *runner) describe(ctx context.Context) (*description.Resolved, error) {
 	err = sidecarprocess.WaitServing(ctx, c, r.sidecarDone(), r.o.Timeout)
 	var desc *description.Description
 	if err == nil {
-		raw, derr := c.DescribeRaw(ctx, host.Version)
+		raw, derr := c.DescribeRaw(ctx, version.Version)
 		if err = derr; err == nil {
 			desc, err = description.NewDescription(raw)
 		}

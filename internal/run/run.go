@@ -13,6 +13,7 @@ import (
 
 	"github.com/polyop/polyop/internal/scaffold"
 	"github.com/polyop/polyop/internal/sidecarprocess"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // HostCommandName is the hidden subcommand that runs the host, as cmd/host
@@ -115,6 +116,9 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	if r.project, r.root, err = scaffold.LoadProject(r.o.ProjectDir); err != nil {
 		return err
+	}
+	if skew := r.project.VersionSkew(version.Version); skew != "" {
+		r.console.printf("Warning: %s", skew)
 	}
 	if r.tmpDir, err = os.MkdirTemp("", "polyop-run-"); err != nil {
 		return err

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/polyop/polyop/internal/description"
-	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/scaffold"
 	"github.com/polyop/polyop/internal/sidecar"
+	"github.com/polyop/polyop/internal/version"
 )
 
 // Describe builds the project's sidecar (its sidecar.build, in root),
@@ -58,7 +58,7 @@ func Describe(ctx context.Context, p *scaffold.Project, root string, startTimeou
 		return nil, fmt.Errorf("the sidecar command %q (the PROJECT file's sidecar.command, in %s) did not serve on %s: %w (it must serve on the address given with %s)%s",
 			command, root, proc.Address, err, AddressFlag, proc.OutputNote())
 	}
-	desc, err := sc.Describe(ctx, host.Version)
+	desc, err := sc.Describe(ctx, version.Version)
 	if err != nil {
 		return nil, fmt.Errorf("the sidecar command %q did not describe itself: %w%s", command, err, proc.OutputNote())
 	}
