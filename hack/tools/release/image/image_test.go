@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +23,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 )
@@ -448,6 +453,60 @@ func indexDigest(t *testing.T, path string, created time.Time) string {
 		t.Fatalf("index.json lists %d descriptors", len(index.Manifests))
 	}
 	return index.Manifests[0].Digest.String()
+}
+
+func TestTheIndexPushesToARegistryWithItsDigest(t *testing.T) {
+	created := time.Unix(testCreated, 0).UTC()
+	p, err := layout.FromPath(untar(t, buildArchive(t, t.TempDir(), testCreated), created))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m.Manifests[0].Digest
+	idx, err := top.ImageIndex(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// go-containerregistry's registry, as crane push writes to any.
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref, err := name.ParseReference(strings.TrimPrefix(srv.URL, "http://")+"/"+testRef, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatalf("pushing the index: %v", err)
+	}
+	desc, err := remote.Head(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Digest != want || desc.MediaType != types.OCIImageIndex {
+		t.Errorf("the registry serves %s as %s (%s), want the layout's index %s", ref, desc.Digest, desc.MediaType, want)
+	}
+	// A client on each platform pulls its own image.
+	for _, pl := range testPlatforms {
+		goos, goarch, _ := strings.Cut(pl, "/")
+		img, err := remote.Image(ref, remote.WithPlatform(v1.Platform{OS: goos, Architecture: goarch}))
+		if err != nil {
+			t.Fatalf("pulling %s for %s: %v", ref, pl, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.OS != goos || cf.Architecture != goarch {
+			t.Errorf("a client on %s pulled the image for %s/%s", pl, cf.OS, cf.Architecture)
+		}
+	}
 }
 
 func TestTheCommandRefusesWhatWouldNotRun(t *testing.T) {
