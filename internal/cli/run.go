@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/polyop/polyop/internal/controlplane"
 	polyoprun "github.com/polyop/polyop/internal/run"
 )
 
@@ -24,10 +25,14 @@ your machine:
   1. the cluster: the one your kubeconfig names (--kubeconfig, $KUBECONFIG,
      ~/.kube/config), or, when there is none or with --local, a local control
      plane (kube-apiserver and etcd) whose kubeconfig it prints. The control
-     plane's binaries come from $KUBEBUILDER_ASSETS when set; otherwise polyop
-     builds them from source with Go, once, into your cache directory
-     (` + "`~/.cache/polyop/k8s-<version>`" + ` on Linux): the first build takes several minutes
-     and prints its progress;
+     plane's binaries (kube-apiserver, etcd, kubectl) come from
+     $KUBEBUILDER_ASSETS when set, else from your cache directory
+     (` + "`~/.cache/polyop/k8s-<version>`" + ` on Linux), where the first run puts them:
+     it downloads the envtest release of polyop's Kubernetes version from
+     controller-tools' release index, as setup-envtest does, its checksum
+     verified (--envtest-index or $POLYOP_ENVTEST_INDEX name a mirror of the
+     index); when that fails and Go is installed, it builds them from source
+     instead, which takes several minutes. Either prints its progress;
   2. the project's CRDs (config/crd), installed with server-side apply;
   3. the sidecar, built and started as the PROJECT file says (sidecar.build,
      sidecar.command), on a unix socket in a temporary directory; or, with
@@ -57,6 +62,9 @@ Flags after -- go to the host (polyop host --help lists them).`,
   # Always on a local control plane, with the control plane's binaries at hand
   KUBEBUILDER_ASSETS=$HOME/k8s/1.37.2 polyop run --local
 
+  # Download the control plane's binaries from a mirror of controller-tools' envtest index
+  POLYOP_ENVTEST_INDEX=https://mirror.example.com/envtest-releases.yaml polyop run
+
   # Attach to a sidecar you run yourself, e.g. under a debugger
   dlv debug . -- --address tcp://127.0.0.1:9000   # in another terminal
   polyop run --sidecar-address tcp://127.0.0.1:9000
@@ -81,6 +89,7 @@ Flags after -- go to the host (polyop host --help lists them).`,
 	f.StringVar(&o.ProjectDir, "project-dir", ".", "A folder of the project: its PROJECT file is there or in a folder above it.")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "The kubeconfig of the cluster to run against (default $KUBECONFIG, then ~/.kube/config; a local control plane when there is none).")
 	f.BoolVar(&o.Local, "local", false, "Start a local control plane even when a cluster is configured.")
+	f.StringVar(&o.EnvtestIndex, "envtest-index", "", "The envtest release index (controller-tools' envtest-releases.yaml, or a mirror of it) to download the local control plane from (default $"+controlplane.IndexEnv+", then controller-tools').")
 	f.StringVar(&o.SidecarAddress, "sidecar-address", "", "Attach to the sidecar serving at this address (unix:///path.sock or tcp://host:port) instead of building and starting the project's.")
 	f.StringVar(&o.HostBinary, "host-binary", "", "The host program to run (default: this polyop, as polyop host).")
 	f.BoolVar(&o.ApplySamples, "apply-samples", false, "Apply config/samples with kubectl once the host runs, wait for each to be Ready and print them.")

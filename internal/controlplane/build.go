@@ -153,27 +153,3 @@ func versionLDFlags(version string) string {
 		"-X k8s.io/client-go/pkg/version.gitVersion=v" + version,
 	}, " ")
 }
-
-// Ensure returns the folder of a complete control plane: $KUBEBUILDER_ASSETS
-// when set (it must hold every one of Binaries), else CacheDir(Version()),
-// built there first when anything is missing.
-func Ensure(ctx context.Context, printf func(format string, args ...any)) (string, error) {
-	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
-		if missing := Missing(assets); len(missing) > 0 {
-			return "", fmt.Errorf("KUBEBUILDER_ASSETS is %s, which has no %s: point it at a folder holding %s, or unset it to have polyop build them",
-				assets, strings.Join(missing, ", "), strings.Join(Binaries, ", "))
-		}
-		return assets, nil
-	}
-	dir, err := CacheDir(Version())
-	if err != nil {
-		return "", err
-	}
-	if len(Missing(dir)) == 0 {
-		return dir, nil
-	}
-	if err := (Builder{Printf: printf}).Build(ctx, dir); err != nil {
-		return "", err
-	}
-	return dir, nil
-}

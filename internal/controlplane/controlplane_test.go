@@ -202,7 +202,7 @@ func TestBuildRenamesTheBinariesIntoPlaceOnlyOnceAllAreBuilt(t *testing.T) {
 func TestEnsureUsesKubebuilderAssetsAndNamesWhatIsMissing(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("KUBEBUILDER_ASSETS", dir)
-	if _, err := Ensure(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "has no kube-apiserver, etcd, kubectl") {
+	if _, err := Ensure(context.Background(), Installer{}); err == nil || !strings.Contains(err.Error(), "has no kube-apiserver, etcd, kubectl") {
 		t.Errorf("Ensure() = %v, want an error naming the missing binaries", err)
 	}
 	for _, name := range Binaries {
@@ -210,7 +210,7 @@ func TestEnsureUsesKubebuilderAssetsAndNamesWhatIsMissing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := Ensure(context.Background(), nil); err != nil || got != dir {
+	if got, err := Ensure(context.Background(), Installer{}); err != nil || got != dir {
 		t.Errorf("Ensure() = %q, %v, want %q", got, err, dir)
 	}
 }
@@ -237,8 +237,10 @@ func TestEnsureBuildsIntoTheCacheDirOnce(t *testing.T) {
 	t.Setenv("KUBEBUILDER_ASSETS", "")
 	t.Setenv("XDG_CACHE_HOME", cache)
 	t.Setenv("PATH", filepath.Dir(fakeGo(t, false)))
+	// The download fails at once: the index is a port nothing listens on.
+	t.Setenv(IndexEnv, unreachableIndex(t))
 	var r recorder
-	dir, err := Ensure(context.Background(), r.printf)
+	dir, err := Ensure(context.Background(), Installer{Printf: r.printf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestEnsureBuildsIntoTheCacheDirOnce(t *testing.T) {
 	built := len(r.all())
 	// A go that fails now proves the second call builds nothing.
 	t.Setenv("PATH", filepath.Dir(fakeGo(t, true)))
-	if again, err := Ensure(context.Background(), r.printf); err != nil || again != dir {
+	if again, err := Ensure(context.Background(), Installer{Printf: r.printf}); err != nil || again != dir {
 		t.Errorf("the second Ensure() = %q, %v, want %q from the cache", again, err, dir)
 	}
 	if len(r.all()) != built {

@@ -91,6 +91,12 @@ func (p *progress) elapsed() time.Duration {
 // every reports the progress every interval until the returned function is
 // called.
 func (p *progress) every(interval time.Duration) (stop func()) {
+	return every(interval, p.report)
+}
+
+// every calls f every interval until the returned function is called, and
+// returns once f is no longer running.
+func every(interval time.Duration, f func()) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -102,7 +108,7 @@ func (p *progress) every(interval time.Duration) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				p.report()
+				f()
 			}
 		}
 	}()

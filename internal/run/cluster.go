@@ -86,7 +86,7 @@ func (r *runner) startCluster(ctx context.Context) error {
 		}
 		return err
 	}
-	assets, err := controlplane.Ensure(ctx, r.console.printf)
+	assets, err := controlplane.Ensure(ctx, controlplane.Installer{IndexURL: r.o.EnvtestIndex, Printf: r.console.printf})
 	if err != nil {
 		return err
 	}

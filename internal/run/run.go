@@ -38,6 +38,11 @@ type Options struct {
 	// Local starts a local control plane even when a cluster is configured.
 	Local bool
 
+	// EnvtestIndex is the envtest release index to download the local
+	// control plane's binaries from. Defaults to $POLYOP_ENVTEST_INDEX, then
+	// controller-tools' (see controlplane.IndexURL).
+	EnvtestIndex string
+
 	// SidecarAddress attaches to a sidecar the user runs, instead of building
 	// and starting the project's. Defaults to "": the project's.
 	SidecarAddress string
