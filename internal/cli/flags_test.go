@@ -100,7 +100,7 @@ func TestRootHelpListsTheCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"render      Run one Reconcile", "version     Print polyop's version"} {
+	for _, want := range []string{"render      Run one Reconcile", "version     Print the versions of polyop, its host, SDKs, protocol and local control plane"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("polyop --help does not list %q:\n%s", want, out)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/polyop/polyop/internal/host"
 	"github.com/polyop/polyop/internal/scaffold"
 	"github.com/polyop/polyop/internal/version"
 )

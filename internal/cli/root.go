@@ -31,7 +31,7 @@ builds and deploys (polyop version).`,
   # Reconcile one object against your sidecar, with no cluster, and print the answer
   polyop render --object config/samples/widget.yaml -- ./bin/sidecar
 
-  # Print polyop's version, protocol version and host image
+  # Print the versions of polyop, its host, its SDKs, its protocol and its local control plane
   polyop version`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
