@@ -420,7 +420,7 @@ TAR ?= tar
 # internal/scaffold's HostImageRepository (test/packaging checks that they
 # agree), at VERSION's tag. RELEASE_SOURCE is the repository its annotations
 # name.
-HOST_IMAGE_REPOSITORY := polyop-host
+HOST_IMAGE_REPOSITORY := ghcr.io/polyop/polyop-host
 IMAGE_PLATFORMS = $(filter linux/%,$(PLATFORMS))
 RELEASE_SOURCE ?= https://github.com/polyop/polyop
 
@@ -494,6 +494,11 @@ release-checksums: ## Write DIST_DIR/SHA256SUMS over the files at DIST_DIR's top
 	[ $${#files[@]} -gt 0 ] || { echo "no file in $(DIST_DIR) to checksum: run make release-binaries or release-image first"; exit 1; }; \
 	sha256sum -- "$${files[@]}" >SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS
 	@echo "Wrote $(DIST_DIR)/SHA256SUMS:" && cat $(DIST_DIR)/SHA256SUMS
+
+.PHONY: release-goproxy
+release-goproxy: ## Write the Go modules a release tags (v$(SDK_VERSION), sdk/go/v$(SDK_VERSION)) into DIST_DIR/goproxy, a folder GOPROXY=file:// serves.
+	rm -rf $(DIST_DIR)/goproxy
+	go run ./hack/goproxy -out $(DIST_DIR)/goproxy -version $(SDK_VERSION)
 
 ##@ Deployment
 

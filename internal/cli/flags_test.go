@@ -127,7 +127,7 @@ func TestVersion(t *testing.T) {
 		t.Errorf("versions %+v: want polyop's %s for polyop, its host and every SDK", v, version.Version)
 	}
 	for _, want := range []string{"polyop:     " + v.Version, "host:       " + v.Version, "sdk/go:     " + v.Version, "sdk/python: " + v.Version,
-		"sdk/ts:     " + v.Version, "protocol:   v1alpha1", "kubernetes: " + controlplane.Version(), "host image: polyop-host:" + v.Version,
+		"sdk/ts:     " + v.Version, "protocol:   v1alpha1", "kubernetes: " + controlplane.Version(), "host image: ghcr.io/polyop/polyop-host:" + v.Version,
 		"go:         go", "platform:   " + v.Platform} {
 		if !strings.Contains(out, want) {
 			t.Errorf("polyop version does not print %q:\n%s", want, out)

@@ -175,7 +175,7 @@ func TestGenerateWritesTheHostsRBACAndTheWebhookManifestsFromTheSidecarsDescript
 			}
 
 			rendered := kubectl(t, env, root, nil, "kustomize", "config/default")
-			for _, want := range []string{"image: polyop-host:1.2.3", "image: " + tc.project + "-sidecar:latest"} {
+			for _, want := range []string{"image: ghcr.io/polyop/polyop-host:1.2.3", "image: " + tc.project + "-sidecar:latest"} {
 				if !strings.Contains(rendered, want) {
 					t.Errorf("config/default renders no %q", want)
 				}

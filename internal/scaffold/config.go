@@ -18,8 +18,10 @@ const SampleMessage = "Hello from polyop"
 func SampleName(r *Resource) string { return strings.ToLower(r.Kind) + "-sample" }
 
 // HostImageRepository is the image repository of the host that polyop
-// deploys: the one polyop's `make docker-build` tags.
-const HostImageRepository = "polyop-host"
+// deploys: the registry a release publishes the host image to (`make
+// release-image` names it so; docs/releasing.md), so that a project's
+// config/ pulls it as it stands.
+const HostImageRepository = "ghcr.io/polyop/polyop-host"
 
 // HostImage is the host image of polyop version: HostImageRepository at the
 // version's tag. A project deploys the host of the polyop it was made with

@@ -78,7 +78,7 @@ func TestInitWritesTheMakefileTheREADMEAndConfigForEveryLanguage(t *testing.T) {
 		}
 	}
 	readme := read(t, root, "README.md")
-	for _, want := range []string{"make deploy OVERLAY=default-certmanager", "polyop-host:1.2.3", "widgets-sidecar:latest",
+	for _, want := range []string{"make deploy OVERLAY=default-certmanager", "ghcr.io/polyop/polyop-host:1.2.3", "widgets-sidecar:latest",
 		"widgets-system", "The fake language's code is in `src/`.", "`clean` | Removes bin, .deps."} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README.md does not say %q", want)
@@ -176,7 +176,7 @@ func TestEveryConfigEntryRendersWithKustomize(t *testing.T) {
 		}
 		for _, want := range []string{
 			"namespace: widgets-system",
-			"image: polyop-host:1.2.3",
+			"image: ghcr.io/polyop/polyop-host:1.2.3",
 			"image: widgets-sidecar:latest",
 			"name: widgets-controller-manager",
 			"--address=unix:///var/run/polyop/sidecar.sock",
@@ -206,7 +206,7 @@ func TestMakeDeploySetsTheSidecarImageWithoutChangingTheProject(t *testing.T) {
 	for _, overlay := range []string{"default", "default-certmanager"} {
 		out := run(t, root, "make", "--no-print-directory", "deploy", "POLYOP=true", "KUBECTL="+fake,
 			"IMG=registry.example.com:5000/widgets:v2", "OVERLAY="+overlay)
-		for _, want := range []string{"image: registry.example.com:5000/widgets:v2", "image: polyop-host:1.2.3", "namespace: widgets-system"} {
+		for _, want := range []string{"image: registry.example.com:5000/widgets:v2", "image: ghcr.io/polyop/polyop-host:1.2.3", "namespace: widgets-system"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("make deploy OVERLAY=%s applies no %q:\n%s", overlay, want, out)
 			}
