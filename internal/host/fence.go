@@ -7,7 +7,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
@@ -54,8 +54,8 @@ type fencedEvents struct {
 	scheme      *runtime.Scheme
 }
 
-func newFencedEvents(cs kubernetes.Interface, scheme *runtime.Scheme, fence fencing.Fence) *fencedEvents {
-	sink := &fencedSink{EventSink: &events.EventSinkImpl{Interface: cs.EventsV1()}, fence: fence}
+func newFencedEvents(cs eventsv1client.EventsV1Interface, scheme *runtime.Scheme, fence fencing.Fence) *fencedEvents {
+	sink := &fencedSink{EventSink: &events.EventSinkImpl{Interface: cs}, fence: fence}
 	return &fencedEvents{broadcaster: events.NewBroadcaster(sink), scheme: scheme}
 }
 

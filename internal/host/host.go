@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -217,7 +217,7 @@ func controllerOptions(mgr ctrl.Manager, cfg *rest.Config, httpClient *http.Clie
 		o.UpdateLabels = p.shards.UpdateLabels()
 	}
 	if fence != nil {
-		cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+		cs, err := eventsv1client.NewForConfigAndClient(cfg, httpClient)
 		if err != nil {
 			return o, fmt.Errorf("building the client of the controllers' Events: %w", err)
 		}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -106,11 +106,11 @@ type objectCounts struct {
 
 // printRing prints the ring of the Leases at now, and the objects of o.kind.
 func printRing(ctx context.Context, w io.Writer, cfg *rest.Config, o ringOptions, now time.Time) error {
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := coordinationv1client.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("host ring: %w", err)
 	}
-	list, err := cs.CoordinationV1().Leases(o.namespace).List(ctx, metav1.ListOptions{LabelSelector: membership.Selector(o.ring).String()})
+	list, err := cs.Leases(o.namespace).List(ctx, metav1.ListOptions{LabelSelector: membership.Selector(o.ring).String()})
 	if err != nil {
 		return fmt.Errorf("host ring: listing the Leases of ring %s in namespace %s: %w", o.ring, o.namespace, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -34,6 +35,15 @@ func lease(ringName, holder string, renewed time.Time, seconds int32) *coordinat
 			LeaseDurationSeconds: ptr.To(seconds),
 		},
 	}
+}
+
+// fakeLeases is a fake clientset's Leases: a Source's informer, given them,
+// lists and watches, as informers of the fake clientset do, since the fake
+// serves no watch lists (IsWatchListSemanticsUnSupported).
+type fakeLeases struct{ *fake.Clientset }
+
+func (f fakeLeases) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return f.CoordinationV1().Leases(namespace)
 }
 
 func TestLiveMembers(t *testing.T) {
@@ -116,14 +126,14 @@ func TestAnInvalidRingNameIsRefused(t *testing.T) {
 	t.Parallel()
 	cs := fake.NewClientset()
 	for _, name := range []string{"", "has space", strings.Repeat("r", 64)} {
-		if _, err := NewSource(cs, SourceOptions{Ring: name, Namespace: "ns"}); err == nil {
+		if _, err := NewSource(fakeLeases{cs}, SourceOptions{Ring: name, Namespace: "ns"}); err == nil {
 			t.Errorf("NewSource accepted the ring name %q", name)
 		}
-		if _, err := NewMember(cs, MemberOptions{Ring: name, ReplicaID: "a", Namespace: "ns"}); err == nil {
+		if _, err := NewMember(cs.CoordinationV1(), MemberOptions{Ring: name, ReplicaID: "a", Namespace: "ns"}); err == nil {
 			t.Errorf("NewMember accepted the ring name %q", name)
 		}
 	}
-	if _, err := NewMember(cs, MemberOptions{Ring: "r", ReplicaID: "a", Namespace: "ns", LeaseDuration: 10 * time.Second, RenewInterval: 10 * time.Second}); err == nil {
+	if _, err := NewMember(cs.CoordinationV1(), MemberOptions{Ring: "r", ReplicaID: "a", Namespace: "ns", LeaseDuration: 10 * time.Second, RenewInterval: 10 * time.Second}); err == nil {
 		t.Error("NewMember accepted a renew interval as long as the lease")
 	}
 }
@@ -159,7 +169,7 @@ func TestASourceDropsAnExpiredMemberWithoutAnyEvent(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(t0)
 	cs := fake.NewClientset(lease("r", "short", t0, 10), lease("r", "long", t0, 30), lease("other", "stranger", t0, 30))
-	s, err := NewSource(cs, SourceOptions{Ring: "r", Namespace: "ns", ReplicaID: "long", Clock: clk})
+	s, err := NewSource(fakeLeases{cs}, SourceOptions{Ring: "r", Namespace: "ns", ReplicaID: "long", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +202,7 @@ func startFakeMember(t *testing.T, clk *testingclock.FakeClock, opts MemberOptio
 	t.Helper()
 	cs := fake.NewClientset()
 	opts.Ring, opts.ReplicaID, opts.Namespace, opts.Clock = "r", "a", "ns", clk
-	m, err := NewMember(cs, opts)
+	m, err := NewMember(cs.CoordinationV1(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -108,8 +107,10 @@ type Member struct {
 
 var _ manager.LeaderElectionRunnable = &Member{}
 
-// NewMember returns the Member opts describe, writing its Lease through cs.
-func NewMember(cs kubernetes.Interface, opts MemberOptions) (*Member, error) {
+// NewMember returns the Member opts describe, writing its Lease through cs (a
+// clientset's CoordinationV1(), or the client coordinationv1client.NewForConfig
+// makes).
+func NewMember(cs coordinationv1client.LeasesGetter, opts MemberOptions) (*Member, error) {
 	if err := validateRing(opts.Ring); err != nil {
 		return nil, fmt.Errorf("sharding membership: %w", err)
 	}
@@ -136,7 +137,7 @@ func NewMember(cs kubernetes.Interface, opts MemberOptions) (*Member, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	return &Member{
-		leases: cs.CoordinationV1().Leases(opts.Namespace),
+		leases: cs.Leases(opts.Namespace),
 		opts:   opts,
 		name:   LeaseName(opts.Ring, opts.ReplicaID),
 		clock:  opts.Clock,

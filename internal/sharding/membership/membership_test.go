@@ -76,11 +76,11 @@ type replica struct {
 func startReplica(t *testing.T, cs kubernetes.Interface, ringName, id string, opts MemberOptions) *replica {
 	t.Helper()
 	opts.Ring, opts.ReplicaID, opts.Namespace = ringName, id, "default"
-	m, err := NewMember(cs, opts)
+	m, err := NewMember(cs.CoordinationV1(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSource(cs, SourceOptions{Ring: ringName, Namespace: "default", ReplicaID: id})
+	s, err := NewSource(cs.CoordinationV1(), SourceOptions{Ring: ringName, Namespace: "default", ReplicaID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	coordinationv1listers "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -54,7 +56,7 @@ type SourceOptions struct {
 // when the first live Lease expires, so a member that died drops out on time.
 // Replicas that see the same live Leases compute the same ring.
 type Source struct {
-	cs    kubernetes.Interface
+	cs    coordinationv1client.LeasesGetter
 	opts  SourceOptions
 	clock clock.WithTicker
 	notes notifier
@@ -68,8 +70,12 @@ type Source struct {
 
 var _ manager.LeaderElectionRunnable = &Source{}
 
-// NewSource returns the Source opts describe, reading Leases through cs.
-func NewSource(cs kubernetes.Interface, opts SourceOptions) (*Source, error) {
+// NewSource returns the Source opts describe, reading Leases through cs (a
+// clientset's CoordinationV1(), or the client coordinationv1client.NewForConfig
+// makes). When cs has an IsWatchListSemanticsUnSupported method that returns
+// true, as a fake clientset has, the informer lists and then watches rather
+// than asking for a watch list.
+func NewSource(cs coordinationv1client.LeasesGetter, opts SourceOptions) (*Source, error) {
 	if err := validateRing(opts.Ring); err != nil {
 		return nil, fmt.Errorf("sharding membership: %w", err)
 	}
@@ -97,11 +103,8 @@ func Selector(ringName string) labels.Selector {
 // ring is published once the informer has listed the Leases.
 func (s *Source) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithValues("ring", s.opts.Ring, "namespace", s.opts.Namespace)
-	factory := informers.NewSharedInformerFactoryWithOptions(s.cs, 0,
-		informers.WithNamespace(s.opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector(s.opts.Ring).String() }))
-	leases := factory.Coordination().V1().Leases()
-	informer, lister := leases.Informer(), leases.Lister()
+	informer := s.informer()
+	lister := coordinationv1listers.NewLeaseLister(informer.GetIndexer())
 
 	// One pending wake-up is enough: each recomputes from the lister.
 	changed := make(chan struct{}, 1)
@@ -118,8 +121,12 @@ func (s *Source) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("sharding membership: watching the Leases of ring %s: %w", s.opts.Ring, err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	// The informer stops with ctx, before Start returns.
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	defer running.Wait()
+	defer cancel()
+	running.Go(func() { informer.RunWithContext(ctx) })
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		return nil // ctx ended
 	}
@@ -158,6 +165,27 @@ func (s *Source) Start(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// informer is an informer of the ring's Leases, as client-go's informer
+// factory makes one for a namespace and a label selector: the Source's own,
+// without the factory, whose every kind's informer would link client-go's
+// whole clientset into the binary.
+func (s *Source) informer() cache.SharedIndexInformer {
+	leases := s.cs.Leases(s.opts.Namespace)
+	selector := Selector(s.opts.Ring).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return leases.Watch(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.cs), &coordinationv1.Lease{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
 // update publishes the ring of the live leases, when it differs from the
@@ -219,7 +247,7 @@ func (s *Source) SubscribeLeases() <-chan struct{} { return s.leaseNotes.subscri
 // Source's informer: a consistent read, which sees every write that ended
 // before it began.
 func (s *Source) ReadLeases(ctx context.Context) ([]MemberLease, error) {
-	list, err := s.cs.CoordinationV1().Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: Selector(s.opts.Ring).String()})
+	list, err := s.cs.Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: Selector(s.opts.Ring).String()})
 	if err != nil {
 		return nil, fmt.Errorf("sharding membership: reading the Leases of ring %s in namespace %s: %w", s.opts.Ring, s.opts.Namespace, err)
 	}

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -276,7 +276,7 @@ type Runtime struct {
 // New builds the replica's membership (before the manager: in server mode
 // the cache's informers list by the ring).
 func New(cfg *rest.Config, httpClient *http.Client, plan *Plan, opts Options) (*Runtime, error) {
-	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	cs, err := coordinationv1client.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("sharding: building the client of the ring's Leases: %w", err)
 	}

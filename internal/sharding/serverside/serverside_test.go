@@ -87,14 +87,14 @@ func newFixture(t *testing.T, ringName string) *fixture {
 // stops, as one that dies does.
 func (f *fixture) startReplica(member string, keepLease bool) {
 	cs := kubernetes.NewForConfigOrDie(f.Config)
-	m, err := membership.NewMember(cs, membership.MemberOptions{
+	m, err := membership.NewMember(cs.CoordinationV1(), membership.MemberOptions{
 		Ring: f.Ring, ReplicaID: member, Namespace: f.NS, KeepLeaseOnStop: keepLease,
 		LeaseDuration: leaseDuration, RenewInterval: renewInterval, RenewDeadline: renewDeadline,
 	})
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	src, err := membership.NewSource(cs, membership.SourceOptions{Ring: f.Ring, Namespace: f.NS})
+	src, err := membership.NewSource(cs.CoordinationV1(), membership.SourceOptions{Ring: f.Ring, Namespace: f.NS})
 	if err != nil {
 		f.T.Fatal(err)
 	}
