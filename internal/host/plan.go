@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/polyop/polyop/internal/description"
+	"github.com/polyop/polyop/internal/metricsauth"
 	"github.com/polyop/polyop/internal/sharding/replica"
 	"github.com/polyop/polyop/internal/sidecar"
 )
@@ -146,7 +146,7 @@ func (p *plan) managerOptions() ctrl.Options {
 		SecureServing: p.opts.SecureMetrics,
 	}
 	if p.opts.SecureMetrics {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.FilterProvider = metricsauth.WithAuthenticationAndAuthorization
 	}
 	return ctrl.Options{
 		Metrics: metricsOpts,
