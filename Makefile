@@ -346,7 +346,7 @@ clean-all: clean ## Also remove every installed tool, the control-plane binaries
 
 # dist builds the SDKs into DIST_DIR (gitignored) for use from other
 # repositories: the Python SDK's wheel and sdist (python -m build, without
-# build isolation, with the setuptools of .venv) into DIST_DIR/python, the
+# build isolation, with the hatchling of .venv) into DIST_DIR/python, the
 # TypeScript SDK's npm tarball (npm pack) into DIST_DIR/typescript. The Go SDK
 # is the module sdk/go, used by its path (a tag sdk/go/vX.Y.Z releases it).
 # Every SDK's version is SDK_VERSION, the VERSION file; test/packaging checks
@@ -362,11 +362,13 @@ PYTHON_WHEELHOUSE := $(VENV)/wheelhouse
 .PHONY: dist
 dist: dist-python dist-typescript ## Build the Python SDK's wheel and sdist and the TypeScript SDK's npm tarball into DIST_DIR (dist/), at the version of the VERSION file.
 
+# The wheel dist-python builds is pure: without the polyop binary, it installs
+# a polyop that says how to get it (sdk/python/hatch_build.py; release-python
+# builds the wheels that carry it).
 .PHONY: dist-python
-dist-python: $(VENV_STAMP) ## Build the Python SDK's wheel and sdist into DIST_DIR/python.
-	rm -rf $(DIST_DIR)/python sdk/python/build
-	$(VENV)/bin/python -m build --no-isolation --outdir $(DIST_DIR)/python sdk/python
-	rm -rf sdk/python/build
+dist-python: $(VENV_STAMP) ## Build the Python SDK's wheel (pure) and sdist into DIST_DIR/python.
+	rm -rf $(DIST_DIR)/python
+	env -u POLYOP_BINARY -u POLYOP_PLATFORM $(VENV)/bin/python -m build --no-isolation --outdir $(DIST_DIR)/python sdk/python
 	@test -f $(DIST_DIR)/python/polyop-$(SDK_VERSION)-py3-none-any.whl || { \
 		echo "the Python SDK's version is not VERSION's $(SDK_VERSION): see sdk/python/pyproject.toml"; exit 1; }
 
@@ -457,6 +459,24 @@ release-binaries: ## Build polyop for PLATFORMS into DIST_DIR/bin/polyop-<os>-<a
 		"$$cdx" bin -json -licenses -noserial -notimestamp -version v$(SDK_VERSION) \
 			-output $(DIST_DIR)/$$name.cdx.json $(DIST_DIR)/bin/polyop-$$os-$$arch 2>$$stage/cdx.log || { cat $$stage/cdx.log; exit 1; }; \
 	done
+
+# release-python builds, into DIST_DIR/python, one wheel per platform of
+# PLATFORMS carrying that platform's polyop from DIST_DIR/bin (release-binaries
+# builds them) as its polyop command, tagged for the platform by the build hook
+# sdk/python/hatch_build.py, and the sdist and the pure wheel (dist-python),
+# which pip takes on other platforms. It prints each wheel's size.
+.PHONY: release-python
+release-python: dist-python ## Build the Python wheels into DIST_DIR/python: one per platform of PLATFORMS carrying DIST_DIR/bin's polyop (make release-binaries first), the pure wheel and the sdist.
+	@for p in $(PLATFORMS); do \
+		[ -f $(DIST_DIR)/bin/polyop-$${p%/*}-$${p#*/} ] || { \
+			echo "release-python: no $(DIST_DIR)/bin/polyop-$${p%/*}-$${p#*/} for $$p: build it with make release-binaries PLATFORMS='$(PLATFORMS)'"; exit 1; }; \
+	done
+	@for p in $(PLATFORMS); do \
+		echo "Building the Python wheel of polyop $(SDK_VERSION) for $$p"; \
+		POLYOP_BINARY=$(abspath $(DIST_DIR))/bin/polyop-$${p%/*}-$${p#*/} POLYOP_PLATFORM=$$p \
+			$(VENV)/bin/python -m build --no-isolation --wheel --outdir $(DIST_DIR)/python sdk/python || exit 1; \
+	done
+	@cd $(DIST_DIR)/python && for f in *; do echo "$$(wc -c <$$f) $$f"; done | awk '{ printf "%6.1f MB  %s\n", $$1 / 1e6, $$2 }'
 
 # release-image cross-compiles the host and the probe for IMAGE_PLATFORMS as
 # release-binaries does polyop (into DIST_DIR/image) and puts them into an OCI

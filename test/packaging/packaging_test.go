@@ -64,14 +64,22 @@ func buildDist(t *testing.T) dist {
 		if _, distErr = run(root, "make", "--no-print-directory", "dist", "python-wheelhouse", "DIST_DIR="+built.dir); distErr != nil {
 			return
 		}
-		var out string
-		out, distErr = run(root, "make", "--no-print-directory", "print-PYTHON_WHEELHOUSE")
-		built.wheelhouse, distErr = filepath.Abs(filepath.Join(root, strings.TrimSpace(out)))
+		built.wheelhouse, distErr = pythonWheelhouse()
 	})
 	if distErr != nil {
 		t.Fatalf("make dist: %v", distErr)
 	}
 	return built
+}
+
+// pythonWheelhouse is the folder of the wheels `make python-wheelhouse`
+// downloads, absolute.
+func pythonWheelhouse() (string, error) {
+	out, err := run(root, "make", "--no-print-directory", "print-PYTHON_WHEELHOUSE")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(filepath.Join(root, strings.TrimSpace(out)))
 }
 
 // run runs a command in dir and returns its standard output; the error holds
