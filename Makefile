@@ -304,6 +304,8 @@ test-typescript: $(NODE_MODULES_STAMP) ## Run the TypeScript checks and tests (t
 		echo "--- $$pkg: node --test"; \
 		(cd $$pkg && node --test dist/*.test.js) || exit 1; \
 	done
+	@echo "--- packaging/npm: node --test"
+	@node --test packaging/npm/test/*.test.mjs
 
 .PHONY: bench
 bench: envtest $(VENV_STAMP) $(NODE_MODULES_STAMP) | $(LOCALBIN) ## Run the end-to-end benchmark (the host and its sidecars against in-process controller-runtime, see BENCHMARKS.md), then the Go benchmarks.
@@ -477,6 +479,21 @@ release-python: dist-python ## Build the Python wheels into DIST_DIR/python: one
 			$(VENV)/bin/python -m build --no-isolation --wheel --outdir $(DIST_DIR)/python sdk/python || exit 1; \
 	done
 	@cd $(DIST_DIR)/python && for f in *; do echo "$$(wc -c <$$f) $$f"; done | awk '{ printf "%6.1f MB  %s\n", $$1 / 1e6, $$2 }'
+
+# release-npm packs the npm packages into DIST_DIR/npm with
+# packaging/npm/build.mjs (see packaging/npm/cli/README.md): @polyop/cli, the
+# polyop command (a Node.js launcher), which lists the package of every
+# platform as an optional dependency; one @polyop/cli-<os>-<cpu> for each of
+# PLATFORMS, holding the binary release-binaries built into DIST_DIR/bin (run
+# it first); and a copy of the SDK's, @polyop/sidecar (dist-typescript). All
+# are at VERSION. It prints each tarball's size.
+.PHONY: release-npm
+release-npm: dist-typescript ## Pack @polyop/cli, @polyop/cli-<os>-<cpu> for PLATFORMS (binaries of release-binaries) and @polyop/sidecar into DIST_DIR/npm.
+	rm -rf $(DIST_DIR)/npm
+	mkdir -p $(DIST_DIR)/npm
+	cp $(DIST_DIR)/typescript/polyop-sidecar-$(SDK_VERSION).tgz $(DIST_DIR)/npm/
+	NPM="$(NPM)" node packaging/npm/build.mjs --version $(SDK_VERSION) --platforms "$(PLATFORMS)" \
+		--bin-dir $(DIST_DIR)/bin --out $(DIST_DIR)/npm
 
 # release-image cross-compiles the host and the probe for IMAGE_PLATFORMS as
 # release-binaries does polyop (into DIST_DIR/image) and puts them into an OCI

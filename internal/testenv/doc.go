@@ -10,6 +10,8 @@
 //   - build: the Go and TypeScript builds the tests run, once per test
 //     binary.
 //   - certs: a throwaway CA and mutual TLS certificates.
+//   - npmregistry: an npm registry on loopback serving the packages of
+//     `npm pack` tarballs, to install them as from npmjs.com.
 //
 // This package re-exports their everyday names (Start, Env, Build,
 // StartProcess, Process, …), so that a test imports one package for the
