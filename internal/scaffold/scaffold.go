@@ -69,6 +69,10 @@ type Tasks struct {
 	Lint []string
 	// Clean lists the files and folders make clean removes.
 	Clean []string
+	// Polyop is the command the Makefile runs polyop with unless POLYOP is
+	// set, when the project installs its own polyop with its dependencies
+	// (Setup); empty is polyop, found on PATH.
+	Polyop string
 	// Readme is the language's section of the README, in Markdown: where
 	// the code is and how to work on it.
 	Readme string

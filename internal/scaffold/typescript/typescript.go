@@ -63,6 +63,11 @@ const MaxMessageLength = 64
 // vendorDir holds the SDK's tarball in a project made with --sdk-source.
 const vendorDir = "vendor"
 
+// LocalPolyop is the polyop a project installs as its devDependency
+// @polyop/cli, at the SDK's version: what its Makefile runs (POLYOP), as
+// `npx polyop` and its package.json's scripts do.
+const LocalPolyop = "node_modules/.bin/polyop"
+
 // Scaffolder is the TypeScript scaffold.Scaffolder.
 type Scaffolder struct{}
 
@@ -93,8 +98,11 @@ func (Scaffolder) Defaults(p *scaffold.Project) error {
 
 // projectData is what the project's templates read.
 type projectData struct {
-	Name, Package    string
-	SDKDependency    string
+	Name, Package string
+	SDKDependency string
+	// CLIDependency is the version of @polyop/cli, the polyop command, the
+	// project depends on (a devDependency), or "" for none.
+	CLIDependency    string
 	Vendor           bool
 	TypeBox          string
 	TypeScript       string
@@ -105,7 +113,7 @@ type projectData struct {
 
 func newProjectData(p *scaffold.Project) (projectData, error) {
 	d := projectData{
-		Name: p.Name, Package: p.Package, SDKDependency: p.PolyopVersion,
+		Name: p.Name, Package: p.Package, SDKDependency: p.PolyopVersion, CLIDependency: p.PolyopVersion,
 		TypeBox: TypeBoxVersion, TypeScript: TypeScriptVersion, NodeTypes: NodeTypesVersion, NodeImage: NodeImage,
 	}
 	if p.SDKSource != "" {
@@ -114,6 +122,14 @@ func newProjectData(p *scaffold.Project) (projectData, error) {
 			return d, err
 		}
 		d.SDKDependency, d.Vendor = "file:"+vendorDir+"/"+tarball, true
+		// @polyop/cli carries polyop's binaries, which a checkout does not
+		// pack (make release-npm builds them for every platform, minutes
+		// of work), and a file: dependency on it would still fetch its
+		// platform package from the registry, at a version maybe never
+		// published. The project depends on no @polyop/cli: the polyop on
+		// PATH, the checkout's that made it, is the one its Makefile and
+		// scripts run.
+		d.CLIDependency = ""
 	} else if !semver.MatchString(p.PolyopVersion) {
 		return d, fmt.Errorf("this polyop's version is %q, which no published @polyop/sidecar has: pass --sdk-source with a checkout of polyop's repository", p.PolyopVersion)
 	}
@@ -161,9 +177,10 @@ func (Scaffolder) Init(w *scaffold.Writer, p *scaffold.Project) error {
 
 // Tasks are npm's: npm install, then the package's scripts build (tsc), test
 // (tsc, then node --test on the compiled tests) and lint (tsc --noEmit).
-// With --sdk-source, Setup first packs the checkout's SDK (make
-// dist-typescript there) and copies the tarball into vendor/, which
-// package.json depends on.
+// polyop is the project's own (LocalPolyop), which npm install puts into
+// node_modules/.bin. With --sdk-source, Setup first packs the checkout's SDK
+// (make dist-typescript there) and copies the tarball into vendor/, which
+// package.json depends on, and polyop is the one on PATH.
 func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 	setup := []string{"npm install --no-audit --no-fund", "touch " + Stamp}
 	if p.SDKSource != "" {
@@ -186,6 +203,10 @@ func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 		Package string
 		Vendor  bool
 	}{p.Package, p.SDKSource != ""})
+	polyop := LocalPolyop
+	if p.SDKSource != "" {
+		polyop = ""
+	}
 	return scaffold.Tasks{
 		Setup:  setup,
 		Stamp:  Stamp,
@@ -194,6 +215,7 @@ func (Scaffolder) Tasks(p *scaffold.Project) scaffold.Tasks {
 		Test:   []string{"npm test"},
 		Lint:   []string{"npm run lint"},
 		Clean:  []string{"dist"},
+		Polyop: polyop,
 		Readme: readme,
 	}
 }

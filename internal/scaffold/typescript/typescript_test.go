@@ -65,6 +65,16 @@ func TestInitWritesAnNPMPackageOnThePublishedSDK(t *testing.T) {
 			t.Errorf("package.json has no %s script", script)
 		}
 	}
+	// polyop is the project's own, at the SDK's version: npm run puts
+	// node_modules/.bin first on PATH, as npx looks there first.
+	if got := pkg.DevDependencies["@polyop/cli"]; got != "0.1.0" || got != pkg.Dependencies["@polyop/sidecar"] {
+		t.Errorf("package.json's devDependencies have @polyop/cli %q, want 0.1.0, @polyop/sidecar's version", got)
+	}
+	if got := pkg.Scripts["generate"]; got != "polyop generate" {
+		t.Errorf("package.json's generate script is %q, want polyop generate", got)
+	}
+	mustContain(t, "Makefile", read(t, root, "Makefile"), "\nPOLYOP ?= "+LocalPolyop+"\n")
+	mustContain(t, "README.md", read(t, root, "README.md"), "`POLYOP` (default `"+LocalPolyop+"`", "[@polyop/cli](")
 	p, _, err := scaffold.LoadProject(root)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +93,9 @@ func TestInitWritesAnNPMPackageOnThePublishedSDK(t *testing.T) {
 	tasks := Scaffolder{}.Tasks(p)
 	if strings.Join(tasks.Setup, "\n") != "npm install --no-audit --no-fund\ntouch "+Stamp || tasks.Stamp != Stamp {
 		t.Errorf("Setup = %q, stamp %q", tasks.Setup, tasks.Stamp)
+	}
+	if tasks.Polyop != LocalPolyop {
+		t.Errorf("Tasks.Polyop = %q, want %q", tasks.Polyop, LocalPolyop)
 	}
 }
 
@@ -114,9 +127,19 @@ func TestInitWithSDKSourceDependsOnTheSDKPackedFromTheCheckout(t *testing.T) {
 	root := newProject(t, src)
 	mustContain(t, "package.json", read(t, root, "package.json"), `"@polyop/sidecar": "file:vendor/polyop-sidecar-`)
 	mustContain(t, "Dockerfile", read(t, root, "Dockerfile"), "COPY vendor/ vendor/")
+	// No @polyop/cli of the checkout's to depend on: polyop is the one on
+	// PATH, the checkout's.
+	if pkg := read(t, root, "package.json"); strings.Contains(pkg, "@polyop/cli") {
+		t.Errorf("package.json of a project on a checkout's SDK depends on @polyop/cli:\n%s", pkg)
+	}
+	mustContain(t, "Makefile", read(t, root, "Makefile"), "\nPOLYOP ?= polyop\n")
+	mustContain(t, "README.md", read(t, root, "README.md"), "`POLYOP` (default polyop)", "polyop is the one on your PATH")
 	p, _, err := scaffold.LoadProject(root)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if polyop := (Scaffolder{}).Tasks(p).Polyop; polyop != "" {
+		t.Errorf("Tasks.Polyop = %q, want the polyop on PATH", polyop)
 	}
 	setup := strings.Join(Scaffolder{}.Tasks(p).Setup, "\n")
 	mustContain(t, "Setup", setup, "make -C "+src+" --no-print-directory dist-typescript", "cp "+filepath.Join(src, "dist", "typescript", "polyop-sidecar-"),
