@@ -36,6 +36,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	runCleanups()
 	if distTmp != "" {
 		_ = os.RemoveAll(distTmp)
 	}

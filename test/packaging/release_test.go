@@ -21,12 +21,12 @@ import (
 	"github.com/polyop/polyop/internal/scaffold"
 )
 
-// TestTheReleaseArtefacts builds this machine's release artefacts with make
-// (release-binaries, release-image and release-checksums, for its own linux
-// platform only) into a temporary DIST_DIR and checks them as a user and a
-// registry receive them: the archive's polyop runs and knows the version,
-// SHA256SUMS verifies, the SBOM names polyop's modules, the image tarball is
-// an OCI layout of the host image config/ pins, whose host runs.
+// TestTheReleaseArtefacts checks this machine's release artefacts, which
+// `make release` built for its own linux platform only (buildRelease), as
+// they are published, as a user and a registry receive them: the archive's
+// polyop runs and knows the version, SHA256SUMS verifies, the SBOM names
+// polyop's modules, the image tarball is an OCI layout of the host image
+// config/ pins, whose host runs.
 func TestTheReleaseArtefacts(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skipf("the host image is a Linux image, and this machine runs %s", runtime.GOOS)
@@ -35,10 +35,7 @@ func TestTheReleaseArtefacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	platform := runtime.GOOS + "/" + runtime.GOARCH
-	dir := filepath.Join(t.TempDir(), "dist")
-	mustRun(t, root, "make", "--no-print-directory", "release-binaries", "release-image", "release-checksums",
-		"PLATFORMS="+platform, "DIST_DIR="+dir)
+	dir := buildRelease(t).dir
 
 	archive := fmt.Sprintf("polyop_%s_%s_%s.tar.gz", version, runtime.GOOS, runtime.GOARCH)
 	sbom := fmt.Sprintf("polyop_%s_%s_%s.cdx.json", version, runtime.GOOS, runtime.GOARCH)

@@ -24,9 +24,9 @@ var platformTags = map[string]string{
 	"darwin/arm64": "macosx_12_0_arm64",
 }
 
-// TestThePythonWheelsInstallPolyop builds this machine's platform wheel, the
-// pure wheel and the sdist with `make release-binaries release-python` into a
-// temporary DIST_DIR, and installs the wheels into fresh virtualenvs as a
+// TestThePythonWheelsInstallPolyop takes this machine's platform wheel, the
+// pure wheel and the sdist that `make release` built (buildRelease), and
+// installs the wheels into fresh virtualenvs as a
 // user's pip does: the platform wheel's polyop is the binary itself, the pure
 // wheel's says how to get it.
 func TestThePythonWheelsInstallPolyop(t *testing.T) {
@@ -38,13 +38,8 @@ func TestThePythonWheelsInstallPolyop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dist := filepath.Join(t.TempDir(), "dist")
-	mustRun(t, root, "make", "--no-print-directory", "release-binaries", "release-python", "python-wheelhouse",
-		"PLATFORMS="+platform, "DIST_DIR="+dist)
-	wheelhouse, err := pythonWheelhouse()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel := buildRelease(t)
+	dist, wheelhouse := rel.dir, rel.wheelhouse
 	pythonDist := filepath.Join(dist, "python")
 	for _, name := range []string{"polyop-" + version + "-py3-none-any.whl", "polyop-" + version + ".tar.gz"} {
 		if _, err := os.Stat(filepath.Join(pythonDist, name)); err != nil {
@@ -103,6 +98,15 @@ func TestThePythonWheelsInstallPolyop(t *testing.T) {
 		}
 		if script.Mode()&0o111 == 0 {
 			t.Errorf("the wheel's polyop has mode %v, not executable", script.Mode())
+		}
+		info, err := os.Stat(wheel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %.1f MB", filepath.Base(wheel), float64(info.Size())/1e6)
+		if info.Size() > npmSizeBudget {
+			t.Errorf("%s is %.1f MB, over the %d MB a package should stay under: see docs/releasing.md, What the binary is made of",
+				filepath.Base(wheel), float64(info.Size())/1e6, npmSizeBudget/1000/1000)
 		}
 		binary := filepath.Join(dist, "bin", "polyop-"+strings.ReplaceAll(platform, "/", "-"))
 		if sha256Of(t, script.Open) != sha256Of(t, func() (io.ReadCloser, error) { return os.Open(binary) }) {
