@@ -153,18 +153,17 @@ func (u *user) run(name string, args ...string) string {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(u.ctx, installTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = u.dir
-	cmd.Env = u.env
-	// exec.Command looks name up in this process's PATH: the user's is
-	// another.
+	// exec.Command would look name up in this process's PATH: the user's
+	// is another.
+	path := name
 	if !strings.Contains(name, "/") {
-		if p := lookPath(u.env, name); p != "" {
-			cmd.Path = p
-		} else {
+		if path = lookPath(u.env, name); path == "" {
 			u.t.Fatalf("%s is not on the PATH %s", name, getenv(u.env, "PATH"))
 		}
 	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Dir = u.dir
+	cmd.Env = u.env
 	out, err := cmd.CombinedOutput()
 	took := time.Since(start)
 	u.took += took
@@ -196,12 +195,16 @@ func getenv(env []string, name string) string {
 }
 
 // makeProject runs the quick start's commands after polyop is installed:
-// init, a kind with a controller, its webhooks, make manifests test. polyop
-// is how the user runs polyop (one word, or npx polyop).
-func (u *user) makeProject(polyop []string, initArgs ...string) {
+// polyopInit's init, then (after the setup commands) polyop's create of a
+// kind with a controller and of its webhooks, then make manifests test.
+// polyopInit and polyop are how the user runs polyop: one word, or npx.
+func (u *user) makeProject(polyopInit, polyop []string, setup [][]string, initArgs ...string) {
 	u.t.Helper()
+	u.run(polyopInit[0], append(cloneArgs(polyopInit[1:]), append([]string{"init", "--domain", "example.com"}, initArgs...)...)...)
+	for _, cmd := range setup {
+		u.run(cmd[0], cmd[1:]...)
+	}
 	cmd := func(args ...string) { u.run(polyop[0], append(cloneArgs(polyop[1:]), args...)...) }
-	cmd(append([]string{"init", "--domain", "example.com"}, initArgs...)...)
 	cmd("create", "api", "--group", "ship", "--version", "v1", "--kind", "Frigate")
 	cmd("create", "webhook", "--group", "ship", "--version", "v1", "--kind", "Frigate", "--defaulting", "--programmatic-validation")
 	u.run("make", "manifests", "test")
@@ -260,7 +263,7 @@ func TestInstallWithoutGo(t *testing.T) {
 		u.run("python3", "-m", "venv", tools)
 		u.run("pip", "install", "--no-index", "--find-links", filepath.Join(rel.dir, "python"), "--find-links", rel.wheelhouse, "polyop=="+rel.version)
 		checkVersion(t, u.run("polyop", "version", "--output", "json"), rel.version)
-		u.makeProject([]string{"polyop"}, "--language", "python")
+		u.makeProject([]string{"polyop"}, []string{"polyop"}, nil, "--language", "python")
 		u.runUntilReady([]string{"polyop"})
 		t.Logf("python: %s from an empty folder to a Ready sample, without Go", u.took.Round(time.Second))
 	})
@@ -289,11 +292,9 @@ func TestInstallWithoutGo(t *testing.T) {
 		}
 		npx := []string{"npx", "--yes", "@polyop/cli@" + rel.version}
 		checkVersion(t, u.run(npx[0], append(cloneArgs(npx[1:]), "version", "--output", "json")...), rel.version)
-		u.makeProject(npx, "--language", "typescript")
-		// make setup installed the project's own polyop, its devDependency.
-		if _, err := os.Stat(filepath.Join(u.dir, "node_modules", ".bin", "polyop")); err != nil {
-			t.Errorf("the project has no polyop of its own: %v", err)
-		}
+		// npm install brings the project's own polyop, its devDependency,
+		// which npx polyop runs from then on.
+		u.makeProject(npx, []string{"npx", "--no", "polyop"}, [][]string{{"npm", "install"}}, "--language", "typescript")
 		u.runUntilReady([]string{"npx", "--no", "polyop"})
 		t.Logf("typescript: %s from an empty folder to a Ready sample, without Go", u.took.Round(time.Second))
 	})
@@ -314,7 +315,7 @@ func TestInstallWithoutGo(t *testing.T) {
 			"GONOSUMDB=github.com/polyop/polyop")
 		u.run("go", "install", "github.com/polyop/polyop/cmd/polyop@v"+rel.version)
 		checkVersion(t, u.run("polyop", "version", "--output", "json"), rel.version)
-		u.makeProject([]string{"polyop"}, "--language", "go", "--repo", "example.com/fleet")
+		u.makeProject([]string{"polyop"}, []string{"polyop"}, nil, "--language", "go", "--repo", "example.com/fleet")
 		gomod, err := os.ReadFile(filepath.Join(u.dir, "go.mod"))
 		if err != nil {
 			t.Fatal(err)
