@@ -436,10 +436,15 @@ release-binaries: ## Build polyop for PLATFORMS into DIST_DIR/bin/polyop-<os>-<a
 	rm -rf $(DIST_DIR)/bin
 	rm -f $(DIST_DIR)/polyop_*.tar.gz $(DIST_DIR)/polyop_*.cdx.json
 	mkdir -p $(DIST_DIR)/bin
-	@for p in $(PLATFORMS); do \
+	@# Outside go.work, as `go install …@v$(SDK_VERSION)` builds it: the Go SDK
+	@# at v$(SDK_VERSION) from GOPROXY_DIR, so that the binary (and its SBOM)
+	@# records the module versions and sums a user's build would.
+	@go run ./hack/goproxy -out $(GOPROXY_DIR) -version $(SDK_VERSION) >/dev/null
+	@modcache=$$(mktemp -d); trap 'rm -rf "$$modcache"' EXIT; \
+	for p in $(PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; \
 		echo "Building polyop $(SDK_VERSION) for $$os/$$arch"; \
-		GOOS=$$os GOARCH=$$arch $(RELEASE_BUILD) -o $(DIST_DIR)/bin/polyop-$$os-$$arch ./cmd/polyop || exit 1; \
+		GOOS=$$os GOARCH=$$arch $(GO_TIDY_ENV) $(RELEASE_BUILD) -o $(DIST_DIR)/bin/polyop-$$os-$$arch ./cmd/polyop || exit 1; \
 	done
 	@# Each archive holds the binary as polyop, README.md and LICENSE (when
 	@# there is one), owned by root, with the time SOURCE_DATE_EPOCH. Each

@@ -6,9 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,76 +21,6 @@ import (
 // Ready sample: installing packages and starting a control plane take
 // minutes on a loaded machine.
 const installTimeout = 15 * time.Minute
-
-// releaseDist is what `make release` built for this machine's platform.
-type releaseDist struct {
-	dir        string // DIST_DIR
-	version    string // the VERSION file's
-	wheelhouse string // the wheels of the Python SDK's dependencies
-}
-
-var (
-	releaseOnce  sync.Once
-	releaseBuilt releaseDist
-	releaseErr   error
-)
-
-// buildRelease runs `make release` for this machine's platform only
-// (PLATFORMS=GOOS/GOARCH) into a temporary DIST_DIR, and `make
-// python-wheelhouse`, once for every test of the package.
-func buildRelease(t *testing.T) releaseDist {
-	t.Helper()
-	releaseOnce.Do(func() {
-		var dir string
-		if dir, releaseErr = os.MkdirTemp("", "polyop-release-"); releaseErr != nil {
-			return
-		}
-		registerCleanup(func() { _ = os.RemoveAll(dir) })
-		releaseBuilt.dir = filepath.Join(dir, "dist")
-		if releaseBuilt.version, releaseErr = projectVersion(); releaseErr != nil {
-			return
-		}
-		// make release packs the TypeScript SDK (tsc -b): build it under the
-		// lock the other test binaries' builds take, so that make's tsc finds
-		// it up to date and writes nothing while they read it.
-		if releaseErr = testenv.BuildTypeScript("sdk/typescript"); releaseErr != nil {
-			return
-		}
-		start := time.Now()
-		if _, releaseErr = run(root, "make", "--no-print-directory", "release", "python-wheelhouse",
-			"PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH, "DIST_DIR="+releaseBuilt.dir); releaseErr != nil {
-			return
-		}
-		t.Logf("make release for %s/%s: %s", runtime.GOOS, runtime.GOARCH, time.Since(start).Round(time.Second))
-		var out string
-		out, releaseErr = run(root, "make", "--no-print-directory", "print-PYTHON_WHEELHOUSE")
-		releaseBuilt.wheelhouse, releaseErr = filepath.Abs(filepath.Join(root, strings.TrimSpace(out)))
-	})
-	if releaseErr != nil {
-		t.Fatalf("make release: %v", releaseErr)
-	}
-	return releaseBuilt
-}
-
-var (
-	cleanupMu sync.Mutex
-	cleanups  []func()
-)
-
-// registerCleanup runs f when the test binary exits (TestMain).
-func registerCleanup(f func()) {
-	cleanupMu.Lock()
-	defer cleanupMu.Unlock()
-	cleanups = append(cleanups, f)
-}
-
-func runCleanups() {
-	cleanupMu.Lock()
-	defer cleanupMu.Unlock()
-	for _, f := range cleanups {
-		f()
-	}
-}
 
 // pathWithoutGo is this process's PATH without the folders that hold a go
 // command: a machine where Go was never installed.
@@ -234,7 +162,7 @@ func TestInstallWithoutGo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a release, installs it three ways and starts control planes: not with -short")
 	}
-	rel := buildRelease(t)
+	rel := buildDist(t)
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		t.Fatal(err)

@@ -100,7 +100,7 @@ func TestTheNPMPackagesInstallPolyop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dist := buildRelease(t).dir
+	dist := buildDist(t).dir
 	npmDir := filepath.Join(dist, "npm")
 	tarballs := []string{
 		"polyop-cli-" + version + ".tgz",

@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/polyop/polyop/internal/testenv"
 	"github.com/polyop/polyop/sdk/go/sidecar"
@@ -20,7 +22,9 @@ import (
 // root is the repository's root, from this package's directory.
 const root = "../.."
 
-// dist is what `make dist` built, once for every test of the package.
+// dist is what `make release` built for this machine's platform, once for
+// every test of the package: the SDKs' packages (what `make dist` builds)
+// among the rest.
 type dist struct {
 	dir        string // DIST_DIR
 	version    string // the VERSION file's
@@ -36,14 +40,14 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	runCleanups()
 	if distTmp != "" {
 		_ = os.RemoveAll(distTmp)
 	}
 	os.Exit(code)
 }
 
-// buildDist runs `make dist python-wheelhouse` into a temporary DIST_DIR, once.
+// buildDist runs `make release python-wheelhouse` for this machine's
+// platform only (PLATFORMS=GOOS/GOARCH) into a temporary DIST_DIR, once.
 func buildDist(t *testing.T) dist {
 	t.Helper()
 	distOnce.Do(func() {
@@ -62,13 +66,16 @@ func buildDist(t *testing.T) dist {
 		if distErr = testenv.BuildTypeScript("sdk/typescript"); distErr != nil {
 			return
 		}
-		if _, distErr = run(root, "make", "--no-print-directory", "dist", "python-wheelhouse", "DIST_DIR="+built.dir); distErr != nil {
+		start := time.Now()
+		if _, distErr = run(root, "make", "--no-print-directory", "release", "python-wheelhouse",
+			"PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH, "DIST_DIR="+built.dir); distErr != nil {
 			return
 		}
+		t.Logf("make release for %s/%s: %s", runtime.GOOS, runtime.GOARCH, time.Since(start).Round(time.Second))
 		built.wheelhouse, distErr = pythonWheelhouse()
 	})
 	if distErr != nil {
-		t.Fatalf("make dist: %v", distErr)
+		t.Fatalf("make release: %v", distErr)
 	}
 	return built
 }

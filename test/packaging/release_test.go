@@ -22,7 +22,7 @@ import (
 )
 
 // TestTheReleaseArtefacts checks this machine's release artefacts, which
-// `make release` built for its own linux platform only (buildRelease), as
+// `make release` built for its own linux platform only (buildDist), as
 // they are published, as a user and a registry receive them: the archive's
 // polyop runs and knows the version, SHA256SUMS verifies, the SBOM names
 // polyop's modules, the image tarball is an OCI layout of the host image
@@ -35,7 +35,7 @@ func TestTheReleaseArtefacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := buildRelease(t).dir
+	dir := buildDist(t).dir
 
 	archive := fmt.Sprintf("polyop_%s_%s_%s.tar.gz", version, runtime.GOOS, runtime.GOARCH)
 	sbom := fmt.Sprintf("polyop_%s_%s_%s.cdx.json", version, runtime.GOOS, runtime.GOARCH)
@@ -128,6 +128,13 @@ func TestTheReleaseArtefacts(t *testing.T) {
 		gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The binary is built as go install builds it, outside go.work: its
+		// Go SDK is the module a release tags, at polyop's version.
+		if i := slices.IndexFunc(bom.Components, func(c component) bool { return c.Name == "github.com/polyop/polyop/sdk/go" }); i < 0 {
+			t.Errorf("%s does not name github.com/polyop/polyop/sdk/go", sbom)
+		} else if c := bom.Components[i]; c.Version != "v"+version {
+			t.Errorf("%s names github.com/polyop/polyop/sdk/go at version %q, want v%s (the release's, not a workspace's)", sbom, c.Version, version)
 		}
 		for _, module := range []string{"sigs.k8s.io/controller-runtime", "google.golang.org/grpc", "github.com/spf13/cobra", "k8s.io/client-go"} {
 			m := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(module) + ` (v\S+)`).FindSubmatch(gomod)

@@ -25,7 +25,7 @@ var platformTags = map[string]string{
 }
 
 // TestThePythonWheelsInstallPolyop takes this machine's platform wheel, the
-// pure wheel and the sdist that `make release` built (buildRelease), and
+// pure wheel and the sdist that `make release` built (buildDist), and
 // installs the wheels into fresh virtualenvs as a
 // user's pip does: the platform wheel's polyop is the binary itself, the pure
 // wheel's says how to get it.
@@ -38,7 +38,7 @@ func TestThePythonWheelsInstallPolyop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := buildRelease(t)
+	rel := buildDist(t)
 	dist, wheelhouse := rel.dir, rel.wheelhouse
 	pythonDist := filepath.Join(dist, "python")
 	for _, name := range []string{"polyop-" + version + "-py3-none-any.whl", "polyop-" + version + ".tar.gz"} {
