@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,8 +42,10 @@ type childProblem struct {
 // existing, the object of the child's name the cache holds (nil: none), on
 // behalf of owner (by UID), as controllerutil.SetControllerReference decides:
 // an object another object controls is never taken over, and one nobody
-// controls only when the kind declares adoption. It returns nil when the
-// apply may go ahead.
+// controls only when the kind declares adoption. An object an earlier owner
+// of the same kind and name controls (deleted, then created again) is
+// another object's child too: the refusal says that owner is gone and how
+// the child goes with it. It returns nil when the apply may go ahead.
 func claim(id childID, existing client.Object, owner client.Object, kind ChildKind) *childProblem {
 	if existing == nil {
 		return nil
@@ -59,11 +62,43 @@ func claim(id childID, existing client.Object, owner client.Object, kind ChildKi
 			id, id.gvk.Kind)}
 	case ref.UID == owner.GetUID():
 		return nil
+	case sameKindAndName(ref, owner):
+		return &childProblem{reason: reasonChildOwnedByAnother, err: fmt.Errorf(
+			"desired child %s is controlled by an earlier %s/%s (uid %s), not by this one (uid %s): "+
+				"that object was deleted and this one created with its name, so the child's owner no longer exists; "+
+				"the host never takes over another object's child, so nothing was written to it. "+
+				"On a cluster the garbage collector deletes such a child and the next retry creates it again; "+
+				"where none runs (the local API server of polyop run has no garbage collector), delete it: %s",
+			id, ref.Kind, ref.Name, ref.UID, owner.GetUID(), kubectlDelete(id))}
 	}
 	return &childProblem{reason: reasonChildOwnedByAnother, err: fmt.Errorf(
 		"desired child %s is controlled by %s/%s (uid %s), not by %s/%s: the host never takes over another object's child, "+
 			"so nothing was written to it; give the child another name",
 		id, ref.Kind, ref.Name, ref.UID, ownerKind, owner.GetName())}
+}
+
+// sameKindAndName reports whether ref names an object of owner's group, kind
+// and name: with another UID, an earlier object of owner's name, since
+// deleted (an owner reference names an object in the child's namespace).
+func sameKindAndName(ref *metav1.OwnerReference, owner client.Object) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	gvk := owner.GetObjectKind().GroupVersionKind()
+	return err == nil && gv.Group == gvk.Group && ref.Kind == gvk.Kind && ref.Name == owner.GetName()
+}
+
+// kubectlDelete is the kubectl command that deletes the child id: its kind
+// lowercased (kubectl resolves it as it does a singular resource name),
+// qualified by its group unless it is a core kind.
+func kubectlDelete(id childID) string {
+	resource := strings.ToLower(id.gvk.Kind)
+	if id.gvk.Group != "" {
+		resource += "." + id.gvk.Group
+	}
+	cmd := "kubectl delete " + resource + " " + id.name
+	if id.namespace != "" {
+		cmd += " -n " + id.namespace
+	}
+	return cmd
 }
 
 // immutableMarkers are what the API server's validation says of a field an

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -60,6 +61,21 @@ func TestClaim(t *testing.T) {
 			adopt:    true,
 			want:     reasonChildOwnedByAnother,
 		},
+		"if an earlier object of the owner's kind and name controls it, then it is refused, saying that owner is gone and how to delete the child": {
+			existing: controlledBy("s", "w", "earlier-uid", nil),
+			want:     reasonChildOwnedByAnother,
+			says: []string{"Secret ns/s is controlled by an earlier Widget/w (uid earlier-uid), not by this one (uid owner-uid)",
+				"the child's owner no longer exists", "garbage collector deletes such a child", "kubectl delete secret s -n ns"},
+		},
+		"if an object of the owner's name but another group controls it, then it is another object": {
+			existing: func() client.Object {
+				s := controlledBy("s", "w", "other-uid", nil)
+				s.OwnerReferences[0].APIVersion = "other.example.com/v1"
+				return s
+			}(),
+			want: reasonChildOwnedByAnother,
+			says: []string{"controlled by Widget/w (uid other-uid), not by Widget/w", "another name"},
+		},
 		"if no object controls it, then it is refused, naming adoption as the remedy": {
 			existing: controlledBy("s", "", "", nil),
 			want:     reasonChildNotOwned,
@@ -89,6 +105,63 @@ func TestClaim(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestKubectlDelete(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[childID]string{
+		{gvk: secretGVK, namespace: "ns", name: "s"}: "kubectl delete secret s -n ns",
+		{gvk: roleGVK, name: "r"}:                    "kubectl delete clusterrole.rbac.authorization.k8s.io r",
+		{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, namespace: "default", name: "d"}: "kubectl delete deployment.apps d -n default",
+	} {
+		if got := kubectlDelete(id); got != want {
+			t.Errorf("kubectlDelete(%s) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+// A child left by an earlier owner of the same name (deleted, then created
+// again) is not written, and the Warning event on the owner and the
+// reconcile's error say that its owner is gone and how to delete it.
+func TestReconcileRefusesTheChildOfAnEarlierOwnerOfTheSameName(t *testing.T) {
+	t.Parallel()
+	earlier := controlledBy("s", "o", "earlier-uid", nil)
+	earlier.OwnerReferences[0].APIVersion, earlier.OwnerReferences[0].Kind = "v1", "ConfigMap"
+	resp := &polyopv1alpha1.ReconcileResponse{DesiredChildren: [][]byte{secretChild("s", "MQ==")}, ChildrenComplete: true}
+	sc := &fakesidecar.Fake{OnReconcile: fakesidecar.Answer(func(*polyopv1alpha1.ReconcileRequest) *polyopv1alpha1.ReconcileResponse { return resp })}
+	r, c, w := newFlow(t, "", sc, ownerMap(), earlier)
+	rec := events.NewFakeRecorder(10)
+	r.Recorder = rec
+
+	_, err := r.Reconcile(t.Context(), req)
+	says := []string{
+		"desired child Secret ns/s is controlled by an earlier ConfigMap/o (uid earlier-uid), not by this one (uid owner-uid)",
+		"the child's owner no longer exists",
+		"the local API server of polyop run has no garbage collector), delete it: kubectl delete secret s -n ns",
+	}
+	for _, want := range says {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("reconcile: %v, want it to say %q", err, want)
+		}
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.HasPrefix(e, "Warning "+reasonChildOwnedByAnother+" ") || !strings.Contains(e, says[0]) || !strings.Contains(e, says[2]) {
+			t.Errorf("event %q, want a Warning %s saying %q and %q", e, reasonChildOwnedByAnother, says[0], says[2])
+		}
+	default:
+		t.Error("no event recorded")
+	}
+	if got := w.take(); len(got) != 0 {
+		t.Errorf("writes %v, want none", got)
+	}
+	s := object.New(secretGVK)
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "s"}, s); err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(s); ref == nil || ref.UID != "earlier-uid" {
+		t.Errorf("the child's controller is now %v, want the earlier owner's", s.OwnerReferences)
 	}
 }
 
