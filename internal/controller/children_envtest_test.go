@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,6 +139,65 @@ func TestAChildsFirstWriteKeepsServerSideApplyOwnership(t *testing.T) {
 			t.Errorf("the apply removed b: a create keeps server-side apply's semantics after all, and the host could create new children (see BenchmarkFirstWriteOfAChild)")
 		}
 	})
+}
+
+// TestTheChildOfAnEarlierOwnerIsRefusedUntilTheCommandTheErrorGivesDeletesIt
+// plays polyop run's local API server, which has no garbage collector: a
+// Gadget is deleted and created again with its name, its child stays behind
+// controlled by the deleted one, and the host refuses it until the kubectl
+// command its error gives deletes it; then it applies it as the new Gadget's.
+func TestTheChildOfAnEarlierOwnerIsRefusedUntilTheCommandTheErrorGivesDeletesIt(t *testing.T) {
+	r, g, c, _ := childrenOf(t)
+	ctx := context.Background()
+	apply := func(owner client.Object) error {
+		t.Helper()
+		desired, err := validateChildren([][]byte{configMapChild("cm", map[string]string{"a": "1"})}, owner, r.Controller.Name, r.Children)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.applyChildren(ctx, owner, desired, nil, false).err()
+	}
+	if err := apply(g); err != nil {
+		t.Fatal(err)
+	}
+	earlier, ns := g.GetUID(), g.GetNamespace()
+	if err := c.Delete(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	g = object.New(gadgetGVK)
+	if err := g.UnmarshalJSON([]byte(`{"apiVersion":"envtest.polyop.dev/v1","kind":"Gadget","metadata":{"namespace":"` + ns + `","name":"g"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	g.SetGroupVersionKind(gadgetGVK)
+	err := apply(g)
+	want := fmt.Sprintf("desired child ConfigMap %s/cm is controlled by an earlier Gadget/g (uid %s), not by this one (uid %s)", g.GetNamespace(), earlier, g.GetUID())
+	_, command, found := strings.Cut(fmt.Sprint(err), "has no garbage collector), delete it: ")
+	if err == nil || !strings.Contains(err.Error(), want) || !found {
+		t.Fatalf("the apply over the earlier Gadget's child: %v, want it to say %q and give the command that deletes it", err, want)
+	}
+
+	env := controlPlane(t)
+	args := strings.Fields(command)
+	if args[0] != "kubectl" {
+		t.Fatalf("the command %q is no kubectl", command)
+	}
+	out, err := exec.CommandContext(ctx, env.Kubectl, append([]string{"--kubeconfig", env.Kubeconfig}, args[1:]...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, out)
+	}
+	if err := apply(g); err != nil {
+		t.Fatalf("the apply once the child is deleted: %v", err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := plainClient(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: "cm"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != g.GetUID() {
+		t.Errorf("the child's controller is %v, want the new Gadget (uid %s)", cm.OwnerReferences, g.GetUID())
+	}
 }
 
 // BenchmarkFirstWriteOfAChild writes new ConfigMaps, as the host writes a
