@@ -159,6 +159,19 @@ spec:
 		}
 	})
 
+	t.Run("the samples apply with the command polyop run printed", func(t *testing.T) {
+		m := regexp.MustCompile(`(?m)^\[run\]   (kubectl apply .*)$`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatal("polyop run printed no kubectl apply of the samples")
+		}
+		args := strings.Fields(m[1])
+		kubectl := exec.CommandContext(ctx, env.Kubectl, append([]string{"--kubeconfig", env.Kubeconfig}, args[1:]...)...)
+		kubectl.Dir = cmd.Dir
+		if got, err := kubectl.CombinedOutput(); err != nil || !strings.Contains(string(got), "maintenancewindow.examples.polyop.dev/nightly created") {
+			t.Errorf("%s: %v\n%s\nwant the sample created", m[1], err, got)
+		}
+	})
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -154,3 +154,48 @@ func TestFailedChecksNamesEachFailedReadinessCheck(t *testing.T) {
 		t.Errorf("failedChecks = %q, want %q", got, want)
 	}
 }
+
+func TestPrintHintsGivesTheSamplesCommandOfTheirLayout(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		files []string
+		want  string
+	}{
+		"if config/samples holds a kustomization, as polyop init writes it, then kubectl apply -k": {
+			files: []string{"kustomization.yaml", "ship_v1_frigate.yaml"},
+			want:  "[run]   kubectl apply -k config/samples\n",
+		},
+		"if it holds a Kustomization, then kubectl apply -k": {
+			files: []string{"Kustomization", "ship_v1_frigate.yaml"},
+			want:  "[run]   kubectl apply -k config/samples\n",
+		},
+		"if it holds only objects, then kubectl apply -f": {
+			files: []string{"ship_v1_frigate.yaml"},
+			want:  "[run]   kubectl apply -f config/samples\n",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			dir := filepath.Join(root, "config", "samples")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out bytes.Buffer
+			r := newRunner(Options{}, &out, &out)
+			r.root = root
+			r.cluster = &runCluster{kubeconfig: "/tmp/polyop-run-1/kubeconfig"}
+			r.printHints(nil)
+			want := "[run] polyop is running the project; try, in another terminal:\n" +
+				"[run]   export KUBECONFIG=/tmp/polyop-run-1/kubeconfig\n" + tc.want + "[run] press Ctrl-C to stop\n"
+			if out.String() != want {
+				t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -215,7 +216,7 @@ func (r *runner) printHints(samples []sample) {
 		p("  export PATH=%s:$PATH", r.cluster.assets)
 	}
 	if len(samples) == 0 {
-		p("  kubectl apply -f %s", scaffold.SamplesDir)
+		p("  %s", applySamplesCommand(r.root))
 	} else {
 		s := samples[0]
 		ns := ""
@@ -227,6 +228,23 @@ func (r *runner) printHints(samples []sample) {
 		p("  kubectl edit %s %s%s", strings.ToLower(s.gvk.Kind), s.key.Name, ns)
 	}
 	p("press Ctrl-C to stop")
+}
+
+// kustomizationFiles are the names kustomize reads a folder's kustomization
+// from.
+var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+// applySamplesCommand is the kubectl command that applies the samples of the
+// project at root, as a user would paste it there: kubectl apply -k when
+// config/samples holds a kustomization (polyop init writes one, and kubectl
+// apply -f of the folder refuses it: it is no object), else kubectl apply -f.
+func applySamplesCommand(root string) string {
+	for _, name := range kustomizationFiles {
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(scaffold.SamplesDir), name)); err == nil {
+			return "kubectl apply -k " + scaffold.SamplesDir
+		}
+	}
+	return "kubectl apply -f " + scaffold.SamplesDir
 }
 
 // runKubectl runs kubectl against the cluster, showing the command as a user

@@ -79,7 +79,9 @@ func TestInitWritesTheMakefileTheREADMEAndConfigForEveryLanguage(t *testing.T) {
 	}
 	readme := read(t, root, "README.md")
 	for _, want := range []string{"make deploy OVERLAY=default-certmanager", "ghcr.io/polyop/polyop-host:1.2.3", "widgets-sidecar:latest",
-		"widgets-system", "The fake language's code is in `src/`.", "`clean` | Removes bin, .deps."} {
+		"widgets-system", "The fake language's code is in `src/`.", "`clean` | Removes bin, .deps.",
+		// The samples folder holds a kustomization: kubectl apply -f of it fails.
+		"kubectl apply -k config/samples"} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README.md does not say %q", want)
 		}
@@ -171,6 +173,10 @@ func TestEveryConfigEntryRendersWithKustomize(t *testing.T) {
 	}
 	for _, dir := range []string{"config/default", "config/default-certmanager", "config/crd", "config/rbac", "config/samples"} {
 		out := run(t, root, kubectl, "kustomize", dir)
+		if dir == "config/samples" && !strings.Contains(out, "kind: Widget\n") {
+			// What kubectl apply -k config/samples, as the README says, applies.
+			t.Errorf("kubectl kustomize %s has no Widget:\n%s", dir, out)
+		}
 		if dir != "config/default" && dir != "config/default-certmanager" {
 			continue
 		}
