@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -75,6 +77,9 @@ func (r *runner) startCluster(ctx context.Context) error {
 		return err
 	}
 	if kubeconfig, ok := configuredKubeconfig(r.o.Kubeconfig); ok && !r.o.Local {
+		if err := missingKubeconfig(kubeconfig, r.o.Kubeconfig != ""); err != nil {
+			return err
+		}
 		c, err := r.existingCluster(ctx, kubeconfig, crds)
 		r.setCluster(c)
 		if err != nil {
@@ -129,6 +134,32 @@ func configuredKubeconfig(flagValue string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// missingKubeconfig explains why the configured kubeconfig at path (of the
+// --kubeconfig flag when fromFlag, else of $KUBECONFIG) cannot be used when
+// it does not exist, naming where it came from: a kubeconfig in a folder
+// named as a run's temporary folder is one that an earlier polyop run
+// printed for export and removed when it stopped, and a shell may still
+// export it. It returns nil when path exists, or is "" (KUBECONFIG lists
+// several files, which clientcmd merges).
+func missingKubeconfig(path string, fromFlag bool) error {
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	source, remedy := "KUBECONFIG", "unset KUBECONFIG to get a local control plane (or the cluster of ~/.kube/config, when there is one), "+
+		"or point KUBECONFIG at your cluster's kubeconfig"
+	if fromFlag {
+		source, remedy = "--kubeconfig", "pass --local for a local control plane, or point --kubeconfig at your cluster's kubeconfig"
+	}
+	if filepath.Base(path) == "kubeconfig" && strings.HasPrefix(filepath.Base(filepath.Dir(path)), tmpDirPrefix) {
+		return fmt.Errorf("%s is %s, which does not exist: it is the kubeconfig an earlier polyop run printed, "+
+			"and it went with the local control plane of that run when the run stopped; %s", source, path, remedy)
+	}
+	return fmt.Errorf("%s is %s, which does not exist: %s", source, path, remedy)
 }
 
 // existingCluster connects to a configured cluster and installs the CRDs

@@ -73,6 +73,10 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	return newRunner(o, stdout, stderr).run(ctx)
 }
 
+// tmpDirPrefix begins the name of each run's temporary folder, which holds
+// the kubeconfig of a local control plane that the run prints for export.
+const tmpDirPrefix = "polyop-run-"
+
 // errInterrupted ends a run that a signal stopped before it was up.
 var errInterrupted = errors.New("interrupted")
 
@@ -125,7 +129,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	if skew := r.project.VersionSkew(version.Version); skew != "" {
 		r.console.printf("Warning: %s", skew)
 	}
-	if r.tmpDir, err = os.MkdirTemp("", "polyop-run-"); err != nil {
+	if r.tmpDir, err = os.MkdirTemp("", tmpDirPrefix); err != nil {
 		return err
 	}
 	if err := r.startCluster(ctx); err != nil {

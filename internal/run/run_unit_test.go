@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/polyop/polyop/internal/testenv"
 )
 
 func TestPrefixWriter(t *testing.T) {
@@ -197,5 +199,73 @@ func TestPrintHintsGivesTheSamplesCommandOfTheirLayout(t *testing.T) {
 				t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
 			}
 		})
+	}
+}
+
+func TestMissingKubeconfig(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	existing := filepath.Join(tmp, "config")
+	if err := os.WriteFile(existing, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(tmp, "polyop-run-2847561", "kubeconfig")
+	const unset = "unset KUBECONFIG to get a local control plane (or the cluster of ~/.kube/config, when there is one), " +
+		"or point KUBECONFIG at your cluster's kubeconfig"
+	for name, tc := range map[string]struct {
+		path     string
+		fromFlag bool
+		want     string // "" for no error
+	}{
+		"if the kubeconfig exists, then it is used":                     {path: existing},
+		"if KUBECONFIG lists several files, then clientcmd merges them": {},
+		"if KUBECONFIG is an earlier run's kubeconfig, gone with it, then it says so and how to get a cluster": {
+			path: leftover,
+			want: "KUBECONFIG is " + leftover + ", which does not exist: it is the kubeconfig an earlier polyop run printed, " +
+				"and it went with the local control plane of that run when the run stopped; " + unset,
+		},
+		"if KUBECONFIG names another file that does not exist, then it names the variable": {
+			path: filepath.Join(tmp, "gone"),
+			want: "KUBECONFIG is " + filepath.Join(tmp, "gone") + ", which does not exist: " + unset,
+		},
+		"if a file named kubeconfig in another folder does not exist, then it is no earlier run's": {
+			path: filepath.Join(tmp, "kubeconfig"),
+			want: "KUBECONFIG is " + filepath.Join(tmp, "kubeconfig") + ", which does not exist: " + unset,
+		},
+		"if --kubeconfig names an earlier run's kubeconfig, then it names the flag": {
+			path: leftover, fromFlag: true,
+			want: "--kubeconfig is " + leftover + ", which does not exist: it is the kubeconfig an earlier polyop run printed, " +
+				"and it went with the local control plane of that run when the run stopped; " +
+				"pass --local for a local control plane, or point --kubeconfig at your cluster's kubeconfig",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := missingKubeconfig(tc.path, tc.fromFlag)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("error %q, want none", err)
+			case tc.want != "" && (err == nil || err.Error() != tc.want):
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunWithAnEarlierRunsKubeconfigSaysItIsGone starts a run as make run
+// does in a shell that still exports the KUBECONFIG an earlier run printed:
+// it stops before it touches any cluster, saying so.
+func TestRunWithAnEarlierRunsKubeconfigSaysItIsGone(t *testing.T) {
+	leftover := filepath.Join(t.TempDir(), tmpDirPrefix+"2847561", "kubeconfig")
+	t.Setenv("KUBECONFIG", leftover)
+	var out bytes.Buffer
+	r := newRunner(Options{}, &out, &out)
+	r.root = filepath.Join(testenv.RepoRoot(), "examples", "go", "maintenancewindow")
+	err := r.startCluster(t.Context())
+	if want := "KUBECONFIG is " + leftover + ", which does not exist: it is the kubeconfig an earlier polyop run printed"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("startCluster: %v, want an error beginning %q", err, want)
+	}
+	if r.cluster != nil {
+		t.Errorf("a cluster was set up: %+v", r.cluster)
 	}
 }
