@@ -116,7 +116,7 @@ func (b Builder) Build(ctx context.Context, dir string) error {
 	// The tools module is built on its own, never in a workspace of the
 	// directory polyop runs in.
 	cmd.Env = append(os.Environ(), "GOWORK=off")
-	p := newProgress(what, b.Printf)
+	p := newProgress(what, b.mainPackages(src, pkgs, out), b.Printf)
 	cmd.Stdout, cmd.Stderr = p, p
 	cmd.WaitDelay = 10 * time.Second
 	stop := p.every(b.Interval)
@@ -139,6 +139,25 @@ func (b Builder) Build(ctx context.Context, dir string) error {
 	}
 	p.done()
 	return nil
+}
+
+// mainPackages maps the import path of each of b.Binaries' main packages,
+// pkgs as go build is given them in the tools module at src, to the path go
+// build writes the binary to in the folder out: go build -v names a package
+// in a folder of the module (./etcd) by its import path.
+func (b Builder) mainPackages(src string, pkgs []string, out string) map[string]string {
+	module := ""
+	if data, err := os.ReadFile(filepath.Join(src, "go.mod")); err == nil {
+		module = modulePath(data)
+	}
+	mains := make(map[string]string, len(pkgs))
+	for i, pkg := range pkgs {
+		if rel, ok := strings.CutPrefix(pkg, "./"); ok {
+			pkg = module + "/" + rel
+		}
+		mains[pkg] = filepath.Join(out, b.Binaries[i])
+	}
+	return mains
 }
 
 // versionLDFlags stamp version into the binaries: built outside Kubernetes'

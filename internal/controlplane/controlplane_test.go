@@ -72,7 +72,7 @@ func (r *recorder) all() []string {
 func TestProgressCountsThePackagesGoBuildNames(t *testing.T) {
 	t.Parallel()
 	var r recorder
-	p := newProgress("kube-apiserver v1.37.2", r.printf)
+	p := newProgress("kube-apiserver v1.37.2", nil, r.printf)
 	start := p.start
 	p.now = func() time.Time { return start.Add(95 * time.Second) }
 	for _, chunk := range []string{
@@ -105,10 +105,55 @@ func TestProgressCountsThePackagesGoBuildNames(t *testing.T) {
 	}
 }
 
+func TestProgressSaysWhichBinariesItLinks(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	src := filepath.Join("..", "..", "hack", "tools", "envtest")
+	var pkgs []string
+	for _, name := range Binaries {
+		pkgs = append(pkgs, packages[name])
+	}
+	var r recorder
+	p := newProgress("kube-apiserver, etcd, kubectl v1.37.2", Builder{Binaries: Binaries}.mainPackages(src, pkgs, out), r.printf)
+	start := p.start
+	p.now = func() time.Time { return start.Add(50 * time.Second) }
+	step := func(output string, built ...string) {
+		t.Helper()
+		if _, err := p.Write([]byte(output)); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range built {
+			if err := os.WriteFile(filepath.Join(out, name), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.report()
+	}
+	// Each main package is compiled once all it imports is, and its binary
+	// is linked right after; the binary is in out once linked.
+	step("k8s.io/api/core/v1\n")
+	step("k8s.io/kubernetes/cmd/kube-apiserver\n")
+	step("github.com/polyop/polyop/hack/tools/envtest/etcd\nk8s.io/kubectl/pkg/cmd\n")
+	step("", "kube-apiserver")
+	step("k8s.io/kubernetes/cmd/kubectl\n", "etcd")
+	step("", "kubectl")
+	want := []string{
+		"building kube-apiserver, etcd, kubectl v1.37.2: 1 packages compiled, 50s elapsed",
+		"building kube-apiserver, etcd, kubectl v1.37.2: 2 packages compiled, linking kube-apiserver, 50s elapsed",
+		"building kube-apiserver, etcd, kubectl v1.37.2: 4 packages compiled, linking kube-apiserver, etcd, 50s elapsed",
+		"building kube-apiserver, etcd, kubectl v1.37.2: 4 packages compiled, linking etcd, 50s elapsed",
+		"building kube-apiserver, etcd, kubectl v1.37.2: 5 packages compiled, linking kubectl, 50s elapsed",
+		"building kube-apiserver, etcd, kubectl v1.37.2: 5 packages compiled, 50s elapsed",
+	}
+	if got := r.all(); !slices.Equal(got, want) {
+		t.Errorf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestProgressIsPrintedWhileTheBuildRuns(t *testing.T) {
 	t.Parallel()
 	var r recorder
-	p := newProgress("x", r.printf)
+	p := newProgress("x", nil, r.printf)
 	stop := p.every(time.Millisecond)
 	testenv.Eventually(t, time.Minute, "a line every interval", func() (bool, string) {
 		_, _ = p.Write([]byte("example.com/pkg\n"))

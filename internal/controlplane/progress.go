@@ -3,6 +3,9 @@ package controlplane
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,14 +15,25 @@ import (
 // is compiled, and reports how many it has seen and for how long the build
 // has run. Any other line (a compile error, a download) is kept for the error
 // message.
+//
+// go build -v prints nothing while it links, which takes the better part of
+// a minute for kube-apiserver: so that the build does not look stuck then,
+// progress reports the binaries being linked. go build compiles a binary's
+// main package once every package it imports is compiled, and links the
+// binary right after; the binary is at its -o path once linked. A binary is
+// being linked from when its main package is named until it is there.
 type progress struct {
 	what   string
 	printf func(format string, args ...any)
 	start  time.Time
 	now    func() time.Time
+	// binaries maps the import path of each binary's main package to the
+	// path go build writes the binary to.
+	binaries map[string]string
 
 	mu       sync.Mutex
 	packages int
+	mains    []string // the main packages of binaries named so far, in order
 	partial  []byte
 	other    []string
 }
@@ -27,8 +41,10 @@ type progress struct {
 // maxOtherLines is how many lines other than package names progress keeps.
 const maxOtherLines = 40
 
-func newProgress(what string, printf func(string, ...any)) *progress {
-	return &progress{what: what, printf: printf, start: time.Now(), now: time.Now}
+// newProgress returns the progress of the build of what, which writes each
+// binary whose main package binaries names to the path it maps it to.
+func newProgress(what string, binaries map[string]string, printf func(string, ...any)) *progress {
+	return &progress{what: what, binaries: binaries, printf: printf, start: time.Now(), now: time.Now}
 }
 
 func (p *progress) Write(b []byte) (int, error) {
@@ -53,6 +69,9 @@ func (p *progress) line(l string) {
 	case l == "":
 	case isPackagePath(l):
 		p.packages++
+		if _, ok := p.binaries[l]; ok {
+			p.mains = append(p.mains, l)
+		}
 	default:
 		p.other = append(p.other, l)
 		if len(p.other) > maxOtherLines {
@@ -68,12 +87,29 @@ func isPackagePath(l string) bool {
 	return !strings.ContainsAny(l, " \t") && !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "go:")
 }
 
-// report prints how far the build is.
+// report prints how far the build is, and which binaries it is linking.
 func (p *progress) report() {
 	p.mu.Lock()
 	n := p.packages
+	mains := slices.Clone(p.mains)
 	p.mu.Unlock()
+	var linking []string
+	for _, pkg := range mains {
+		if path := p.binaries[pkg]; !exists(path) {
+			linking = append(linking, filepath.Base(path))
+		}
+	}
+	if len(linking) > 0 {
+		p.printf("building %s: %d packages compiled, linking %s, %s elapsed", p.what, n, strings.Join(linking, ", "), p.elapsed())
+		return
+	}
 	p.printf("building %s: %d packages compiled, %s elapsed", p.what, n, p.elapsed())
+}
+
+// exists tells whether a file is at path.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // done prints that the build finished.

@@ -85,6 +85,18 @@ func moduleVersion(goMod []byte) (string, error) {
 	return "", fmt.Errorf("the tools module's go.mod requires no k8s.io/kubernetes")
 }
 
+// modulePath returns the module path a go.mod declares; "" when it declares
+// none.
+func modulePath(goMod []byte) string {
+	s := bufio.NewScanner(bytes.NewReader(goMod))
+	for s.Scan() {
+		if path, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(path), `"`)
+		}
+	}
+	return ""
+}
+
 // SourceVersion returns the Kubernetes version of the tools module in dir.
 func SourceVersion(dir string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
