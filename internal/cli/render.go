@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/polyop/polyop/internal/render"
 )
@@ -78,13 +80,19 @@ sidecar reports is part of the answer, not an error: polyop render exits 0.`,
   # Default and validate an object on create, then reconcile it
   polyop render --object widget.yaml --admission create -- node dist/main.js
 
-  # Call a sidecar you run yourself, e.g. under a debugger
-  polyop render --object widget.yaml --sidecar-address unix:///tmp/widget.sock`,
+  # Call a sidecar you run yourself under a debugger, with an hour to step through
+  # the call (docs/debugging.md)
+  polyop render --object widget.yaml --sidecar-address unix:///tmp/widget/sidecar.sock --timeout 1h`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			o.Command = args
 			return validateRender(&o, cmd.ArgsLenAtDash())
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The sidecar client logs through controller-runtime's logger
+			// (a call held past its deadline); render reports its errors
+			// itself, and without a logger controller-runtime prints a stack
+			// trace 30s in (a sidecar paused in a debugger).
+			logf.SetLogger(logr.Discard())
 			return render.Render(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
