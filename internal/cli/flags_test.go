@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/polyop/polyop/internal/controlplane"
+	"github.com/polyop/polyop/internal/host"
+	"github.com/polyop/polyop/internal/scaffold"
 	"github.com/polyop/polyop/internal/version"
 )
 
@@ -113,6 +116,54 @@ func TestRootHelpListsTheCommands(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("polyop render --help does not show %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRunHelpShowsHowToDebugTheSidecar: polyop run --help shows, for each
+// language, the sidecar of a generated project started under its debugger
+// (its entry point as polyop init writes it into the PROJECT file), polyop
+// run attached to it with the host's own deadline flag, and the page that
+// says more.
+func TestRunHelpShowsHowToDebugTheSidecar(t *testing.T) {
+	t.Parallel()
+	out, err := run("run", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const address = "unix:///tmp/fleet/sidecar.sock"
+	sidecar := func(l scaffold.Language) scaffold.SidecarCommands {
+		t.Helper()
+		s, err := scaffold.For(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &scaffold.Project{Name: "fleet", Domain: "example.com", Language: l, PolyopVersion: "0.1.0"}
+		if err := s.Defaults(p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Sidecar
+	}
+	goSidecar, pySidecar, tsSidecar := sidecar(scaffold.Go), sidecar(scaffold.Python), sidecar(scaffold.TypeScript)
+	want := []string{
+		// go build -o bin/sidecar ./cmd/sidecar: dlv debug builds the same package.
+		"dlv debug " + goSidecar.Build[len(goSidecar.Build)-1] + " -- --address " + address,
+		// .venv/bin/python -m fleet
+		pySidecar.Command[0] + " -m debugpy --listen 5678 " + strings.Join(pySidecar.Command[1:], " ") + " --address " + address,
+		// node dist/main.js
+		tsSidecar.Command[0] + " --inspect " + strings.Join(tsSidecar.Command[1:], " ") + " --address " + address,
+		"polyop run --sidecar-address " + address + " -- --reconcile-timeout=1h",
+		"docs/debugging.md",
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("polyop run --help does not show %q:\n%s", w, out)
+		}
+	}
+	fs := flag.NewFlagSet("host", flag.ContinueOnError)
+	opts := host.NewOptions()
+	opts.BindFlags(fs)
+	if fs.Lookup("reconcile-timeout") == nil {
+		t.Error("the host has no --reconcile-timeout flag, which polyop run --help shows")
 	}
 }
 

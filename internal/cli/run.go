@@ -36,7 +36,8 @@ your machine:
   2. the project's CRDs (config/crd), installed with server-side apply;
   3. the sidecar, built and started as the PROJECT file says (sidecar.build,
      sidecar.command), on a unix socket in a temporary directory; or, with
-     --sidecar-address, one you run yourself (under a debugger, say);
+     --sidecar-address, one you run yourself (under a debugger, say), which
+     it neither builds, starts nor stops;
   4. the host (this polyop's own, or --host-binary), pointed at the sidecar,
      with health probes and metrics over plain HTTP on 127.0.0.1;
   5. when the sidecar declares webhooks or conversions: a CA and a serving
@@ -52,7 +53,14 @@ conversion, stops the host, the sidecar and the control plane, and removes
 the sockets, certificates, kubeconfig and temporary directories. A second
 signal stops it at once.
 
-Flags after -- go to the host (polyop host --help lists them).`,
+Flags after -- go to the host (polyop host --help lists them).
+
+To step through the sidecar, run it under your language's debugger, serving
+on a socket, give that socket to --sidecar-address, and raise the host's
+deadline of each Reconcile call (-- --reconcile-timeout=1h; 30s by default,
+after which the host discards the answer and calls again): see
+https://github.com/polyop/polyop/blob/main/docs/debugging.md for Go (dlv),
+Python (debugpy) and Node.js (--inspect), with editors' attach settings.`,
 		Example: `  # Run the project against a local control plane (or your cluster) until Ctrl-C
   polyop run
 
@@ -65,9 +73,12 @@ Flags after -- go to the host (polyop host --help lists them).`,
   # Download the control plane's binaries from a mirror of controller-tools' envtest index
   POLYOP_ENVTEST_INDEX=https://mirror.example.com/envtest-releases.yaml polyop run
 
-  # Attach to a sidecar you run yourself, e.g. under a debugger
-  dlv debug . -- --address tcp://127.0.0.1:9000   # in another terminal
-  polyop run --sidecar-address tcp://127.0.0.1:9000
+  # Debug the sidecar: start it under its debugger in another terminal, by language,
+  dlv debug ./cmd/sidecar -- --address unix:///tmp/fleet/sidecar.sock                          # Go
+  .venv/bin/python -m debugpy --listen 5678 -m fleet --address unix:///tmp/fleet/sidecar.sock  # Python
+  node --inspect dist/main.js --address unix:///tmp/fleet/sidecar.sock                         # TypeScript
+  # then run the rest against it, with time to step through each Reconcile call
+  polyop run --sidecar-address unix:///tmp/fleet/sidecar.sock -- --reconcile-timeout=1h
 
   # More flags for the host
   polyop run -- --zap-log-level=debug`,
