@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -91,6 +92,10 @@ func (r *runner) startHost(res *description.Resolved) error {
 		args = append(args, r.webhooks.hostArgs()...)
 	} else {
 		args = append(args, "--webhook-port", "0")
+	}
+	if addr := r.clusterAddress(); addr != "" {
+		args = append(args, "--cluster-address", addr)
+		r.console.printf("the host serves the Cluster service at %s: a sidecar you run yourself reads the cluster with POLYOP_CLUSTER_ADDRESS=%s", addr, addr)
 	}
 	args = append(args, r.o.HostArgs...)
 
@@ -201,4 +206,24 @@ func (r *runner) printReady() {
 		p("  webhooks: %s (CA %s)", r.webhooks.url, r.webhooks.caFile())
 	}
 	p("  sidecar:  %s", r.address)
+}
+
+// clusterAddress is where the host serves the Cluster service to the
+// sidecar, when the host's default does not suit a run: beside a unix
+// socket sidecar address, the host's default puts it next to the sidecar's
+// socket, where the SDKs look; for any other address the default is
+// /var/run/polyop/cluster.sock, the pod's shared volume, which a user's
+// machine rarely lets them create, so the run's own folder holds it. ""
+// when the host's default stands, or the user passed --cluster-address
+// to the host.
+func (r *runner) clusterAddress() string {
+	if strings.HasPrefix(r.address, "unix://") {
+		return ""
+	}
+	for _, arg := range r.o.HostArgs {
+		if arg == "--cluster-address" || strings.HasPrefix(arg, "--cluster-address=") {
+			return ""
+		}
+	}
+	return "unix://" + filepath.Join(r.tmpDir, "cluster.sock")
 }

@@ -302,44 +302,65 @@ func TestRunOutsideAProjectSaysHowToMakeOne(t *testing.T) {
 
 // TestRunAttachesToASidecarTheUserRuns: with --sidecar-address, polyop run
 // neither builds nor starts a sidecar, calls the one given, and leaves it
-// running.
+// running. Over TCP, the host serves the Cluster service from the run's own
+// folder (not the pod's /var/run/polyop, which a user's machine rarely lets
+// them create) and polyop run says where.
 func TestRunAttachesToASidecarTheUserRuns(t *testing.T) {
 	t.Parallel()
 	sidecarBin, err := testenv.Build("./examples/go/maintenancewindow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "pa-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	address := "unix://" + filepath.Join(dir, "sidecar.sock")
-	sc, err := testenv.StartProcess(t, "sidecar", sidecarBin, "--address", address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sc.Stop)
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			t.Parallel()
+			dir, err := os.MkdirTemp("", "pa-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			address := "unix://" + filepath.Join(dir, "sidecar.sock")
+			if network == "tcp" {
+				free, err := freeLocalAddress()
+				if err != nil {
+					t.Fatal(err)
+				}
+				address = "tcp://" + free
+			}
+			sc, err := testenv.StartProcess(t, "sidecar", sidecarBin, "--address", address)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sc.Stop)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := examplePolyopRun(t, ctx, "--local", "--sidecar-address", address, "--apply-samples", "--exit-when-ready", "--timeout", "3m")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	t.Logf("output of polyop run:\n%s", out.String())
-	if err != nil {
-		t.Fatalf("polyop run failed: %v", err)
-	}
-	for _, want := range []string{"using the sidecar at " + address, "MaintenanceWindow default/nightly is Ready"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the output does not contain %q", want)
-		}
-	}
-	if strings.Contains(out.String(), "building the sidecar") {
-		t.Error("polyop run built a sidecar although one was given")
-	}
-	if sc.Exited() {
-		t.Errorf("the user's sidecar exited with polyop run: %v", sc.ExitError())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			cmd := examplePolyopRun(t, ctx, "--local", "--sidecar-address", address, "--apply-samples", "--exit-when-ready", "--timeout", "3m")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err = cmd.Run()
+			t.Logf("output of polyop run:\n%s", out.String())
+			if err != nil {
+				t.Fatalf("polyop run failed: %v", err)
+			}
+			for _, want := range []string{"using the sidecar at " + address, "MaintenanceWindow default/nightly is Ready"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the output does not contain %q", want)
+				}
+			}
+			served := regexp.MustCompile(`the host serves the Cluster service at (unix://\S+/` + tmpDirPrefix + `\S*/cluster\.sock): a sidecar you run yourself reads the cluster with POLYOP_CLUSTER_ADDRESS=(\S+)`).FindStringSubmatch(out.String())
+			switch {
+			case network == "tcp" && (served == nil || served[1] != served[2]):
+				t.Errorf("polyop run does not say that the host serves the Cluster service in the run's folder, and how the sidecar finds it")
+			case network == "unix" && strings.Contains(out.String(), "serves the Cluster service at"):
+				t.Errorf("polyop run moved the Cluster service away from beside the sidecar's socket, where the SDKs look")
+			}
+			if strings.Contains(out.String(), "building the sidecar") {
+				t.Error("polyop run built a sidecar although one was given")
+			}
+			if sc.Exited() {
+				t.Errorf("the user's sidecar exited with polyop run: %v", sc.ExitError())
+			}
+		})
 	}
 }
