@@ -231,6 +231,7 @@ GO_TIDY_ENV = GOWORK=off GOMODCACHE="$$modcache" GOFLAGS="$$(go env GOFLAGS) -mo
 # hash): make tidy drops them first and writes them anew; check-tidy says so
 # rather than letting go call the mismatch a security error.
 define go-tidy
+	@mkdir -p $(GOPROXY_DIR)
 	@go run ./hack/goproxy -out $(GOPROXY_DIR) -version $(SDK_VERSION) | grep '^github.com/polyop/polyop/sdk/go ' >$(GOPROXY_DIR)/sdk-go.sum
 	@$(if $(filter -diff,$(1)),grep -qxFf $(GOPROXY_DIR)/sdk-go.sum go.sum && [ $$(grep -cxFf $(GOPROXY_DIR)/sdk-go.sum go.sum) -eq 2 ] || { \
 		echo "go.sum's lines for github.com/polyop/polyop/sdk/go are not those of sdk/go as it is now (any change to sdk/go changes them): run make tidy"; exit 1; },sed -i.bak '/^github.com\/polyop\/polyop\/sdk\/go /d' go.sum && rm -f go.sum.bak)
